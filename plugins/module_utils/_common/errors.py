@@ -1,0 +1,70 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The collection's own exceptions.
+
+Backends translate libvirt and Kubernetes exceptions into these, so that modules
+fail the same way on every backend and never leak a backend's traceback.
+"""
+
+from __future__ import annotations
+
+
+class ConvergeError(Exception):
+    """Base class of every error the collection raises on purpose."""
+
+    def __init__(self, message, **details):
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def to_result(self):
+        """The fields a module adds to its failure result."""
+        result = {'msg': self.message}
+        result.update(self.details)
+        return result
+
+
+class InvalidDeclaration(ConvergeError):
+    """The user's declaration is invalid; nothing was changed."""
+
+    def __init__(self, field, reason, **details):
+        super().__init__('%s: %s' % (field, reason), field=field, **details)
+        self.field = field
+        self.reason = reason
+
+
+class TransitionRefused(ConvergeError):
+    """An action is not accepted in the current vm_state / task_state (Nova's 409)."""
+
+    def __init__(self, action, vm_state, task_state, reason=None, accepted=None):
+        text = 'action %r refused: vm_state is %s, task_state is %s' % (action, vm_state, task_state)
+        if reason:
+            text += ' (%s)' % reason
+        super().__init__(text, action=action, vm_state=vm_state, task_state=task_state, accepted_vm_states=sorted(accepted or ()))
+        self.action = action
+        self.vm_state = vm_state
+        self.task_state = task_state
+
+
+class TaskConflict(ConvergeError):
+    """Another task holds the VM (compare-and-swap on the task id lost)."""
+
+    def __init__(self, name, held_by, task_state, **details):
+        super().__init__(
+            'VM %r is busy: task %s (task_state %s) is in flight; only one task may act on a VM at a time' % (name, held_by, task_state),
+            task_id=held_by, task_state=task_state, **details)
+        self.held_by = held_by
+        self.task_state = task_state
+
+
+class DataSafetyRefusal(ConvergeError):
+    """An operation would lose or expose data (shrink, delete or detach in use)."""
+
+
+class WaitTimeout(ConvergeError):
+    """A wait reached its deadline; carries the last observed state."""
+
+
+class BackendError(ConvergeError):
+    """The hypervisor or API server failed; the message is safe to show."""

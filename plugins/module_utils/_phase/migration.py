@@ -1,0 +1,201 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The migration phase machine (KubeVirt ``pkg/virt-controller/watch/migration.go``, seed 001).
+
+Unset -> Pending -> Scheduling -> Scheduled -> PreparingTarget -> TargetReady
+-> Running -> Succeeded, with Failed reachable from every non-final phase.
+:data:`TRANSITIONS` is the graph as data; :func:`next_phase` advances one
+observation at a time, first checking the failure rules of
+:data:`FAILURE_RULES` in order.
+
+Abort is the deletion of the migration object: before the hand-off to the
+source (Running) it fails at once; after it, the source is asked to abort and
+the guest keeps running on the source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+UNSET = ''
+PENDING = 'Pending'
+SCHEDULING = 'Scheduling'
+SCHEDULED = 'Scheduled'
+PREPARING_TARGET = 'PreparingTarget'
+TARGET_READY = 'TargetReady'
+RUNNING = 'Running'
+SUCCEEDED = 'Succeeded'
+FAILED = 'Failed'
+PHASES = (UNSET, PENDING, SCHEDULING, SCHEDULED, PREPARING_TARGET, TARGET_READY, RUNNING, SUCCEEDED, FAILED)
+FINAL = (SUCCEEDED, FAILED)
+ORDER = (UNSET, PENDING, SCHEDULING, SCHEDULED, PREPARING_TARGET, TARGET_READY, RUNNING, SUCCEEDED)
+
+# phase -> the phases it may move to (Failed from any non-final phase).
+TRANSITIONS = {
+    UNSET: (PENDING, FAILED),
+    PENDING: (SCHEDULING, FAILED),
+    SCHEDULING: (SCHEDULED, FAILED),
+    SCHEDULED: (PREPARING_TARGET, FAILED),
+    PREPARING_TARGET: (TARGET_READY, FAILED),
+    TARGET_READY: (RUNNING, FAILED),
+    RUNNING: (SUCCEEDED, FAILED),
+    SUCCEEDED: (),
+    FAILED: (),
+}
+
+# Failure reasons, as reported to the user.
+VM_GONE = 'the VM is gone or no longer running'
+TARGET_FAILED = 'the target died or vanished'
+SUPERSEDED = 'another migration of this VM took over'
+SOURCE_FAILED = 'the source reported the migration failed'
+PENDING_TIMEOUT = 'the target stayed pending too long'
+ABORTED = 'aborted'
+DRAINING_TARGET = 'the target host is being drained'
+
+
+@dataclass(frozen=True)
+class MigrationObservation:
+    """What is known of one migration now. Defaults describe a healthy one."""
+
+    phase: str = UNSET
+    vm_running: bool = True             # the VM exists and its instance is not final
+    target_exists: bool = False         # target created (libvirt: destination connection opened)
+    target_ready: bool = False          # target checked and accepts (Scheduled)
+    target_node_known: bool = False     # PreparingTarget
+    target_address_known: bool = False  # TargetReady (libvirt: Prepare done)
+    target_failed: bool = False
+    target_draining: bool = False
+    transfer_started: bool = False      # the source's job is active
+    transfer_completed: bool = False    # job completed and the guest runs on the target
+    source_failed: bool = False
+    superseded: bool = False
+    abort_requested: bool = False
+    pending_seconds: float = 0.0
+    pending_timeout: float = 300.0
+
+
+def _failure(obs):
+    # Order follows migration.go updateStatus: VM final first, then the target.
+    if not obs.vm_running and obs.phase != RUNNING:
+        return VM_GONE
+    if obs.superseded:
+        return SUPERSEDED
+    if obs.target_draining and obs.phase not in (RUNNING,):
+        return DRAINING_TARGET
+    if obs.target_failed:
+        return TARGET_FAILED
+    if obs.source_failed:
+        return SOURCE_FAILED
+    if obs.abort_requested:
+        return ABORTED
+    if obs.phase in (UNSET, PENDING, SCHEDULING) and obs.pending_seconds > obs.pending_timeout:
+        return PENDING_TIMEOUT
+    if obs.phase == RUNNING and not obs.vm_running and not obs.transfer_completed:
+        return VM_GONE
+    return None
+
+
+def next_phase(obs):
+    """Advance by one observation; return ``(phase, failure_reason or None)``.
+
+    A final phase never changes. Failure rules are checked first. Otherwise
+    the phase moves forward as far as the observation allows, one edge of
+    :data:`TRANSITIONS` at a time (the result is always reachable).
+    """
+    if obs.phase in FINAL:
+        return obs.phase, None
+    reason = _failure(obs)
+    if reason:
+        return FAILED, reason
+    phase = obs.phase
+    gates = {
+        UNSET: True,
+        PENDING: obs.target_exists,
+        SCHEDULING: obs.target_ready,
+        SCHEDULED: obs.target_node_known,
+        PREPARING_TARGET: obs.target_address_known,
+        TARGET_READY: obs.transfer_started,
+        RUNNING: obs.transfer_completed,
+    }
+    while phase in gates and gates[phase]:
+        phase = TRANSITIONS[phase][0]
+    return phase, None
+
+
+def abort_plan(phase):
+    """What aborting (deleting the migration) does in ``phase``.
+
+    Returns 'nothing' for a final migration, 'fail' before the hand-off to
+    the source, 'ask source to abort' once the transfer runs.
+    """
+    if phase in FINAL:
+        return 'nothing'
+    if phase == RUNNING:
+        return 'ask source to abort'
+    return 'fail'
+
+
+def can_transition(current, new):
+    """True when ``new`` is a legal next phase of ``current``."""
+    return new == current or new in TRANSITIONS.get(current, ())
+
+
+def may_start(vm_state, task_state, other_migration_phase=None):
+    """Only one migration per VM at a time, and only from ACTIVE or PAUSED with no task."""
+    if other_migration_phase is not None and other_migration_phase not in FINAL:
+        return False
+    return vm_state in ('ACTIVE', 'PAUSED') and task_state is None
+
+
+# libvirt mapping (phase-model section 7): the step the libvirt backend
+# reached, and the job type it reads from jobStats, to a phase.
+LIBVIRT_JOB_NONE = 0
+LIBVIRT_JOB_BOUNDED = 1
+LIBVIRT_JOB_UNBOUNDED = 2
+LIBVIRT_JOB_COMPLETED = 3
+LIBVIRT_JOB_FAILED = 4
+LIBVIRT_JOB_CANCELLED = 5
+
+
+def libvirt_observation(phase, dest_connected=False, dest_checked=False, dest_accepts=False, job_type=LIBVIRT_JOB_NONE,
+                        on_destination=False, vm_running=True, dest_failed=False, aborted=False, error=None):
+    """Build a :class:`MigrationObservation` from what the libvirt backend saw.
+
+    Scheduling/Scheduled = destination connection opened and checked;
+    PreparingTarget/TargetReady = the destination accepts (Begin/Prepare);
+    Running = the job is active; Succeeded = job completed and the domain runs
+    on the destination; Failed = job failed or cancelled.
+    """
+    active = job_type in (LIBVIRT_JOB_BOUNDED, LIBVIRT_JOB_UNBOUNDED)
+    completed = on_destination and (job_type in (LIBVIRT_JOB_COMPLETED, LIBVIRT_JOB_NONE))
+    return MigrationObservation(
+        phase=phase,
+        vm_running=vm_running or on_destination,
+        target_exists=dest_connected,
+        target_ready=dest_checked,
+        target_node_known=dest_accepts,
+        target_address_known=dest_accepts,
+        transfer_started=active or completed,
+        transfer_completed=completed,
+        target_failed=dest_failed,
+        source_failed=(job_type == LIBVIRT_JOB_FAILED or bool(error)) and not on_destination,
+        abort_requested=aborted or job_type == LIBVIRT_JOB_CANCELLED,
+    )
+
+
+def run_to_phase(obs, max_steps=16):
+    """Apply :func:`next_phase` until it settles; return (phase, reason, path)."""
+    path = [obs.phase]
+    reason: Optional[str] = None
+    current = obs
+    for _step in range(max_steps):
+        phase, reason = next_phase(current)
+        if phase == current.phase:
+            break
+        path.append(phase)
+        current = MigrationObservation(**dict(current.__dict__, phase=phase))
+        if phase in FINAL:
+            break
+    return current.phase, reason, path
