@@ -170,8 +170,14 @@ def plan_volumes(desired_volumes, actual_volumes, desired_attachments, actual_at
             return True
         return False
 
-    # users after the teardown below: volume -> set of VMs still referencing it
-    remaining_users = {key: set(vol.used_by) for key, vol in actual_by_key.items()}
+    # references after the teardown below: volume -> {(vm, target)}; a VM that
+    # uses a volume without a known attachment counts as (vm, None)
+    remaining_refs = {}
+    for att in actual_att:
+        remaining_refs.setdefault(att.volume, set()).add((att.vm, att.target))
+    for key, vol in actual_by_key.items():
+        known = {vm for vm, _target in remaining_refs.get(key, ())}
+        remaining_refs.setdefault(key, set()).update((vm, None) for vm in vol.used_by if vm not in known)
 
     # ---- 1. teardown: attachments that are not desired
     for att in actual_att:
@@ -191,14 +197,14 @@ def plan_volumes(desired_volumes, actual_volumes, desired_attachments, actual_at
         if att.persistent:
             plan.operations.append(Operation(DETACH_CONFIG, att.volume, att.vm, att.target))
         touched.add(att.volume)
-        remaining_users.get(att.volume, set()).discard(att.vm)
+        remaining_refs.get(att.volume, set()).discard((att.vm, att.target))
 
     # ---- 1b. teardown: volumes declared absent
     for want in desired_list:
         if want.present or want.key not in actual_by_key:
             continue
         have = actual_by_key[want.key]
-        users = remaining_users.get(want.key, set())
+        users = {vm for vm, _target in remaining_refs.get(want.key, ())}
         if have.uncertain:
             plan.uncertain.append(want.key)
             continue

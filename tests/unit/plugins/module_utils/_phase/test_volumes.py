@@ -193,3 +193,14 @@ def test_planner_fixpoint(world):
 def test_attach_of_missing_volume_refused():
     plan = v.plan_volumes([], [], [Attachment('vm1', 'vdb', 'ghost')], [], vms_running={'vm1': True})
     assert plan.operations == [] and 'does not exist' in plan.refusals[0]['reason']
+
+
+def test_volume_used_twice_by_one_vm_stays_in_use_when_one_use_is_refused():
+    # regression: detaching one of two attachments of a volume to the same VM
+    # must not make the volume look unused while the other (refused) one stays
+    actual = [Attachment('vm1', 'vdb', 'b', persistent=True, vm_running=True),
+              Attachment('vm1', 'vdc', 'b', live=True, vm_running=True)]
+    plan = v.plan_volumes([DesiredVolume('b', present=False)], [ActualVolume('b', GiB, used_by=frozenset({'vm1'}))], [], actual,
+                          managed_vms={'vm1'})
+    assert ('delete_volume', 'b', None) not in kinds(plan)
+    assert any('in use by vm1' in r['reason'] for r in plan.refusals)

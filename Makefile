@@ -1,0 +1,97 @@
+# converge.virt: every set-up step and test tier, for a fresh Debian machine as root.
+#   make demo   - set everything up and converge a small real fleet on private libvirt hosts
+#   make test   - set everything up and run every test tier (units, sanity, lint, integration)
+.RECIPEPREFIX = >
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+ROOT := $(CURDIR)
+BUILD := $(ROOT)/build
+VENV := $(ROOT)/.venv
+VPY := $(VENV)/bin/python
+SANITY_VENV := $(BUILD)/sanity-venv
+# pytest imports the collection through this symlink
+COLL_LINK := $(BUILD)/collections/ansible_collections/converge/virt
+# ansible-test needs a real directory ending in ansible_collections/<ns>/<name>
+COLL_COPY := $(BUILD)/ansible-test/ansible_collections/converge/virt
+ANSIBLE_TEST_REQS = $(VENV)/lib/python3*/site-packages/ansible_test/_data/requirements
+APT_PACKAGES := libvirt-daemon-system libvirt-clients libvirt-dev pkg-config gcc python3-dev qemu-system-x86 qemu-utils \
+                busybox-static cpio kmod xz-utils zstd git
+export PYTHONPATH := $(BUILD)/collections
+export ANSIBLE_COLLECTIONS_PATH := $(BUILD)/collections
+export ANSIBLE_NOCOLOR := 1
+export HYPOTHESIS_STORAGE_DIRECTORY := $(BUILD)/hypothesis
+
+.PHONY: help setup apt venv sanity-venv layout docs units unit-pytest sanity lint integration test demo clean guest
+
+help:
+> @echo "make demo   - set up and converge a small real fleet on private libvirt hosts"
+> @echo "make test   - set up and run every test tier"
+> @echo "make docs   - regenerate docs/states.md from the phase tables"
+
+setup: apt venv sanity-venv layout
+
+# Debian packages: installed only when one is missing, so a warm machine skips apt entirely.
+apt:
+> @missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+  if [ -n "$$missing" ]; then \
+    echo "apt: installing $$missing"; \
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+  fi
+
+$(VENV)/.stamp: requirements.txt test-requirements.txt
+> $(PYTHON) -m venv $(VENV)
+> $(VPY) -m pip install -q --upgrade pip
+> $(VPY) -m pip install -q -r requirements.txt -r test-requirements.txt
+> touch $@
+
+venv: apt $(VENV)/.stamp
+
+# ansible-test's own pinned sanity requirements, installed from PyPI by us (not by ansible-test)
+$(SANITY_VENV)/.stamp: $(VENV)/.stamp
+> $(PYTHON) -m venv $(SANITY_VENV)
+> $(SANITY_VENV)/bin/pip install -q --upgrade pip
+> core=$$($(VPY) -c 'import ansible; print(ansible.__version__)'); \
+  reqs=$$(ls $(ANSIBLE_TEST_REQS)/sanity.*.txt | grep -v changelog | sed 's/^/-r /'); \
+  $(SANITY_VENV)/bin/pip install -q "ansible-core==$$core" $$reqs -r requirements.txt
+> touch $@
+
+sanity-venv: $(SANITY_VENV)/.stamp
+
+layout:
+> @mkdir -p $(dir $(COLL_LINK)) && ln -sfn $(ROOT) $(COLL_LINK)
+> @rm -rf $(COLL_COPY) && mkdir -p $(COLL_COPY)
+> @git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t $(COLL_COPY) 2>/dev/null || true
+> @cd $(COLL_COPY) && git init -q . && git add -A . >/dev/null 2>&1 || true
+
+docs: layout
+> $(VPY) tools/gen_docs.py
+
+# ansible-test units: the unit tests as ansible-test runs them (collection loader, controller python)
+units: venv layout
+> cd $(COLL_COPY) && $(VENV)/bin/ansible-test units --python $$($(VPY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') --color no
+
+sanity: sanity-venv layout
+> cd $(COLL_COPY) && PATH=$(SANITY_VENV)/bin:$$PATH $(SANITY_VENV)/bin/ansible-test sanity --color no \
+    --python $$($(VPY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
+    --skip-test changelog
+
+lint: venv layout
+> cd $(COLL_COPY) && $(VENV)/bin/ansible-lint --profile production --offline -q
+
+guest: venv
+> $(VPY) -m tools.virtlab guest build --cache-dir $(BUILD)/guest
+
+integration: venv layout guest
+> $(VPY) -m pytest -q -p no:cacheprovider tests/integration tests/kubeapi_tests
+
+test: setup units sanity lint integration
+> @echo "make test: all tiers passed"
+
+demo: setup guest
+> $(VENV)/bin/ansible-playbook -i localhost, playbooks/demo.yml
+
+clean:
+> -$(VPY) -m tools.virtlab hosts stop --state-dir $(BUILD)/lab 2>/dev/null
+> rm -rf $(BUILD)
