@@ -10,7 +10,6 @@ ROOT := $(CURDIR)
 BUILD := $(ROOT)/build
 VENV := $(ROOT)/.venv
 VPY := $(VENV)/bin/python
-SANITY_VENV := $(BUILD)/sanity-venv
 # pytest imports the collection through this symlink
 COLL_LINK := $(BUILD)/collections/ansible_collections/converge/virt
 # ansible-test needs a real directory ending in ansible_collections/<ns>/<name>
@@ -23,14 +22,14 @@ export ANSIBLE_COLLECTIONS_PATH := $(BUILD)/collections
 export ANSIBLE_NOCOLOR := 1
 export HYPOTHESIS_STORAGE_DIRECTORY := $(BUILD)/hypothesis
 
-.PHONY: help setup apt venv sanity-venv layout docs units unit-pytest sanity lint integration test demo clean guest
+.PHONY: help setup apt venv layout docs units unit-pytest sanity lint integration test demo clean guest
 
 help:
 > @echo "make demo   - set up and converge a small real fleet on private libvirt hosts"
 > @echo "make test   - set up and run every test tier"
 > @echo "make docs   - regenerate docs/states.md from the phase tables"
 
-setup: apt venv sanity-venv layout
+setup: apt venv layout
 
 # Debian packages: installed only when one is missing, so a warm machine skips apt entirely.
 apt:
@@ -48,16 +47,6 @@ $(VENV)/.stamp: requirements.txt test-requirements.txt
 
 venv: apt $(VENV)/.stamp
 
-# ansible-test's own pinned sanity requirements, installed from PyPI by us (not by ansible-test)
-$(SANITY_VENV)/.stamp: $(VENV)/.stamp
-> $(PYTHON) -m venv $(SANITY_VENV)
-> $(SANITY_VENV)/bin/pip install -q --upgrade pip
-> core=$$($(VPY) -c 'import ansible; print(ansible.__version__)'); \
-  reqs=$$(ls $(ANSIBLE_TEST_REQS)/sanity.*.txt | grep -v changelog | sed 's/^/-r /'); \
-  $(SANITY_VENV)/bin/pip install -q "ansible-core==$$core" $$reqs -r requirements.txt
-> touch $@
-
-sanity-venv: $(SANITY_VENV)/.stamp
 
 layout:
 > @mkdir -p $(dir $(COLL_LINK)) && ln -sfn $(ROOT) $(COLL_LINK)
@@ -72,8 +61,13 @@ docs: layout
 units: venv layout
 > cd $(COLL_COPY) && $(VENV)/bin/ansible-test units --python $$($(VPY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') --color no
 
-sanity: sanity-venv layout
-> cd $(COLL_COPY) && PATH=$(SANITY_VENV)/bin:$$PATH $(SANITY_VENV)/bin/ansible-test sanity --color no \
+# ansible-test installs each sanity test's pinned requirements from PyPI into
+# its own virtual environment; only its pip bootstrap (a download from its CI
+# file host, unreachable here) is replaced by tools/ansible_test_pip_bootstrap.py.
+sanity: venv layout
+> @v=$$(grep -hoE "pip='[0-9.]+'" $(VENV)/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py | grep -oE '[0-9.]+'); \
+  mkdir -p $$HOME/.ansible/test/cache && cp tools/ansible_test_pip_bootstrap.py $$HOME/.ansible/test/cache/get_pip_$${v//./_}.py
+> cd $(COLL_COPY) && PATH=$(VENV)/bin:$$PATH $(VENV)/bin/ansible-test sanity --color no \
     --python $$($(VPY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
     --skip-test changelog
 

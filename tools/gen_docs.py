@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Regenerate docs/states.md from the phase tables (run by `make docs`)."""
 
 import os
