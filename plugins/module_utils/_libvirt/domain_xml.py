@@ -28,7 +28,8 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.units impor
 CONVERGE_NS = 'https://converge.virt/xmlns/vm/1'
 CONVERGE_PREFIX = 'converge'
 QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
-METADATA_FIELDS = ('vm_state', 'task_state', 'task_id', 'task_started_at', 'last_action', 'pending_restart')
+METADATA_FIELDS = ('vm_state', 'task_state', 'task_id', 'task_started_at', 'last_action', 'pending_restart', 'lease_until', 'previous_vm_state',
+                   'owner', 'generation')
 
 LIVE = 'live'
 RESTART = 'restart'

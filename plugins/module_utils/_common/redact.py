@@ -1,0 +1,57 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Keep secrets out of results, diffs, errors and logs.
+
+A libvirt URI may carry a password (``qemu+tcp://user:secret@host/system``) or
+secret-bearing query parameters; a Kubernetes error may echo a bearer token.
+Everything a module shows passes through :func:`redact_uri` or :func:`redact_text`.
+"""
+
+from __future__ import annotations
+
+import re
+
+try:
+    from urllib.parse import urlsplit, urlunsplit, parse_qsl, urlencode
+except ImportError:  # pragma: no cover
+    from urlparse import urlsplit, urlunsplit, parse_qsl  # type: ignore
+    from urllib import urlencode  # type: ignore
+
+MASK = '********'
+SECRET_QUERY_KEYS = ('password', 'passwd', 'pass', 'token', 'secret', 'auth', 'key', 'pkipath', 'keyfile')
+_BEARER = re.compile(r'(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+')
+_USERINFO = re.compile(r'(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]*)@', re.IGNORECASE)
+
+
+def redact_uri(uri):
+    """The URI with any password and secret-looking query values masked."""
+    if not uri:
+        return uri
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return _USERINFO.sub(lambda m: '%s%s:%s@' % (m.group('scheme'), m.group('user'), MASK), uri)
+    netloc = parts.netloc
+    if '@' in netloc:
+        userinfo, host = netloc.rsplit('@', 1)
+        if ':' in userinfo:
+            userinfo = userinfo.split(':', 1)[0] + ':' + MASK
+        netloc = userinfo + '@' + host
+    query = parts.query
+    if query:
+        pairs = [(k, MASK if k.lower() in SECRET_QUERY_KEYS else v) for k, v in parse_qsl(query, keep_blank_values=True)]
+        query = urlencode(pairs, safe='/*')
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redact_text(text, secrets=()):
+    """``text`` with every known secret value, URI password and bearer token masked."""
+    if text is None:
+        return text
+    text = str(text)
+    for secret in secrets:
+        if secret:
+            text = text.replace(str(secret), MASK)
+    text = _USERINFO.sub(lambda m: '%s%s:%s@' % (m.group('scheme'), m.group('user'), MASK), text)
+    return _BEARER.sub(lambda m: m.group(1) + MASK, text)

@@ -1,0 +1,107 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Opening libvirt connections and translating libvirt's errors.
+
+The binding is imported lazily so that the documentation, the sanity import
+test and check of arguments work without it; a module that needs it fails with
+a clear message naming the missing Python package. Credentials come from the
+URI or from ``username`` / ``password``; neither is ever shown: every message
+that leaves here goes through :func:`redact_text`.
+"""
+
+from __future__ import annotations
+
+import traceback
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
+
+try:
+    import libvirt  # pylint: disable=import-error
+    HAS_LIBVIRT = True
+    LIBVIRT_IMPORT_ERROR = None
+except ImportError:
+    libvirt = None
+    HAS_LIBVIRT = False
+    LIBVIRT_IMPORT_ERROR = traceback.format_exc()
+
+DEFAULT_URI = 'qemu:///system'
+
+
+def require_libvirt():
+    """Raise a clear error when libvirt-python is missing."""
+    if not HAS_LIBVIRT:
+        raise BackendError('the libvirt backend needs the Python package libvirt-python (pip install libvirt-python)')
+
+
+def _silence(_ctx, _err):
+    # libvirt prints every error to stderr by default; the errors are raised
+    # as exceptions and reported by the module instead.
+    return None
+
+
+class Connection:
+    """A libvirt connection with the secrets needed to redact its errors."""
+
+    def __init__(self, uri, username=None, password=None):
+        require_libvirt()
+        self.uri = uri or DEFAULT_URI
+        self.display_uri = redact_uri(self.uri)
+        self._secrets = tuple(x for x in (password, _uri_password(self.uri)) if x)
+        libvirt.registerErrorHandler(_silence, None)
+        try:
+            if username or password:
+                auth = [[libvirt.VIR_CRED_AUTHNAME, libvirt.VIR_CRED_PASSPHRASE], self._auth_callback(username, password), None]
+                self.conn = libvirt.openAuth(self.uri, auth, 0)
+            else:
+                self.conn = libvirt.open(self.uri)
+        except libvirt.libvirtError as exc:
+            raise self.error(exc, 'cannot connect to %s' % self.display_uri)
+
+    @staticmethod
+    def _auth_callback(username, password):
+        def callback(credentials, _data):
+            for cred in credentials:
+                if cred[0] == libvirt.VIR_CRED_AUTHNAME:
+                    cred[4] = username
+                elif cred[0] == libvirt.VIR_CRED_PASSPHRASE:
+                    cred[4] = password
+            return 0
+        return callback
+
+    def redact(self, text):
+        """``text`` without this connection's secrets."""
+        return redact_text(text, self._secrets)
+
+    def error(self, exc, what):
+        """A :class:`BackendError` for libvirt exception ``exc`` while doing ``what``."""
+        code = exc.get_error_code() if hasattr(exc, 'get_error_code') else None
+        return BackendError(self.redact('%s: %s' % (what, exc)), libvirt_error_code=code, uri=self.display_uri)
+
+    def close(self):
+        """Close, ignoring errors (the daemon may be gone)."""
+        try:
+            self.conn.close()
+        except Exception:  # pylint: disable=broad-except
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+
+def _uri_password(uri):
+    if '://' not in (uri or ''):
+        return None
+    netloc = uri.split('://', 1)[1].split('/', 1)[0]
+    if '@' in netloc and ':' in netloc.rsplit('@', 1)[0]:
+        return netloc.rsplit('@', 1)[0].split(':', 1)[1] or None
+    return None
+
+
+def is_no_domain(exc):
+    """True when ``exc`` says the domain does not exist."""
+    return HAS_LIBVIRT and isinstance(exc, libvirt.libvirtError) and exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN

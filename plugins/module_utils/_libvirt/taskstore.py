@@ -1,0 +1,170 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The task record in a domain's ``<metadata>``, with a compare-and-swap.
+
+libvirt offers no compare-and-swap on metadata, so one is built from a
+primitive that is atomic in the daemon: defining a secret whose usage is
+already taken by another secret fails. A short-lived ephemeral secret with
+usage ``converge-lock:<domain uuid>`` is the mutex; under it the record's
+``generation`` is compared and the new record written. The mutex is held for a
+few milliseconds; one left behind by a killed process is broken after
+:data:`STALE_MUTEX_SECONDS`. The task itself is held by the record (its lease),
+not by the mutex, so a task survives daemon restarts and is visible to
+``vm_info``, the inventory and every other controller.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid as uuidlib
+import xml.etree.ElementTree as ET
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import TaskConflict
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
+from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord, TaskStore
+
+STALE_MUTEX_SECONDS = 30.0
+MUTEX_TIMEOUT = 15.0
+
+
+def _mutex_xml(usage, owner):
+    root = ET.Element('secret', {'ephemeral': 'yes', 'private': 'yes'})
+    ET.SubElement(root, 'uuid').text = str(uuidlib.uuid4())
+    ET.SubElement(root, 'description').text = 'converge.virt task mutex %s held by %s' % (repr(time.time()), owner)
+    usage_elem = ET.SubElement(root, 'usage', {'type': 'volume'})
+    ET.SubElement(usage_elem, 'volume').text = usage
+    return ET.tostring(root, encoding='unicode')
+
+
+class DomainMutex:
+    """A daemon-side mutex for one domain (see the module docstring)."""
+
+    def __init__(self, conn, dom_uuid, owner, timeout=MUTEX_TIMEOUT):
+        self.conn = conn
+        self.usage = 'converge-lock:%s' % dom_uuid
+        self.owner = owner
+        self.timeout = timeout
+        self.secret = None
+
+    def __enter__(self):
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                self.secret = self.conn.secretDefineXML(_mutex_xml(self.usage, self.owner), 0)
+                return self
+            except libvirt.libvirtError:
+                self._break_if_stale()
+            if time.monotonic() > deadline:
+                raise TaskConflict(self.usage, 'mutex', 'busy', reason='the task mutex stayed taken for %ss' % self.timeout)
+            time.sleep(random.uniform(0.005, 0.03))
+
+    def _break_if_stale(self):
+        try:
+            held = self.conn.secretLookupByUsage(libvirt.VIR_SECRET_USAGE_TYPE_VOLUME, self.usage)
+            desc = ET.fromstring(held.XMLDesc(0)).findtext('description') or ''
+            since = float(desc.split('mutex ', 1)[1].split(' ', 1)[0])
+        except (libvirt.libvirtError, ValueError, IndexError, ET.ParseError):
+            return
+        if time.time() - since > STALE_MUTEX_SECONDS:
+            try:
+                held.undefine()
+            except libvirt.libvirtError:
+                pass
+
+    def __exit__(self, *exc_info):
+        if self.secret is not None:
+            try:
+                self.secret.undefine()
+            except libvirt.libvirtError:
+                pass
+            self.secret = None
+
+
+def _num(value):
+    try:
+        return float(value) if value not in (None, '') else None
+    except ValueError:
+        return None
+
+
+def record_from_metadata(meta):
+    """A :class:`TaskRecord` from the metadata dict of :func:`domain_xml.read_converge_metadata`."""
+    return TaskRecord(
+        vm_state=meta.get('vm_state') or None, task_state=meta.get('task_state') or None, task_id=meta.get('task_id') or None,
+        action=meta.get('last_action') if meta.get('task_state') else None, started_at=_num(meta.get('task_started_at')),
+        lease_until=_num(meta.get('lease_until')), previous_vm_state=meta.get('previous_vm_state') or None, owner=meta.get('owner') or None)
+
+
+def metadata_from_record(record, generation, pending_restart=False, last_action=None):
+    """The metadata dict to store for ``record``."""
+    return {
+        'vm_state': record.vm_state, 'task_state': record.task_state, 'task_id': record.task_id,
+        'task_started_at': repr(record.started_at) if record.started_at is not None else None,
+        'last_action': record.action or last_action, 'pending_restart': bool(pending_restart),
+        'lease_until': repr(record.lease_until) if record.lease_until is not None else None,
+        'previous_vm_state': record.previous_vm_state, 'owner': record.owner, 'generation': str(generation),
+    }
+
+
+def read_metadata(dom):
+    """The converge metadata of ``dom`` (persistent config when there is one)."""
+    flags = libvirt.VIR_DOMAIN_AFFECT_CONFIG if dom.isPersistent() else libvirt.VIR_DOMAIN_AFFECT_LIVE
+    try:
+        fragment = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domain_xml.CONVERGE_NS, flags)
+    except libvirt.libvirtError as exc:
+        if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN_METADATA:
+            return domain_xml.read_converge_metadata('<vm/>')
+        raise
+    return domain_xml.read_converge_metadata(fragment)
+
+
+def write_metadata(dom, meta):
+    """Write the converge metadata to the persistent config and, when running, the live one."""
+    flags = 0
+    if dom.isPersistent():
+        flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
+    if dom.isActive():
+        flags |= libvirt.VIR_DOMAIN_AFFECT_LIVE
+    dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domain_xml.converge_metadata_element(meta), domain_xml.CONVERGE_PREFIX,
+                    domain_xml.CONVERGE_NS, flags)
+
+
+class LibvirtTaskStore(TaskStore):
+    """:class:`TaskStore` on a libvirt domain; version = the record's generation."""
+
+    def __init__(self, conn, dom, owner, inferred_vm_state=None):
+        self.conn = conn
+        self.dom = dom
+        self.owner = owner
+        self.inferred_vm_state = inferred_vm_state
+        self.pending_restart = False
+
+    def load(self):
+        meta = read_metadata(self.dom)
+        self.pending_restart = meta.get('pending_restart', False)
+        record = record_from_metadata(meta)
+        if record.vm_state is None:
+            record = TaskRecord(vm_state=self.inferred_vm_state or 'STOPPED', task_state=record.task_state, task_id=record.task_id)
+        return record, int(_num(meta.get('generation')) or 0)
+
+    def compare_and_swap(self, expected_version, record):
+        with DomainMutex(self.conn, self.dom.UUIDString(), self.owner):
+            _current, version = self.load()
+            if version != expected_version:
+                return False
+            write_metadata(self.dom, metadata_from_record(record, version + 1, self.pending_restart))
+            return True
+
+    def set_pending_restart(self, value):
+        """Record whether the running guest runs an older definition (under the mutex)."""
+        with DomainMutex(self.conn, self.dom.UUIDString(), self.owner):
+            meta = read_metadata(self.dom)
+            if bool(meta.get('pending_restart')) == bool(value):
+                return
+            meta['pending_restart'] = bool(value)
+            meta['generation'] = str(int(_num(meta.get('generation')) or 0) + 1)
+            write_metadata(self.dom, meta)
+            self.pending_restart = bool(value)

@@ -1,0 +1,403 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The libvirt backend of the vm module: observe one VM, execute one step.
+
+The phase logic decides (``_phase.vm_plan``); this file only reads the world
+and runs the action a step names, under the task protocol of ``_phase.tasks``
+(taken per step, with the record in the domain's metadata, see
+:mod:`.taskstore`). Waiting is polling with backoff and a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid as uuidlib
+import xml.etree.ElementTree as ET
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
+    BackendError, ConvergeError, InvalidDeclaration, TaskConflict, WaitTimeout)
+from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import is_no_domain, libvirt
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, metadata_from_record, read_metadata
+from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks, views, vm_plan
+from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
+
+# dom.state() words for "running" checks
+RUNNING_STATES = (1, 2)       # running, blocked
+PAUSED_STATE = 3
+SHUTOFF_STATES = (0, 5, 6)    # nostate, shutoff, crashed (treated as off)
+
+
+def owner_id():
+    """Who holds a task: host and process, for the record and for messages."""
+    return '%s:%d' % (socket.gethostname(), os.getpid())
+
+
+class VmOptions:
+    """Execution options of the vm module (not part of the declaration's identity)."""
+
+    def __init__(self, wait=True, wait_timeout=300, shutdown_timeout=60, force_stop=True, lock_timeout=0, lease_seconds=None):
+        self.wait = wait
+        self.wait_timeout = wait_timeout
+        self.shutdown_timeout = shutdown_timeout
+        self.force_stop = force_stop
+        self.lock_timeout = lock_timeout
+        self.lease_seconds = lease_seconds or max(120.0, float(wait_timeout) + float(shutdown_timeout) + 30.0)
+
+
+class LibvirtVm:
+    """One VM on one libvirt connection."""
+
+    def __init__(self, connection, name):
+        self.connection = connection
+        self.conn = connection.conn
+        self.name = name
+        self.owner = owner_id()
+
+    # ------------------------------------------------------------ observation
+    def lookup(self):
+        """The virDomain, or None when it does not exist."""
+        try:
+            return self.conn.lookupByName(self.name)
+        except libvirt.libvirtError as exc:
+            if is_no_domain(exc):
+                return None
+            raise self.connection.error(exc, 'cannot look up VM %r' % self.name)
+
+    def observe(self, spec=None):
+        """Everything the planner and the result need, as a dict."""
+        try:
+            return self._observe(spec)
+        except libvirt.libvirtError as exc:
+            raise self.connection.error(exc, 'cannot read VM %r' % self.name)
+
+    def _observe(self, spec):
+        dom = self.lookup()
+        if dom is None:
+            result = {'exists': False, 'name': self.name}
+            result.update(views.absent_view())
+            return result
+        state, reason = dom.state()
+        inactive_xml = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE) if dom.isPersistent() else dom.XMLDesc(0)
+        meta = read_metadata(dom)
+        managed = bool(dom.hasManagedSaveImage(0)) if dom.isPersistent() else False
+        autostart = bool(dom.autostart()) if dom.isPersistent() else False
+        root = ET.fromstring(inactive_xml)
+        acpi = root.find('features/acpi') is not None
+        job_active = False
+        if state in RUNNING_STATES + (PAUSED_STATE,):
+            try:
+                job_active = dom.jobInfo()[0] in (1, 2)
+            except libvirt.libvirtError:
+                job_active = False
+        view = views.libvirt_vm_view(state, reason, meta, acpi=acpi, managed_save=managed, autostart=autostart, job_active=job_active)
+        result = {
+            'exists': True, 'name': self.name, 'uuid': dom.UUIDString(), 'persistent': bool(dom.isPersistent()),
+            'autostart': autostart, 'managed_save': managed, 'lease_until': meta.get('lease_until'),
+            'task_owner': meta.get('owner'), 'last_action': meta.get('last_action'),
+            'pending_restart': bool(meta.get('pending_restart')) and state not in SHUTOFF_STATES,
+            'vcpus': int(root.findtext('vcpu') or 0), 'memory_kib': int(root.findtext('memory') or 0),
+            'title': root.findtext('title'), 'inactive_xml': inactive_xml, 'dom': dom,
+        }
+        result.update(view)
+        if spec is not None:
+            result['diff'] = domain_xml.desired_vs_actual(spec, inactive_xml)
+        return result
+
+    # ----------------------------------------------------------- task control
+    def store(self, obs):
+        """The task store of the observed domain."""
+        return LibvirtTaskStore(self.conn, obs['dom'], self.owner, inferred_vm_state=obs['effective_vm_state'])
+
+    def recover_stale(self, obs, now):
+        """Clear a task left by a killed run (Nova _init_instance); return a note or None.
+
+        The declaration is then re-planned from what the hypervisor shows, so a
+        "redo" is whatever the plan asks for.
+        """
+        store = self.store(obs)
+        record, _version = store.load()
+        if record.idle() or not record.stale(now):
+            return None
+        recovery = reconcile.recover_stale_task(record.task_state, record.vm_state, record.action, obs['power_state'])
+        vm_state = recovery.vm_state
+        if recovery.action in (reconcile.REDO, reconcile.RESET_AFTER_LOCATING, reconcile.CLEAR, reconcile.FINISH_DELETE):
+            # what the interrupted task left behind is read off the hypervisor
+            vm_state = views.effective_vm_state(record.vm_state, obs['power_state'], obs['managed_save'])
+        tasks.clear_stale_task(store, record.task_id, vm_state, name=self.name)
+        return {'recovered_task': record.task_state, 'recovered_task_id': record.task_id, 'recovery': recovery.action,
+                'vm_state': vm_state}
+
+    def wait_idle(self, obs, options):
+        """Wait for another task in flight to end (``lock_timeout``), or fail naming it."""
+        if obs.get('task_state') is None:
+            return obs
+        if options.lock_timeout <= 0:
+            raise TaskConflict(self.name, obs.get('task_id'), obs.get('task_state'), owner=obs.get('task_owner'))
+
+        def idle_or_stale(value):
+            return value.get('task_state') is None or not value.get('exists') or _lease_expired(value)
+        try:
+            return wait_for(self.observe, idle_or_stale, options.lock_timeout, 'the task in flight on %s to end' % self.name,
+                            describe=_brief)
+        except WaitTimeout:
+            raise TaskConflict(self.name, obs.get('task_id'), obs.get('task_state'), owner=obs.get('task_owner'), waited=options.lock_timeout)
+
+    # -------------------------------------------------------------- execution
+    def run_step(self, step, spec, obs, options, task_id):
+        """Execute one planned step under the task protocol; return the new observation."""
+        if step.action == 'create':
+            return self._create(spec, obs, task_id, options)
+        dom = obs['dom']
+        store = self.store(obs)
+        record = tasks.take_task(store, step.action, task_id, time.time(), lease_seconds=options.lease_seconds, owner=self.owner,
+                                 name=self.name)
+        try:
+            handler = getattr(self, '_do_' + step.action)
+            handler(dom, spec, obs, options)
+        except ConvergeError as exc:
+            self._abandon(store, task_id, dom)
+            raise exc
+        except libvirt.libvirtError as exc:
+            self._abandon(store, task_id, dom)
+            raise self.connection.error(exc, '%s of VM %r failed' % (step.action, self.name))
+        if step.action == 'delete':
+            return self.observe(spec)
+        after = tasks.finish_task(store, task_id, name=self.name, vm_state=_after_state(step, record))
+        del after
+        return self.observe(spec)
+
+    def _abandon(self, store, task_id, dom):
+        # a failed action is rolled back when the guest is in a state the
+        # vm_state still describes; the next run re-plans from the hypervisor
+        try:
+            if dom is not None and self.lookup() is not None:
+                tasks.abandon_task(store, task_id, name=self.name, rolled_back=True)
+        except (ConvergeError, libvirt.libvirtError):
+            pass
+
+    def _create(self, spec, obs, task_id, options):
+        record = TaskRecord(vm_state='DELETED', task_state='SPAWNING', task_id=task_id, action='create', started_at=time.time(),
+                            lease_until=time.time() + options.lease_seconds, owner=self.owner)
+        try:
+            xml = domain_xml.build_domain_xml(spec, metadata=metadata_from_record(record, 1))
+        except ValueError as exc:
+            raise InvalidDeclaration(str(exc).split(':', 1)[0], str(exc).split(':', 1)[-1].strip())
+        try:
+            dom = self.conn.defineXML(xml)
+        except libvirt.libvirtError as exc:
+            if exc.get_error_code() in (libvirt.VIR_ERR_OPERATION_FAILED, libvirt.VIR_ERR_DOM_EXIST):
+                raise TaskConflict(self.name, 'another run', 'SPAWNING', reason=self.connection.redact(str(exc)))
+            raise self.connection.error(exc, 'cannot define VM %r' % self.name)
+        autostart = domain_xml.spec_autostart(spec)
+        if autostart is not None:
+            dom.setAutostart(1 if autostart else 0)
+        obs = self.observe(spec)
+        tasks.finish_task(self.store(obs), task_id, name=self.name, vm_state='STOPPED')
+        return self.observe(spec)
+
+    # one method per action of the action table
+    def _do_update(self, dom, spec, obs, options):
+        del options
+        diff = obs.get('diff')
+        if diff:
+            try:
+                new_xml = domain_xml.merge_into_inactive(obs['inactive_xml'], spec)
+            except ValueError as exc:
+                raise InvalidDeclaration(str(exc).split(':', 1)[0], str(exc).split(':', 1)[-1].strip())
+            self.conn.defineXML(new_xml)
+            if dom.isActive():
+                self._apply_live(dom, diff)
+        autostart = domain_xml.spec_autostart(spec)
+        if autostart is not None and bool(dom.autostart()) != autostart:
+            dom.setAutostart(1 if autostart else 0)
+        if dom.isActive() and diff and diff.needs_restart:
+            self.store(self.observe()).set_pending_restart(True)
+
+    def _apply_live(self, dom, diff):
+        for change in diff.live:
+            if change.path == 'title':
+                dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_TITLE, change.after or None, None, None, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+            elif change.path == 'description':
+                dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_DESCRIPTION, change.after or None, None, None, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+
+    def _wait_state(self, dom, done, what, timeout):
+        def observe():
+            try:
+                return dom.state()
+            except libvirt.libvirtError as exc:
+                if is_no_domain(exc):
+                    return (0, 0)
+                raise
+        return wait_for(observe, lambda st: done(st[0]), timeout, '%s to be %s' % (self.name, what),
+                        describe=lambda st: views.libvirt_vm_view(st[0], st[1]))
+
+    def _boot(self, dom, options):
+        dom.create()
+        if options.wait:
+            self._wait_state(dom, lambda st: st in RUNNING_STATES, 'running', options.wait_timeout)
+        self._clear_pending_restart(dom)
+
+    def _clear_pending_restart(self, dom):
+        obs = self.observe()
+        if obs.get('pending_restart'):
+            self.store(obs).set_pending_restart(False)
+
+    def _do_start(self, dom, spec, obs, options):
+        del spec, obs
+        self._boot(dom, options)
+
+    def _do_stop(self, dom, spec, obs, options):
+        del spec, obs
+        self._shutdown(dom, options, graceful=True)
+
+    def _shutdown(self, dom, options, graceful):
+        if dom.state()[0] in SHUTOFF_STATES:
+            return
+        if graceful and options.shutdown_timeout > 0:
+            if dom.state()[0] == PAUSED_STATE:
+                dom.resume()
+            try:
+                dom.shutdown()
+                self._wait_state(dom, lambda st: st in SHUTOFF_STATES, 'shut off', options.shutdown_timeout)
+                return
+            except WaitTimeout as exc:
+                if not options.force_stop:
+                    raise WaitTimeout('graceful shutdown of %s did not complete within %ss and force_stop is false'
+                                      % (self.name, options.shutdown_timeout), **exc.details)
+        elif not options.force_stop:
+            raise BackendError('stopping %s needs a graceful shutdown (shutdown_timeout > 0) or force_stop' % self.name)
+        try:
+            dom.destroy()
+        except libvirt.libvirtError as exc:
+            if dom.state()[0] not in SHUTOFF_STATES:
+                raise exc
+        self._wait_state(dom, lambda st: st in SHUTOFF_STATES, 'shut off', 30)
+
+    def _restart(self, dom, options, graceful):
+        old_id = dom.ID() if dom.isActive() else -1
+        if dom.isPersistent() and dom.hasManagedSaveImage(0):
+            dom.managedSaveRemove(0)
+        self._shutdown(dom, options, graceful=graceful)
+        self._boot(dom, options)
+        if options.wait and dom.ID() == old_id:
+            raise BackendError('restart of %s did not produce a new boot' % self.name)
+
+    def _do_reboot_soft(self, dom, spec, obs, options):
+        del spec, obs
+        self._restart(dom, options, graceful=True)
+
+    def _do_reboot_hard(self, dom, spec, obs, options):
+        del spec, obs
+        self._restart(dom, options, graceful=False)
+
+    def _do_pause(self, dom, spec, obs, options):
+        del spec, obs
+        dom.suspend()
+        if options.wait:
+            self._wait_state(dom, lambda st: st == PAUSED_STATE, 'paused', options.wait_timeout)
+
+    def _do_unpause(self, dom, spec, obs, options):
+        del spec, obs
+        dom.resume()
+        if options.wait:
+            self._wait_state(dom, lambda st: st in RUNNING_STATES, 'running', options.wait_timeout)
+
+    def _do_suspend(self, dom, spec, obs, options):
+        del spec, obs, options
+        dom.managedSave(0)
+
+    def _do_resume(self, dom, spec, obs, options):
+        del spec, obs
+        self._boot(dom, options)
+
+    def _do_delete(self, dom, spec, obs, options):
+        del spec, obs, options
+        if dom.isActive():
+            try:
+                dom.destroy()
+            except libvirt.libvirtError:
+                if dom.isActive():
+                    raise
+        if dom.isPersistent():
+            flags = libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | libvirt.VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA
+            flags |= getattr(libvirt, 'VIR_DOMAIN_UNDEFINE_CHECKPOINTS_METADATA', 0)
+            try:
+                dom.undefineFlags(flags | libvirt.VIR_DOMAIN_UNDEFINE_KEEP_NVRAM)
+            except libvirt.libvirtError:
+                dom.undefineFlags(flags)
+
+
+def _after_state(step, record):
+    del record
+    return step.vm_state_after
+
+
+def _lease_expired(value):
+    try:
+        return float(value.get('lease_until') or 0) < time.time()
+    except ValueError:
+        return True
+
+
+def _brief(obs):
+    return {k: obs.get(k) for k in ('vm_state', 'power_state', 'task_state', 'task_id', 'status')}
+
+
+def new_task_id():
+    """A fresh task id."""
+    return uuidlib.uuid4().hex[:16]
+
+
+def public_view(obs):
+    """The VM as a module returns it: no handles, no raw XML."""
+    keep = ('name', 'exists', 'uuid', 'vm_state', 'power_state', 'task_state', 'task_id', 'status', 'phase', 'state', 'state_reason',
+            'persistent', 'autostart', 'managed_save', 'pending_restart', 'vcpus', 'memory_kib', 'title')
+    return {k: obs.get(k) for k in keep if k in obs}
+
+
+def converge_vm(vm, decl, spec, options, check_mode, task_id=None):
+    """Plan and (unless ``check_mode``) execute; return (changed, result dict)."""
+    now = time.time()
+    obs = vm.observe(spec if decl.state != 'absent' else None)
+    notes = {}
+    if obs['exists'] and obs.get('task_state') and not check_mode:
+        recovered = vm.recover_stale(obs, now)
+        if recovered:
+            notes['recovered'] = recovered
+        obs = vm.observe(spec if decl.state != 'absent' else None)
+        if decl.state != 'absent':
+            obs = vm.wait_idle(obs, options)
+    before = public_view(obs)
+    diff = obs.get('diff')
+    plan_obs = vm_plan.VmObservation(
+        exists=obs['exists'], vm_state=obs.get('effective_vm_state') or 'DELETED', task_state=obs.get('task_state'),
+        definition_differs=bool(diff), restart_needed=bool(obs.get('pending_restart')), autostart=obs.get('autostart'))
+    steps = vm_plan.plan_vm(decl, plan_obs)
+    result = {'steps': [s.as_dict() for s in steps], 'changes': diff.as_list() if diff else []}
+    result.update(notes)
+    if check_mode or not steps:
+        predicted = dict(before)
+        if steps:
+            predicted['vm_state'] = steps[-1].vm_state_after
+        result['vm'] = predicted
+        result['diff'] = {'before': _diffable(before), 'after': _diffable(predicted)}
+        return bool(steps), result
+    task_id = task_id or new_task_id()
+    for step in steps:
+        obs = vm.run_step(step, spec, obs, options, task_id + '-' + step.action)
+    after = public_view(obs)
+    if obs.get('exists') and obs.get('diff') and obs['diff'].needs_restart and obs.get('power_state') != 'SHUTDOWN':
+        after['pending_restart'] = True
+    result['vm'] = after
+    result['diff'] = {'before': _diffable(before), 'after': _diffable(after)}
+    return True, result
+
+
+def _diffable(view):
+    return {k: view.get(k) for k in ('exists', 'vm_state', 'power_state', 'status', 'autostart', 'vcpus', 'memory_kib', 'title',
+                                     'pending_restart') if k in view}

@@ -1,0 +1,76 @@
+"""Command line of tools.virtlab (run from the repository root).
+
+Usage::
+
+    python -m tools.virtlab hosts start --count 2 --state-dir build/lab
+    python -m tools.virtlab hosts status --state-dir build/lab
+    python -m tools.virtlab hosts stop --state-dir build/lab
+    python -m tools.virtlab guest build --cache-dir build/guest
+    python -m tools.virtlab kvm
+
+``hosts start`` prints the hosts as JSON (the same data as ``<state-dir>/hosts.json``);
+the hosts keep running after the command exits, until ``hosts stop``.
+``hosts status`` exits with status 3 unless every recorded host is running.
+"""
+
+import argparse
+import json
+import sys
+
+from . import guest, hosts
+
+DEFAULT_STATE_DIR = "build/lab"
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="python -m tools.virtlab", description="Private libvirt hosts and a tiny test guest.")
+    sub = parser.add_subparsers(dest="area", required=True)
+
+    hosts_parser = sub.add_parser("hosts", help="start, stop or show private libvirt hosts")
+    hosts_sub = hosts_parser.add_subparsers(dest="action", required=True)
+    start = hosts_sub.add_parser("start", help="start private hosts (stops the ones recorded in the state dir first)")
+    start.add_argument("--count", type=int, default=2)
+    start.add_argument("--state-dir", default=DEFAULT_STATE_DIR)
+    start.add_argument("--first-address", default=hosts.DEFAULT_FIRST_ADDRESS)
+    start.add_argument("--name-prefix", default=hosts.DEFAULT_NAME_PREFIX)
+    start.add_argument("--first-tcp-port", type=int, default=hosts.DEFAULT_FIRST_TCP_PORT)
+    start.add_argument("--first-migration-port", type=int, default=hosts.DEFAULT_FIRST_MIGRATION_PORT)
+    for name in ("stop", "status"):
+        action = hosts_sub.add_parser(name, help=f"{name} the hosts recorded in the state dir")
+        action.add_argument("--state-dir", default=DEFAULT_STATE_DIR)
+
+    guest_parser = sub.add_parser("guest", help="build the test guest (kernel + initramfs)")
+    guest_sub = guest_parser.add_subparsers(dest="action", required=True)
+    build = guest_sub.add_parser("build", help="build the guest from Debian packages (skipped if already built)")
+    build.add_argument("--cache-dir", default=guest.DEFAULT_CACHE_DIR)
+    build.add_argument("--force", action="store_true", help="rebuild even if the outputs exist")
+
+    sub.add_parser("kvm", help="print the domain type usable for a diskless guest (kvm or qemu)")
+    return parser
+
+
+def main(argv=None):
+    """Entry point; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.area == "hosts":
+        if args.action == "start":
+            started = hosts.start_hosts(args.count, args.state_dir, first_address=args.first_address, name_prefix=args.name_prefix,
+                                        first_tcp_port=args.first_tcp_port, first_migration_port=args.first_migration_port)
+            print(json.dumps([host.to_dict() for host in started], indent=2))
+        elif args.action == "stop":
+            pids = hosts.stop_hosts(args.state_dir)
+            print("stopped (signalled pids: " + (" ".join(str(pid) for pid in pids) or "none") + ")")
+        else:
+            status = hosts.hosts_status(args.state_dir)
+            print(json.dumps(status, indent=2))
+            return 0 if status and all(item["running"] for item in status) else 3
+    elif args.area == "guest":
+        image = guest.build_guest(args.cache_dir, force=args.force)
+        print(json.dumps({"kernel": image.kernel, "initrd": image.initrd, "cmdline": image.cmdline, "ready_marker": image.ready_marker}, indent=2))
+    else:
+        print(hosts.diskless_domain_type())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
