@@ -206,7 +206,9 @@ class LibvirtVm:
         diff = obs.get('diff')
         if diff:
             try:
-                new_xml = domain_xml.merge_into_inactive(obs['inactive_xml'], spec)
+                # re-read: the definition now carries our task record, which a
+                # redefine from the earlier observation would overwrite
+                new_xml = domain_xml.merge_into_inactive(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), spec)
             except ValueError as exc:
                 raise InvalidDeclaration(str(exc).split(':', 1)[0], str(exc).split(':', 1)[-1].strip())
             self.conn.defineXML(new_xml)

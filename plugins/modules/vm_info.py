@@ -1,0 +1,137 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+module: vm_info
+short_description: Report VMs with the collection's state words
+version_added: 0.1.0
+description:
+  - Reports one VM, a list of VMs, or every VM of a connection, with exactly the state words the
+    M(converge.virt.vm) module returns (vm_state, power_state, task_state, status, phase, state reason).
+  - Reads all domains with one bulk call, so it stays fast on hosts with thousands of VMs.
+author:
+  - converge.virt developers
+extends_documentation_fragment:
+  - converge.virt.libvirt_connection
+attributes:
+  check_mode:
+    support: full
+    description: Reads only.
+  diff_mode:
+    support: none
+    description: Reads only.
+options:
+  backend:
+    description: Where the VMs live.
+    type: str
+    choices: [libvirt]
+    default: libvirt
+  name:
+    description: Names of the VMs to report (all when not given). A name that does not exist is reported with C(exists=false).
+    type: list
+    elements: str
+  status:
+    description: Only VMs whose status is one of these words (for example V(Running), V(Stopped)).
+    type: list
+    elements: str
+  vm_state:
+    description: Only VMs whose vm_state is one of these words (for example V(ACTIVE), V(STOPPED)).
+    type: list
+    elements: str
+requirements:
+  - libvirt-python
+seealso:
+  - module: converge.virt.vm
+'''
+
+EXAMPLES = r'''
+- name: Every VM of a host
+  converge.virt.vm_info:
+    uri: qemu+ssh://root@hv1/system
+  register: all_vms
+
+- name: The VMs that are not running
+  converge.virt.vm_info:
+    status: [Stopped, CrashLoopBackOff, Unknown]
+  register: down
+'''
+
+RETURN = r'''
+vms:
+  description: One entry per VM, sorted by name.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name: {description: Name., type: str, returned: always}
+    exists: {description: Whether the VM exists., type: bool, returned: always}
+    vm_state: {description: Stable state., type: str, returned: always}
+    power_state: {description: Hypervisor state., type: str, returned: always}
+    task_state: {description: The task in flight or null., type: str, returned: always}
+    status: {description: Printable status., type: str, returned: always}
+    phase: {description: Instance phase., type: str, returned: always}
+    state_reason: {description: libvirt's reason., type: str, returned: when exists}
+    vcpus: {description: Virtual CPUs., type: int, returned: when exists}
+    memory_kib: {description: Maximum memory in KiB., type: int, returned: when exists}
+    autostart: {description: Autostart flag., type: bool, returned: when exists}
+    uuid: {description: UUID., type: str, returned: when exists}
+    host: {description: The libvirt host name., type: str, returned: when exists}
+'''
+
+import os
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import list_vms
+from ansible_collections.converge.virt.plugins.module_utils._phase.views import absent_view
+
+
+def main():
+    """Entry point."""
+    spec = dict(
+        backend=dict(type='str', choices=['libvirt'], default='libvirt'),
+        name=dict(type='list', elements='str'),
+        status=dict(type='list', elements='str'),
+        vm_state=dict(type='list', elements='str'),
+    )
+    spec.update(LIBVIRT_CONNECTION_ARGS)
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    if not HAS_LIBVIRT:
+        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
+    connection = None
+    try:
+        uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
+        connection = Connection(uri, module.params['username'], module.params['password'])
+        with connection:
+            vms = list_vms(connection, names=module.params['name'])
+    except ConvergeError as exc:
+        result = exc.to_result()
+        module.fail_json(**dict((k, connection.redact(v) if connection and isinstance(v, str) else v) for k, v in result.items()))
+    except Exception as exc:  # pylint: disable=broad-except
+        text = connection.redact(str(exc)) if connection else str(exc)
+        module.fail_json(msg='unexpected error: %s' % text, exception=connection.redact(traceback.format_exc()) if connection else None)
+    if module.params['name']:
+        found = set(vm['name'] for vm in vms)
+        for name in module.params['name']:
+            if name not in found:
+                missing = dict(name=name, exists=False)
+                missing.update(absent_view())
+                missing.pop('effective_vm_state', None)
+                vms.append(missing)
+    if module.params['status']:
+        vms = [vm for vm in vms if vm.get('status') in module.params['status']]
+    if module.params['vm_state']:
+        vms = [vm for vm in vms if vm.get('vm_state') in module.params['vm_state']]
+    module.exit_json(changed=False, vms=sorted(vms, key=lambda vm: vm['name']))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,248 @@
+"""converge.virt.vm on real private libvirt hosts, driven through the ansible CLI.
+
+Covers every row of the action table the vm module uses, idempotence, check
+mode, diff, refused transitions, graceful vs forced stop of a booted guest,
+two runs on one VM at once, recovery of a stale task, the fleet form, bad
+input and credentials in the URI.
+"""
+
+import time
+
+import libvirt
+import pytest
+
+from tests.integration.ansible_run import finish, run_module, start_module
+from tools.virtlab import domains, hosts as virtlab_hosts
+
+NS = 'https://converge.virt/xmlns/vm/1'
+
+
+@pytest.fixture(scope='module')
+def host(libvirt_hosts):
+    return libvirt_hosts[0]
+
+
+@pytest.fixture(scope='module')
+def conn(host):
+    c = libvirt.open(host.uri)
+    yield c
+    c.close()
+
+
+def exists(conn, name):
+    try:
+        conn.lookupByName(name)
+        return True
+    except libvirt.libvirtError:
+        return False
+
+
+def small(host, name, **extra):
+    args = {'uri': host.uri, 'name': name, 'memory': '64MiB', 'domain_type': virtlab_hosts.diskless_domain_type(),
+            'shutdown_timeout': 1}
+    args.update(extra)
+    return args
+
+
+def actions(result):
+    return [step['action'] for step in result['steps']]
+
+
+def test_every_action_through_the_module(host, conn):
+    name = 'vm-actions'
+    checked = run_module('vm', small(host, name, state='running'), check=True)
+    assert checked['changed'] and actions(checked) == ['create', 'start']
+    assert not exists(conn, name), 'check mode must not define the VM'
+
+    created = run_module('vm', small(host, name, state='running'), diff=True)
+    assert created['changed'] and actions(created) == ['create', 'start']
+    assert (created['vm']['vm_state'], created['vm']['power_state'], created['vm']['status'], created['vm']['phase']) == \
+        ('ACTIVE', 'RUNNING', 'Running', 'Running')
+    assert created['diff']['before']['vm_state'] == 'DELETED' and created['diff']['after']['vm_state'] == 'ACTIVE'
+
+    again = run_module('vm', small(host, name, state='running'))
+    assert not again['changed'] and again['steps'] == []
+    assert not run_module('vm', small(host, name, state='running'), check=True)['changed']
+
+    paused = run_module('vm', small(host, name, state='paused'))
+    assert actions(paused) == ['pause'] and paused['vm']['status'] == 'Paused' and paused['vm']['vm_state'] == 'PAUSED'
+    assert conn.lookupByName(name).state()[0] == libvirt.VIR_DOMAIN_PAUSED
+
+    unpaused = run_module('vm', small(host, name, state='running'))
+    assert actions(unpaused) == ['unpause'] and unpaused['vm']['power_state'] == 'RUNNING'
+
+    suspended = run_module('vm', small(host, name, state='suspended'))
+    assert actions(suspended) == ['suspend'] and suspended['vm']['vm_state'] == 'SUSPENDED' and suspended['vm']['managed_save']
+    assert conn.lookupByName(name).hasManagedSaveImage(0)
+
+    resumed = run_module('vm', small(host, name, state='running'))
+    assert actions(resumed) == ['resume'] and resumed['vm']['vm_state'] == 'ACTIVE'
+
+    old_id = conn.lookupByName(name).ID()
+    restarted = run_module('vm', small(host, name, state='restarted'))
+    assert actions(restarted) == ['reboot_soft'] and restarted['changed']
+    assert conn.lookupByName(name).ID() != old_id, 'restart must produce a new boot'
+
+    run_module('vm', small(host, name, state='paused'))
+    hard = run_module('vm', small(host, name, state='restarted'))
+    assert actions(hard) == ['reboot_hard'] and hard['vm']['power_state'] == 'RUNNING'
+
+    stopped = run_module('vm', small(host, name, state='stopped'))
+    assert actions(stopped) == ['stop'] and stopped['vm']['vm_state'] == 'STOPPED' and stopped['vm']['status'] == 'Stopped'
+    assert stopped['vm']['state_reason'] == 'destroyed', 'no ACPI in a diskless guest: forced off after the timeout'
+
+    refused = run_module('vm', small(host, name, state='paused'))
+    assert refused.get('failed') and 'vm_state is STOPPED' in refused['msg']
+    assert conn.lookupByName(name).state()[0] == libvirt.VIR_DOMAIN_SHUTOFF
+
+    updated = run_module('vm', small(host, name, state='present', memory='96MiB', title='resized'))
+    assert actions(updated) == ['update'] and updated['vm']['memory_kib'] == 96 * 1024
+    assert {c['path'] for c in updated['changes']} == {'memory', 'title'}
+
+    removed = run_module('vm', small(host, name, state='absent'))
+    assert actions(removed) == ['delete'] and not exists(conn, name)
+    assert not run_module('vm', small(host, name, state='absent'))['changed']
+
+
+def test_force_stop_false_fails_with_the_observed_state(host, conn):
+    name = 'vm-noforce'
+    run_module('vm', small(host, name, state='running'))
+    result = run_module('vm', small(host, name, state='stopped', force_stop=False))
+    assert result.get('failed') and 'force_stop is false' in result['msg']
+    assert result['last_observed']['power_state'] == 'RUNNING'
+    assert conn.lookupByName(name).state()[0] == libvirt.VIR_DOMAIN_RUNNING
+    meta = run_module('vm_info', {'uri': host.uri, 'name': name})['vms'][0]
+    assert meta['task_state'] is None and meta['vm_state'] == 'ACTIVE', 'a failed stop is rolled back: vm_state unchanged'
+    run_module('vm', small(host, name, state='absent'))
+
+
+def test_definition_change_pending_restart_then_applied(host, conn):
+    name = 'vm-pending'
+    run_module('vm', small(host, name, state='running'))
+    changed = run_module('vm', small(host, name, state='running', memory='80MiB'), diff=True)
+    assert actions(changed) == ['update'] and changed['vm']['pending_restart'] is True
+    assert [(c['path'], c['kind']) for c in changed['changes']] == [('memory', 'restart')]
+    dom = conn.lookupByName(name)
+    assert dom.maxMemory() == 64 * 1024, 'the running guest keeps its memory until restart'
+    same = run_module('vm', small(host, name, state='running', memory='80MiB'))
+    assert not same['changed'] and same['vm']['pending_restart'] is True
+    applied = run_module('vm', small(host, name, state='running', memory='80MiB', restart_on_change=True))
+    assert actions(applied) == ['reboot_soft'] and applied['vm']['pending_restart'] is False
+    assert conn.lookupByName(name).maxMemory() == 80 * 1024
+    assert not run_module('vm', small(host, name, state='running', memory='80MiB', restart_on_change=True))['changed']
+    run_module('vm', small(host, name, state='absent'))
+
+
+def kernel_args(host, image, name, **extra):
+    args = {'uri': host.uri, 'name': name, 'memory': '128MiB', 'domain_type': 'qemu',
+            'boot': {'kernel': image.kernel, 'initrd': image.initrd, 'cmdline': image.cmdline},
+            'serial': domains.console_log_path(host, name), 'shutdown_timeout': 60}
+    args.update(extra)
+    return args
+
+
+def test_graceful_stop_of_a_booted_guest_and_two_runs_at_once(host, conn, guest_image):
+    name = 'vm-booted'
+    started = run_module('vm', kernel_args(host, guest_image, name, state='running'))
+    assert started['vm']['status'] == 'Running', started
+    domains.wait_for_console(domains.console_log_path(host, name), guest_image.ready_marker, timeout=120)
+
+    # run A stops gracefully (ACPI, takes a while); run B starts while A holds the task
+    run_a = start_module('vm', kernel_args(host, guest_image, name, state='stopped'))
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        meta = conn.lookupByName(name).metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, NS, libvirt.VIR_DOMAIN_AFFECT_CONFIG)
+        if '<task_state>STOPPING' in meta:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail('run A never took the task')
+    busy = run_module('vm', kernel_args(host, guest_image, name, state='running'))
+    result_a = finish(run_a)
+    assert busy.get('failed') and 'busy' in busy['msg'] and busy['task_state'] == 'STOPPING', busy
+    assert not result_a.get('failed'), result_a
+    assert result_a['vm']['state_reason'] == 'shutdown', 'the booted guest powers off on ACPI: graceful, not destroyed'
+    assert result_a['vm']['vm_state'] == 'STOPPED'
+
+    # the same race with lock_timeout: B waits for A, then acts on what A left
+    run_module('vm', kernel_args(host, guest_image, name, state='running'))
+    domains.wait_for_console(domains.console_log_path(host, name), guest_image.ready_marker, timeout=120)
+    run_a = start_module('vm', kernel_args(host, guest_image, name, state='stopped'))
+    time.sleep(0.3)
+    waited = run_module('vm', kernel_args(host, guest_image, name, state='running', lock_timeout=120))
+    result_a = finish(run_a)
+    assert not result_a.get('failed') and not waited.get('failed'), (result_a, waited)
+    assert actions(result_a) == ['stop'] and actions(waited) == ['start']
+    assert waited['vm']['vm_state'] == 'ACTIVE'
+
+    forced = run_module('vm', kernel_args(host, guest_image, name, state='stopped', shutdown_timeout=0))
+    assert forced['vm']['state_reason'] == 'destroyed'
+    run_module('vm', kernel_args(host, guest_image, name, state='absent'))
+
+
+def _set_record(dom, **fields):
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
+    dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domain_xml.converge_metadata_element(fields), 'converge', NS,
+                    libvirt.VIR_DOMAIN_AFFECT_CONFIG | libvirt.VIR_DOMAIN_AFFECT_LIVE)
+
+
+def test_stale_task_is_recovered_and_a_live_one_is_respected(host, conn):
+    name = 'vm-stale'
+    run_module('vm', small(host, name, state='running'))
+    dom = conn.lookupByName(name)
+    _set_record(dom, vm_state='ACTIVE', task_state='STOPPING', task_id='killed-run', last_action='stop',
+                lease_until=repr(time.time() + 600), generation='50')
+    live = run_module('vm', small(host, name, state='running'))
+    assert live.get('failed') and live['task_id'] == 'killed-run', 'a task whose lease runs is in flight: refuse'
+    _set_record(dom, vm_state='ACTIVE', task_state='STOPPING', task_id='killed-run', last_action='stop',
+                lease_until=repr(time.time() - 1), generation='51')
+    recovered = run_module('vm', small(host, name, state='running'))
+    assert not recovered.get('failed'), recovered
+    assert recovered['recovered']['recovered_task'] == 'STOPPING' and recovered['recovered']['recovery'] == 'redo'
+    assert recovered['vm']['task_state'] is None and recovered['vm']['vm_state'] == 'ACTIVE'
+    run_module('vm', small(host, name, state='absent'))
+
+
+def test_fleet_form(host, conn):
+    names = ['fleet-%02d' % i for i in range(12)]
+    vms = [{'name': n, 'memory': '64MiB', 'domain_type': 'qemu', 'state': 'stopped' if i % 3 else 'present'} for i, n in enumerate(names)]
+    first = run_module('vm', {'uri': host.uri, 'vms': vms, 'parallel': 4})
+    assert first['changed'] and len(first['results']) == 12 and all(r['changed'] for r in first['results'])
+    assert all(exists(conn, n) for n in names)
+    second = run_module('vm', {'uri': host.uri, 'vms': vms, 'parallel': 4})
+    assert not second['changed'] and all(r['steps'] == [] for r in second['results'])
+    gone = run_module('vm', {'uri': host.uri, 'vms': [{'name': n, 'state': 'absent'} for n in names]})
+    assert gone['changed'] and not any(exists(conn, n) for n in names)
+
+
+@pytest.mark.parametrize('args,field', [
+    ({'memory': 'lots'}, 'memory'),
+    ({'memory': '-5MiB'}, 'memory'),
+    ({'vcpus': 0}, 'vcpus'),
+    ({'disks': [{'dev': 'vdb', 'path': '../../etc/passwd'}]}, 'disks[0]'),
+    ({'boot': {'kernel': 'relative/vmlinuz'}}, 'boot.kernel'),
+    ({'shutdown_timeout': -1}, 'shutdown_timeout'),
+])
+def test_bad_input_names_the_field_and_changes_nothing(host, conn, args, field):
+    name = 'vm-bad'
+    result = run_module('vm', small(host, name, state='running', **args))
+    assert result.get('failed') and result['msg'].startswith(field), result['msg']
+    assert not exists(conn, name)
+
+
+def test_xml_metacharacters_in_name_are_data(host, conn):
+    name = "odd <name> & 'quote' \"dq\" ;$(id)"
+    result = run_module('vm', small(host, name, state='present', title='$(touch /tmp/pwned) `id`'))
+    assert not result.get('failed'), result
+    dom = conn.lookupByName(name)
+    assert dom.name() == name
+    assert not run_module('vm', small(host, name, state='present', title='$(touch /tmp/pwned) `id`'))['changed']
+    run_module('vm', small(host, name, state='absent'))
+
+
+def test_password_in_uri_is_never_shown(host):
+    canary = 'Canary-Pw-7f3a91'
+    uri = 'qemu+tcp://someone:%s@%s:1/system' % (canary, host.address)  # nothing listens on port 1
+    result = run_module('vm', {'uri': uri, 'name': 'x', 'state': 'present', 'password': canary})
+    assert result.get('failed')
+    assert canary not in repr(result)
