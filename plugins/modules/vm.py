@@ -15,7 +15,7 @@ description:
     V(stop)), and runs it. Re-running an unchanged declaration reports no change.
   - Every action is checked against the VM's C(vm_state) and C(task_state); a refused one fails naming
     the current state, and nothing is changed.
-  - C(vm_state), C(task_state) and the task id live in the domain's C(<metadata>): at most one task acts
+  - C(vm_state), C(task_state) and the task id live in the domain's C(<metadata>), so at most one task acts
     on a VM at a time, across playbooks and controllers. A task left behind by a killed run is
     recovered by the phase model's rules on the next run.
   - Definition changes are compared with libvirt's normalised inactive XML, so MAC addresses, UUIDs, PCI
@@ -24,7 +24,7 @@ description:
     (or applied by a restart with O(restart_on_change)).
   - Converge many VMs in one task with O(vms) (bounded parallelism with O(parallel), one result per VM).
 author:
-  - converge.virt developers
+  - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
   - converge.virt.libvirt_connection
   - converge.virt.wait
@@ -257,10 +257,10 @@ vm:
     exists: {description: Whether the VM is defined., type: bool, returned: always}
     vm_state: {description: "Stable state: ACTIVE, STOPPED, PAUSED, SUSPENDED, ERROR, DELETED, ...", type: str, returned: always}
     power_state: {description: "What the hypervisor says: RUNNING, PAUSED, SHUTDOWN, CRASHED, SUSPENDED, NOSTATE.", type: str, returned: always}
-    task_state: {description: The task in flight, or null., type: str, returned: always}
+    task_state: {description: The task in flight (null when idle)., type: str, returned: always}
     status: {description: "One word for a person: Running, Stopped, Paused, Starting, Stopping, Migrating, ...", type: str, returned: always}
     phase: {description: "Instance phase: Pending, Scheduling, Scheduled, Running, Succeeded, Failed, Unknown.", type: str, returned: always}
-    state_reason: {description: libvirt's reason for the current state (booted, destroyed, shutdown, migrated, ...)., type: str, returned: when exists}
+    state_reason: {description: "libvirt's reason for the current state: booted, destroyed, shutdown, migrated, ...", type: str, returned: when exists}
     pending_restart: {description: The running guest runs an older definition., type: bool, returned: when exists}
 steps:
   description: The actions taken (or that would be taken in check mode), in order, with the states around each.
@@ -284,6 +284,7 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import (
@@ -306,7 +307,7 @@ def argument_spec():
         backend=dict(type='str', choices=['libvirt'], default='libvirt'),
         name=dict(type='str'),
         state=dict(type='str', choices=STATE_CHOICES, default='present'),
-        vms=dict(type='list', elements='dict', options=_fleet_item_options()),
+        vms=dict(type='list', elements='dict'),
         parallel=dict(type='int', default=8),
     )
     spec.update(LIBVIRT_CONNECTION_ARGS)
@@ -352,8 +353,12 @@ def options_from(params):
 def run_fleet(module, connection, options):
     """Converge every item of ``vms``; return (changed, results, failed)."""
     items = []
+    validator = ArgumentSpecValidator(_fleet_item_options())
     for index, item in enumerate(module.params['vms']):
-        params = dict(item)
+        checked = validator.validate(item)
+        if checked.error_messages:
+            raise InvalidDeclaration('vms[%d]' % index, '; '.join(checked.error_messages))
+        params = dict(checked.validated_parameters)
         params['restart_on_change'] = module.params['restart_on_change']
         try:
             items.append(declaration(params))

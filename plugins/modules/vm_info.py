@@ -14,7 +14,7 @@ description:
     M(converge.virt.vm) module returns (vm_state, power_state, task_state, status, phase, state reason).
   - Reads all domains with one bulk call, so it stays fast on hosts with thousands of VMs.
 author:
-  - converge.virt developers
+  - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
   - converge.virt.libvirt_connection
 attributes:
