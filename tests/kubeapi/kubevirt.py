@@ -190,7 +190,7 @@ def quantity_bytes(value):
 
 
 def _rand(n=5):
-    return ''.join(random.choice('bcdfghjklmnpqrstvwxz2456789') for _ in range(n))
+    return ''.join(random.choice('bcdfghjklmnpqrstvwxz2456789') for _unused0 in range(n))
 
 
 class Controller:  # pylint: disable=too-many-instance-attributes,too-many-public-methods
@@ -292,7 +292,7 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
         """Run ``passes`` reconcile passes ignoring step delays; returns the number of changes."""
         total = 0
         with self.lock:
-            for _ in range(passes):
+            for _unused0 in range(passes):
                 total += self.run_pass(force=True)
         return total
 

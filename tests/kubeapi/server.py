@@ -355,7 +355,7 @@ class Handler(BaseHTTPRequestHandler):
             body.update(kind='APIGroup', apiVersion='v1')
             self.send_json(200, body)
         elif re.match(r'^/apis/[^/]+/[^/]+$', path):
-            _, _, group, version = path.split('/')
+            _unused0, _unused1, group, version = path.split('/')
             lst = app.resource_list(group, version)
             if lst is None:
                 raise ApiError(404, 'NotFound', 'the server could not find the requested resource')
@@ -457,7 +457,7 @@ class Handler(BaseHTTPRequestHandler):
             code = 202 if still is not None and not dry_run and still['metadata'].get('deletionTimestamp') else 200
             self.send_json(code, result)
             return
-        items, rv, _, _ = store.list(rtype, ns, params.get('labelSelector'), params.get('fieldSelector'))
+        items, rv, _unused0, _unused1 = store.list(rtype, ns, params.get('labelSelector'), params.get('fieldSelector'))
         for item in items:
             try:
                 store.delete(rtype, ns or '', item['metadata']['name'], propagation=propagation, dry_run=dry_run)
@@ -493,7 +493,7 @@ class Handler(BaseHTTPRequestHandler):
         initial = []
         with store.lock:
             if not rv_param or rv_param == '0':
-                items, _, _, _ = store.list(rtype, ns, params.get('labelSelector'), params.get('fieldSelector'))
+                items, _unused0, _unused1, _unused2 = store.list(rtype, ns, params.get('labelSelector'), params.get('fieldSelector'))
                 initial = [{'type': 'ADDED', 'object': o} for o in items]
                 last = store.rv
                 expired = None

@@ -541,7 +541,7 @@ class Store:  # pylint: disable=too-many-public-methods
                 remaining = len(selected) - limit
                 selected = selected[:limit]
                 next_token = base64.urlsafe_b64encode(json.dumps({'rv': list_rv, 'start': list(selected[-1][0])}).encode()).decode()
-            return [copy.deepcopy(o) for _, o in selected], str(self.rv), next_token, remaining
+            return [copy.deepcopy(o) for _unused0, o in selected], str(self.rv), next_token, remaining
 
     # writes ------------------------------------------------------------------------------------
     def _prepare_new(self, rtype, ns, obj):
@@ -554,7 +554,7 @@ class Store:  # pylint: disable=too-many-public-methods
             meta.pop('namespace', None)
         if not meta.get('name'):
             if meta.get('generateName'):
-                meta['name'] = meta['generateName'] + ''.join(random.choice(string.ascii_lowercase + string.digits[2:]) for _ in range(5))
+                meta['name'] = meta['generateName'] + ''.join(random.choice(string.ascii_lowercase + string.digits[2:]) for _unused0 in range(5))
             else:
                 raise rtype.invalid('', 'metadata.name', 'Required value: name or generateName is required')
         name = meta['name']

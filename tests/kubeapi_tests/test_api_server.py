@@ -341,7 +341,7 @@ def test_watch_gone_after_compaction(kube_api, kube_server):
     v1.create_namespaced_config_map('default', cm('new'))
     kube_server.store.compact()
     with pytest.raises(ApiException) as err:
-        for _ in watch.Watch().stream(v1.list_namespaced_config_map, 'default', resource_version=rv, timeout_seconds=2):
+        for _unused0 in watch.Watch().stream(v1.list_namespaced_config_map, 'default', resource_version=rv, timeout_seconds=2):
             pass
     assert err.value.status == 410
 
@@ -360,7 +360,7 @@ def test_watch_raw_newline_json_and_bookmark(kube_server):
 def test_http_faults_500_delay_and_conflict(kube_api, kube_server):
     v1 = client.CoreV1Api(kube_api)
     kube_server.faults.add_http(r'/configmaps', status=500, method='GET', count=2)
-    for _ in range(2):
+    for _unused0 in range(2):
         with pytest.raises(ApiException) as err:
             v1.list_namespaced_config_map('default')
         assert err.value.status == 500

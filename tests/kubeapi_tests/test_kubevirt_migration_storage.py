@@ -47,7 +47,7 @@ def env(kube_dyn, kube_server):
         @classmethod
         def record(cls, getter, ticks=30):
             seen = []
-            for _ in range(ticks):
+            for _unused0 in range(ticks):
                 cls.ctrl.tick()
                 value = getter()
                 if not seen or seen[-1] != value:
@@ -95,7 +95,7 @@ def test_one_migration_per_vmi_and_pause_refused(env):
         env.migs.create(namespace='default', body={'apiVersion': 'kubevirt.io/v1', 'kind': 'VirtualMachineInstanceMigration',
                                                    'metadata': {'name': 'second'}, 'spec': {'vmiName': 'one'}})
     assert err.value.status == 422 and 'in-flight migration detected' in status_of(err.value)['message']
-    for _ in range(3):
+    for _unused0 in range(3):
         env.ctrl.tick()
     with pytest.raises(DynamicApiError) as err:
         sub(env.dyn, 'vmi', 'one', 'pause')
@@ -256,9 +256,9 @@ def test_datavolume_phases_and_pvc(env):
     env.dvs.create(namespace='default', body=dv_body('dv1'))
     seen = env.record(lambda: ((env.get(env.dvs, 'dv1').get('status') or {}).get('phase'),
                                (env.get(env.dvs, 'dv1').get('status') or {}).get('progress')), 12)
-    assert [p for p, _ in seen][0] == 'Pending'
+    assert [p for p, _unused0 in seen][0] == 'Pending'
     phases = []
-    for phase, _ in seen:
+    for phase, _unused0 in seen:
         if phase not in phases:
             phases.append(phase)
     assert phases == ['Pending', 'ImportScheduled', 'ImportInProgress', 'Succeeded']

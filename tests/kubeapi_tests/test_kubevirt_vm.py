@@ -286,7 +286,7 @@ def test_image_pull_errors(kv):
     kv.ctrl.pause()
     kv.create(vm_body('img'))
     seen = []
-    for _ in range(8):
+    for _unused0 in range(8):
         kv.ctrl.tick()
         status = printable(kv, 'img')
         if not seen or seen[-1] != status:
@@ -363,7 +363,7 @@ def test_start_failure_backoff_and_crashloop(kv):
 def test_backoff_formula_caps_at_300():
     from tests.kubeapi.kubevirt import backoff_seconds  # pylint: disable=import-outside-toplevel
     for count, low, high in [(1, 10, 15), (2, 40, 60), (3, 90, 135), (5, 250, 300), (9, 300, 300)]:
-        for _ in range(20):
+        for _unused0 in range(20):
             assert low <= backoff_seconds(count) <= high
 
 
