@@ -84,7 +84,7 @@ test: setup units sanity lint integration
 > @echo "make test: all tiers passed"
 
 demo: setup guest
-> $(VENV)/bin/ansible-playbook -i playbooks/inventory.yml playbooks/demo.yml
+> $(VENV)/bin/ansible-playbook -i playbooks/inventory/localhost.yml playbooks/demo.yml
 
 clean:
 > -$(VPY) -m tools.virtlab hosts stop --state-dir $(BUILD)/lab 2>/dev/null

@@ -291,7 +291,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.vm_args impo
     BEHAVIOUR_ARGS, DEFINITION_ARGS, LIBVIRT_CONNECTION_ARGS, STATE_CHOICES, WAIT_ARGS, spec_of)
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, converge_vm, new_task_id
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, bulk_snapshot, converge_vm, new_task_id
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
 
 
@@ -371,10 +371,12 @@ def run_fleet(module, connection, options):
     if module.params['parallel'] < 1:
         raise InvalidDeclaration('parallel', 'must be at least 1')
 
+    bulk = bulk_snapshot(connection)
+
     def one(item):
         decl, spec, name = item
         try:
-            changed, result = converge_vm(LibvirtVm(connection, name), decl, spec, options, module.check_mode, new_task_id())
+            changed, result = converge_vm(LibvirtVm(connection, name), decl, spec, options, module.check_mode, new_task_id(), bulk=bulk)
             result.update(name=name, changed=changed, failed=False)
         except ConvergeError as exc:
             result = dict(name=name, changed=False, failed=True, **_error_result(connection, exc))

@@ -22,7 +22,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.errors impor
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import is_no_domain, libvirt
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, metadata_from_record, read_metadata
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, metadata_from_record
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks, views, vm_plan
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 
@@ -68,24 +68,39 @@ class LibvirtVm:
                 return None
             raise self.connection.error(exc, 'cannot look up VM %r' % self.name)
 
-    def observe(self, spec=None):
-        """Everything the planner and the result need, as a dict."""
+    def observe(self, spec=None, bulk=None):
+        """Everything the planner and the result need, as a dict.
+
+        ``bulk`` (from :func:`bulk_snapshot`) carries what one bulk call read for
+        every domain of the connection, so a fleet needs one XML read per VM.
+        """
         try:
-            return self._observe(spec)
+            return self._observe(spec, bulk)
         except libvirt.libvirtError as exc:
             raise self.connection.error(exc, 'cannot read VM %r' % self.name)
 
-    def _observe(self, spec):
-        dom = self.lookup()
+    def _observe(self, spec, bulk):
+        if bulk is not None:
+            known = bulk.get(self.name)
+            dom = known['dom'] if known else None
+        else:
+            known = None
+            dom = self.lookup()
         if dom is None:
             result = {'exists': False, 'name': self.name}
             result.update(views.absent_view())
             return result
-        state, reason = dom.state()
-        inactive_xml = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE) if dom.isPersistent() else dom.XMLDesc(0)
-        meta = read_metadata(dom)
-        managed = bool(dom.hasManagedSaveImage(0)) if dom.isPersistent() else False
-        autostart = bool(dom.autostart()) if dom.isPersistent() else False
+        if known:
+            state, reason = known['state'], known['reason']
+            persistent, managed, autostart = known['persistent'], known['managed_save'], known['autostart']
+        else:
+            state, reason = dom.state()
+            persistent = bool(dom.isPersistent())
+            managed = bool(dom.hasManagedSaveImage(0)) if persistent else False
+            autostart = bool(dom.autostart()) if persistent else False
+        inactive_xml = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE) if persistent else dom.XMLDesc(0)
+        # the record is part of the persistent definition: no separate metadata call
+        meta = domain_xml.read_converge_metadata(inactive_xml)
         root = ET.fromstring(inactive_xml)
         acpi = root.find('features/acpi') is not None
         job_active = False
@@ -96,7 +111,7 @@ class LibvirtVm:
                 job_active = False
         view = views.libvirt_vm_view(state, reason, meta, acpi=acpi, managed_save=managed, autostart=autostart, job_active=job_active)
         result = {
-            'exists': True, 'name': self.name, 'uuid': dom.UUIDString(), 'persistent': bool(dom.isPersistent()),
+            'exists': True, 'name': self.name, 'uuid': root.findtext('uuid'), 'persistent': persistent,
             'autostart': autostart, 'managed_save': managed, 'lease_until': meta.get('lease_until'),
             'task_owner': meta.get('owner'), 'last_action': meta.get('last_action'),
             'pending_restart': bool(meta.get('pending_restart')) and state not in SHUTOFF_STATES,
@@ -362,10 +377,31 @@ def public_view(obs):
     return {k: obs.get(k) for k in keep if k in obs}
 
 
-def converge_vm(vm, decl, spec, options, check_mode, task_id=None):
+def bulk_snapshot(connection):
+    """What one round of bulk calls tells about every domain: name -> dict (for fleets)."""
+    conn = connection.conn
+    try:
+        flags = {
+            'autostart': libvirt.VIR_CONNECT_LIST_DOMAINS_AUTOSTART,
+            'managed_save': libvirt.VIR_CONNECT_LIST_DOMAINS_MANAGEDSAVE,
+            'persistent': libvirt.VIR_CONNECT_LIST_DOMAINS_PERSISTENT,
+        }
+        sets = dict((key, set(d.name() for d in conn.listAllDomains(flag))) for key, flag in flags.items())
+        snapshot = {}
+        for dom, stats in conn.getAllDomainStats(libvirt.VIR_DOMAIN_STATS_STATE, 0):
+            name = dom.name()
+            snapshot[name] = {'dom': dom, 'state': stats.get('state.state', 0), 'reason': stats.get('state.reason', 0),
+                              'autostart': name in sets['autostart'], 'managed_save': name in sets['managed_save'],
+                              'persistent': name in sets['persistent']}
+        return snapshot
+    except libvirt.libvirtError as exc:
+        raise connection.error(exc, 'cannot list the VMs')
+
+
+def converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None):
     """Plan and (unless ``check_mode``) execute; return (changed, result dict)."""
     now = time.time()
-    obs = vm.observe(spec if decl.state != 'absent' else None)
+    obs = vm.observe(spec if decl.state != 'absent' else None, bulk=bulk)
     notes = {}
     if obs['exists'] and obs.get('task_state') and not check_mode:
         recovered = vm.recover_stale(obs, now)
