@@ -55,8 +55,8 @@ def run_playbook(bin_dir, plays, env):
 
 
 def per_task(bin_dir, task, count, env, repeat):
-    best_k = min(run_playbook(bin_dir, playbook([task] * count), env) for _ in range(repeat))
-    best_2k = min(run_playbook(bin_dir, playbook([task] * (2 * count)), env) for _ in range(repeat))
+    best_k = min(run_playbook(bin_dir, playbook([task] * count), env) for _attempt in range(repeat))
+    best_2k = min(run_playbook(bin_dir, playbook([task] * (2 * count)), env) for _attempt in range(repeat))
     return (best_2k - best_k) / count
 
 
@@ -101,8 +101,8 @@ def main(argv=None):
                 'community.libvirt.virt': per_task(bin_dir, peer_task, args.tasks, env, args.repeat),
             },
         }
-        empty = min(run_playbook(bin_dir, playbook([ping_task]), env) for _ in range(args.repeat))
-        fleet_total = min(run_playbook(bin_dir, playbook([ping_task, fleet]), env) for _ in range(args.repeat))
+        empty = min(run_playbook(bin_dir, playbook([ping_task]), env) for _attempt in range(args.repeat))
+        fleet_total = min(run_playbook(bin_dir, playbook([ping_task, fleet]), env) for _attempt in range(args.repeat))
         cost = results['per_task_seconds']
         results['fleet_noop_task_seconds'] = round(fleet_total - empty, 3)
         results['ratios'] = {

@@ -246,3 +246,25 @@ def test_password_in_uri_is_never_shown(host):
     result = run_module('vm', {'uri': uri, 'name': 'x', 'state': 'present', 'password': canary})
     assert result.get('failed')
     assert canary not in repr(result)
+
+
+def test_vm_info_reports_the_words_the_vm_module_returns(host, conn):
+    results = {
+        'info-run': run_module('vm', small(host, 'info-run', state='running'))['vm'],
+        'info-stop': run_module('vm', small(host, 'info-stop', state='stopped'))['vm'],
+        'info-pause': run_module('vm', small(host, 'info-pause', state='running'))['vm'],
+    }
+    results['info-pause'] = run_module('vm', small(host, 'info-pause', state='paused'))['vm']
+    info = run_module('vm_info', {'uri': host.uri, 'name': sorted(results) + ['info-missing']})
+    assert not info['changed']
+    by_name = {vm['name']: vm for vm in info['vms']}
+    for name, from_module in results.items():
+        for word in ('vm_state', 'power_state', 'task_state', 'status', 'phase', 'state_reason', 'vcpus', 'memory_kib', 'uuid'):
+            assert by_name[name][word] == from_module[word], (name, word, by_name[name][word], from_module[word])
+    assert by_name['info-missing']['exists'] is False and by_name['info-missing']['vm_state'] == 'DELETED'
+    assert by_name['info-pause']['status'] == 'Paused' and by_name['info-stop']['status'] == 'Stopped'
+    running = run_module('vm_info', {'uri': host.uri, 'status': ['Running']})
+    assert 'info-run' in [vm['name'] for vm in running['vms']] and all(vm['status'] == 'Running' for vm in running['vms'])
+    stopped = run_module('vm_info', {'uri': host.uri, 'vm_state': ['STOPPED']})
+    assert 'info-stop' in [vm['name'] for vm in stopped['vms']] and 'info-run' not in [vm['name'] for vm in stopped['vms']]
+    run_module('vm', {'uri': host.uri, 'vms': [{'name': n, 'state': 'absent'} for n in results], 'shutdown_timeout': 0})
