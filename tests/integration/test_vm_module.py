@@ -141,43 +141,54 @@ def kernel_args(host, image, name, **extra):
     return args
 
 
-def test_graceful_stop_of_a_booted_guest_and_two_runs_at_once(host, conn, guest_image):
+def test_graceful_stop_of_a_booted_guest(host, guest_image):
     name = 'vm-booted'
     started = run_module('vm', kernel_args(host, guest_image, name, state='running'))
     assert started['vm']['status'] == 'Running', started
     domains.wait_for_console(domains.console_log_path(host, name), guest_image.ready_marker, timeout=120)
+    graceful = run_module('vm', kernel_args(host, guest_image, name, state='stopped', force_stop=False))
+    assert not graceful.get('failed'), graceful
+    assert graceful['vm']['state_reason'] == 'shutdown', 'the booted guest powers off on ACPI: graceful, not destroyed'
+    assert graceful['vm']['vm_state'] == 'STOPPED' and graceful['vm']['phase'] == 'Succeeded'
+    run_module('vm', kernel_args(host, guest_image, name, state='running'))
+    forced = run_module('vm', kernel_args(host, guest_image, name, state='stopped', shutdown_timeout=0))
+    assert forced['vm']['state_reason'] == 'destroyed'
+    run_module('vm', kernel_args(host, guest_image, name, state='absent'))
 
-    # run A stops gracefully (ACPI, takes a while); run B starts while A holds the task
-    run_a = start_module('vm', kernel_args(host, guest_image, name, state='stopped'))
-    deadline = time.time() + 30
+
+def _wait_for_task(conn, name, task_state, timeout=30):
+    deadline = time.time() + timeout
     while time.time() < deadline:
         meta = conn.lookupByName(name).metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, NS, libvirt.VIR_DOMAIN_AFFECT_CONFIG)
-        if '<task_state>STOPPING' in meta:
-            break
+        if '<task_state>%s' % task_state in meta:
+            return
         time.sleep(0.05)
-    else:
-        pytest.fail('run A never took the task')
-    busy = run_module('vm', kernel_args(host, guest_image, name, state='running'))
+    pytest.fail('the first run never took the task')
+
+
+def test_two_runs_on_one_vm_never_both_act(host, conn):
+    # run A stops a guest that ignores ACPI, so it holds STOPPING for the
+    # whole shutdown_timeout; run B comes while A holds the task
+    name = 'vm-race'
+    run_module('vm', small(host, name, state='running'))
+    run_a = start_module('vm', small(host, name, state='stopped', shutdown_timeout=8))
+    _wait_for_task(conn, name, 'STOPPING')
+    busy = run_module('vm', small(host, name, state='paused'))
     result_a = finish(run_a)
     assert busy.get('failed') and 'busy' in busy['msg'] and busy['task_state'] == 'STOPPING', busy
-    assert not result_a.get('failed'), result_a
-    assert result_a['vm']['state_reason'] == 'shutdown', 'the booted guest powers off on ACPI: graceful, not destroyed'
-    assert result_a['vm']['vm_state'] == 'STOPPED'
+    assert not result_a.get('failed') and actions(result_a) == ['stop'], result_a
+    assert conn.lookupByName(name).state()[0] == libvirt.VIR_DOMAIN_SHUTOFF, 'B must not have acted'
 
-    # the same race with lock_timeout: B waits for A, then acts on what A left
-    run_module('vm', kernel_args(host, guest_image, name, state='running'))
-    domains.wait_for_console(domains.console_log_path(host, name), guest_image.ready_marker, timeout=120)
-    run_a = start_module('vm', kernel_args(host, guest_image, name, state='stopped'))
-    time.sleep(0.3)
-    waited = run_module('vm', kernel_args(host, guest_image, name, state='running', lock_timeout=120))
+    # with lock_timeout, B waits for A and then acts on what A left
+    run_module('vm', small(host, name, state='running'))
+    run_a = start_module('vm', small(host, name, state='stopped', shutdown_timeout=8))
+    _wait_for_task(conn, name, 'STOPPING')
+    waited = run_module('vm', small(host, name, state='running', lock_timeout=120))
     result_a = finish(run_a)
     assert not result_a.get('failed') and not waited.get('failed'), (result_a, waited)
     assert actions(result_a) == ['stop'] and actions(waited) == ['start']
     assert waited['vm']['vm_state'] == 'ACTIVE'
-
-    forced = run_module('vm', kernel_args(host, guest_image, name, state='stopped', shutdown_timeout=0))
-    assert forced['vm']['state_reason'] == 'destroyed'
-    run_module('vm', kernel_args(host, guest_image, name, state='absent'))
+    run_module('vm', small(host, name, state='absent', shutdown_timeout=0))
 
 
 def _set_record(dom, **fields):
