@@ -22,7 +22,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(BUILD)/collections
 export ANSIBLE_NOCOLOR := 1
 export HYPOTHESIS_STORAGE_DIRECTORY := $(BUILD)/hypothesis
 
-.PHONY: help setup apt venv layout docs units unit-pytest sanity lint integration test demo clean guest
+.PHONY: help setup apt venv layout docs units sanity lint integration test demo clean guest bench bench-venv
 
 help:
 > @echo "make demo   - set up and converge a small real fleet on private libvirt hosts"
@@ -74,7 +74,9 @@ sanity: venv layout
 lint: venv layout
 > cd $(COLL_COPY) && $(VENV)/bin/ansible-lint --profile production --offline -q
 
+# the guest is built from Debian's packages (apt-get download needs package lists)
 guest: venv
+> @[ -f $(BUILD)/guest/initrd.img ] || apt-cache depends linux-image-amd64 2>/dev/null | grep -q 'Depends: linux-image-' || apt-get update -q
 > $(VPY) -m tools.virtlab guest build --cache-dir $(BUILD)/guest
 
 integration: venv layout guest
@@ -85,6 +87,18 @@ test: setup units sanity lint integration
 
 demo: setup guest
 > $(VENV)/bin/ansible-playbook -i playbooks/inventory/localhost.yml playbooks/demo.yml
+
+# Benchmarks run side by side with the peer collections (the `ansible` package
+# from PyPI brings community.libvirt); they are never part of `make test`.
+$(BUILD)/bench-venv/.stamp: requirements.txt
+> $(PYTHON) -m venv $(BUILD)/bench-venv
+> $(BUILD)/bench-venv/bin/pip install -q "ansible-core==$$($(VPY) -c 'import ansible; print(ansible.__version__)')" ansible lxml -r requirements.txt
+> touch $@
+
+bench-venv: venv layout $(BUILD)/bench-venv/.stamp
+
+bench: bench-venv
+> $(BUILD)/bench-venv/bin/python -m bench.vm_noop --vms 1000 --tasks 20
 
 clean:
 > -$(VPY) -m tools.virtlab hosts stop --state-dir $(BUILD)/lab 2>/dev/null
