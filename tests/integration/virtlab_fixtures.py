@@ -55,7 +55,9 @@ TEST_NAME_PREFIX = "vlt-"
 
 
 def _worker_index():
-    """0, or N for the pytest-xdist worker gwN."""
+    """0, or N for the pytest-xdist worker gwN; VIRTLAB_WORKER=N gives a separate pytest run its own addresses and ports."""
+    if os.environ.get("VIRTLAB_WORKER", "").isdigit():
+        return int(os.environ["VIRTLAB_WORKER"])
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     digits = worker[2:] if worker.startswith("gw") else ""
     return int(digits) if digits.isdigit() else 0
