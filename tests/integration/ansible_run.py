@@ -69,9 +69,11 @@ def finish(proc, timeout=600):
     return result
 
 
-def run_playbook(path, extra_vars=None, check=False, diff=False, timeout=900, env=None):
+def run_playbook(path, extra_vars=None, check=False, diff=False, timeout=900, env=None, inventory='localhost,', limit=None):
     """Run a playbook; return (returncode, parsed json output)."""
-    cmd = [os.path.join(BIN, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local', path]
+    cmd = [os.path.join(BIN, 'ansible-playbook'), '-i', inventory, '-c', 'local', path]
+    if limit:
+        cmd += ['--limit', limit]
     if extra_vars:
         cmd += ['-e', json.dumps(extra_vars)]
     if check:

@@ -12,12 +12,6 @@ from __future__ import annotations
 
 import re
 
-try:
-    from urllib.parse import urlsplit, urlunsplit, parse_qsl, urlencode
-except ImportError:  # pragma: no cover
-    from urlparse import urlsplit, urlunsplit, parse_qsl  # type: ignore
-    from urllib import urlencode  # type: ignore
-
 MASK = '********'
 SECRET_QUERY_KEYS = ('password', 'passwd', 'pass', 'token', 'secret', 'auth', 'key', 'pkipath', 'keyfile')
 _BEARER = re.compile(r'(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+')
@@ -25,24 +19,23 @@ _USERINFO = re.compile(r'(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P
 
 
 def redact_uri(uri):
-    """The URI with any password and secret-looking query values masked."""
-    if not uri:
+    """The URI with any password and secret-looking query values masked; otherwise unchanged."""
+    if not uri or '://' not in uri:
         return uri
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return _USERINFO.sub(lambda m: '%s%s:%s@' % (m.group('scheme'), m.group('user'), MASK), uri)
-    netloc = parts.netloc
-    if '@' in netloc:
-        userinfo, host = netloc.rsplit('@', 1)
+    scheme, rest = uri.split('://', 1)
+    authority, sep, tail = rest.partition('/')
+    if '@' in authority:
+        userinfo, host = authority.rsplit('@', 1)
         if ':' in userinfo:
-            userinfo = userinfo.split(':', 1)[0] + ':' + MASK
-        netloc = userinfo + '@' + host
-    query = parts.query
+            authority = userinfo.split(':', 1)[0] + ':' + MASK + '@' + host
+    path, qsep, query = tail.partition('?')
     if query:
-        pairs = [(k, MASK if k.lower() in SECRET_QUERY_KEYS else v) for k, v in parse_qsl(query, keep_blank_values=True)]
-        query = urlencode(pairs, safe='/*')
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        pairs = []
+        for pair in query.split('&'):
+            key, eq, value = pair.partition('=')
+            pairs.append(key + eq + (MASK if eq and key.lower() in SECRET_QUERY_KEYS else value))
+        query = '&'.join(pairs)
+    return scheme + '://' + authority + sep + path + qsep + query
 
 
 def redact_text(text, secrets=()):

@@ -42,8 +42,57 @@ def _acpi(dom):
         return True
 
 
-def list_vms(connection, names=None, threads=READ_THREADS):
-    """Every VM of ``connection`` (or only ``names``) as result dicts with the state words."""
+def _title(dom):
+    try:
+        return dom.metadata(libvirt.VIR_DOMAIN_METADATA_TITLE, None, 0)
+    except libvirt.libvirtError:
+        return None
+
+
+def guest_addresses(connection, names, leases=True, agent=False):
+    """name -> first IPv4 address of running VMs ``names``, from DHCP leases of the host's networks or the guest agent."""
+    conn = connection.conn
+    by_mac = {}
+    if leases:
+        try:
+            for net in conn.listAllNetworks(libvirt.VIR_CONNECT_LIST_NETWORKS_ACTIVE):
+                for lease in net.DHCPLeases():
+                    if lease.get('type') == libvirt.VIR_IP_ADDR_TYPE_IPV4 and lease.get('mac'):
+                        by_mac[lease['mac'].lower()] = lease['ipaddr']
+        except libvirt.libvirtError:
+            by_mac = {}
+    found = {}
+    for name in names:
+        try:
+            dom = conn.lookupByName(name)
+            macs = [nic.get('mac') for nic in domain_xml.interfaces_in(dom.XMLDesc(0)) if nic.get('mac')]
+        except libvirt.libvirtError:
+            continue
+        for mac in macs:
+            if mac.lower() in by_mac:
+                found[name] = by_mac[mac.lower()]
+                break
+        if name in found or not agent:
+            continue
+        try:
+            ifaces = dom.interfaceAddresses(libvirt.VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_AGENT, 0)
+        except libvirt.libvirtError:
+            continue
+        for iface_name, iface in sorted(ifaces.items()):
+            if iface_name == 'lo':
+                continue
+            addrs = [a['addr'] for a in iface.get('addrs') or () if a.get('type') == libvirt.VIR_IP_ADDR_TYPE_IPV4]
+            if addrs:
+                found[name] = addrs[0]
+                break
+    return found
+
+
+def list_vms(connection, names=None, threads=READ_THREADS, with_title=False):
+    """Every VM of ``connection`` (or only ``names``) as result dicts with the state words.
+
+    ``with_title`` adds each VM's title (one more call per VM).
+    """
     conn = connection.conn
     try:
         host = conn.getHostname()
@@ -71,6 +120,8 @@ def list_vms(connection, names=None, threads=READ_THREADS):
             persistent=name in persistent, vcpus=int(stats.get('vcpu.maximum', stats.get('vcpu.current', 0)) or 0),
             memory_kib=int(stats.get('balloon.maximum', 0) or 0), pending_restart=bool(meta.get('pending_restart')) and state not in (0, 5, 6),
         )
+        if with_title:
+            view['title'] = _title(dom)
         return view
 
     if len(records) < 32 or threads <= 1:

@@ -1,0 +1,189 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+name: libvirt
+short_description: VMs of one or more libvirt hosts, with the collection's state words
+version_added: 0.1.0
+description:
+  - Adds every VM (domain) of the given libvirt hosts to the inventory, with host variables that carry
+    exactly the words the M(converge.virt.vm) module returns - C(vm_state), C(power_state), C(task_state),
+    C(status), C(phase) and C(state_reason) - computed by the same shared phase logic.
+  - Groups VMs by vm_state (C(vm_state_active)), power_state (C(power_state_running)), status
+    (C(status_running)) and host (C(libvirt_host_<name>)), plus C(compose), C(groups) and C(keyed_groups).
+  - Reads each host with bulk calls (one C(getAllDomainStats) and a few C(listAllDomains)), so ten
+    thousand VMs take seconds, not minutes.
+  - A host that cannot be reached costs one warning; with an inventory cache, its VMs are still reported
+    from the cache, with status C(Unknown). The other hosts are unaffected.
+  - Every value read from libvirt is marked unsafe, so a VM whose name or title holds a Jinja expression
+    never has it evaluated.
+  - The inventory file name must end in C(.converge_libvirt.yml) or C(.converge_libvirt.yaml) (for AWX
+    inventory sources), or be C(converge_libvirt.yml).
+author:
+  - converge.virt developers (@converge-virt)
+requirements:
+  - libvirt-python
+extends_documentation_fragment:
+  - constructed
+  - inventory_cache
+options:
+  plugin:
+    description: The name of this plugin.
+    type: str
+    required: true
+    choices: [converge.virt.libvirt]
+  uris:
+    description:
+      - libvirt connection URIs, one per host. A password in a URI is accepted and never shown.
+    type: list
+    elements: str
+    default: [qemu:///system]
+  password:
+    description: Password for libvirt's SASL authentication, for every URI.
+    type: str
+  username:
+    description: User name for libvirt's SASL authentication, for every URI.
+    type: str
+  with_title:
+    description: Add each VM's title as C(title) (one extra call per VM).
+    type: bool
+    default: false
+  address_from_leases:
+    description:
+      - Set C(ansible_host) of running VMs from the DHCP leases of the host's libvirt networks.
+    type: bool
+    default: true
+  address_from_agent:
+    description:
+      - Ask the QEMU guest agent of running VMs for their addresses when no lease is known
+        (the agent must run in the guest).
+    type: bool
+    default: false
+  group_prefix:
+    description: Prefix of the generated group names.
+    type: str
+    default: ''
+'''
+
+EXAMPLES = r'''
+# hypervisors.converge_libvirt.yml
+plugin: converge.virt.libvirt
+uris:
+  - qemu+ssh://root@hv1.example.com/system
+  - qemu+ssh://root@hv2.example.com/system
+cache: true
+cache_plugin: ansible.builtin.jsonfile
+cache_connection: /tmp/converge-libvirt-cache
+keyed_groups:
+  - key: libvirt_host
+    prefix: on
+compose:
+  needs_attention: status not in ['Running', 'Stopped']
+'''
+
+import os
+
+from ansible.errors import AnsibleError
+from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
+from ansible.utils.display import Display
+from ansible.utils.unsafe_proxy import wrap_var
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, Connection
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import guest_addresses, list_vms
+
+display = Display()
+
+GROUP_WORDS = ('vm_state', 'power_state', 'status')
+
+
+class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
+    """The converge.virt.libvirt inventory plugin."""
+
+    NAME = 'converge.virt.libvirt'
+
+    def verify_file(self, path):
+        """Accept *.converge_libvirt.yml / .yaml and converge_libvirt.yml."""
+        if not super().verify_file(path):
+            return False
+        base = os.path.basename(path)
+        return base.endswith(('.converge_libvirt.yml', '.converge_libvirt.yaml')) or base in ('converge_libvirt.yml', 'converge_libvirt.yaml')
+
+    def parse(self, inventory, loader, path, cache=True):
+        super().parse(inventory, loader, path, cache)
+        self._read_config_data(path)
+        if not HAS_LIBVIRT:
+            raise AnsibleError('the converge.virt.libvirt inventory needs the Python package libvirt-python')
+        cache_key = self.get_cache_key(path)
+        use_cache = self.get_option('cache') and cache
+        cached = None
+        if self.get_option('cache'):
+            try:
+                cached = self._cache[cache_key]
+            except KeyError:
+                cached = None
+        if use_cache and cached is not None:
+            data = cached
+        else:
+            data = self._read_hosts(cached or {})
+            if self.get_option('cache'):
+                self._cache[cache_key] = data
+        self._populate(data)
+
+    def _read_hosts(self, cached):
+        data = {}
+        for uri in self.get_option('uris'):
+            shown = redact_uri(uri)
+            try:
+                connection = Connection(uri, self.get_option('username'), self.get_option('password'))
+            except ConvergeError as exc:
+                display.warning('converge.virt.libvirt: cannot reach %s (%s); its VMs are %s' % (
+                    shown, exc.message, 'reported from the cache with status Unknown' if shown in cached else 'left out'))
+                if shown in cached:
+                    data[shown] = [dict(vm, status='Unknown', power_state='NOSTATE', phase='Unknown', stale=True) for vm in cached[shown]]
+                continue
+            with connection:
+                try:
+                    vms = list_vms(connection, with_title=self.get_option('with_title'))
+                    if self.get_option('address_from_leases') or self.get_option('address_from_agent'):
+                        addresses = guest_addresses(connection, [vm['name'] for vm in vms if vm['power_state'] == 'RUNNING'],
+                                                    leases=self.get_option('address_from_leases'), agent=self.get_option('address_from_agent'))
+                        for vm in vms:
+                            if vm['name'] in addresses:
+                                vm['ansible_host'] = addresses[vm['name']]
+                except ConvergeError as exc:
+                    display.warning('converge.virt.libvirt: reading %s failed (%s)' % (shown, exc.message))
+                    continue
+            for vm in vms:
+                vm['libvirt_uri'] = shown
+            data[shown] = vms
+        return data
+
+    def _group(self, word, value):
+        prefix = self.get_option('group_prefix') or ''
+        return self.inventory.add_group(self._sanitize_group_name('%s%s_%s' % (prefix, word, str(value).lower())))
+
+    def _populate(self, data):
+        strict = self.get_option('strict')
+        for uri in sorted(data):
+            for vm in data[uri]:
+                name = vm['name']
+                self.inventory.add_host(name)
+                for key, value in vm.items():
+                    if key == 'name':
+                        continue
+                    self.inventory.set_variable(name, key, wrap_var(value))
+                self.inventory.set_variable(name, 'libvirt_name', wrap_var(name))
+                for word in GROUP_WORDS:
+                    if vm.get(word):
+                        self.inventory.add_child(self._group(word, vm[word]), name)
+                if vm.get('host'):
+                    self.inventory.add_child(self._group('libvirt_host', vm['host']), name)
+                hostvars = self.inventory.get_host(name).get_vars()
+                self._set_composite_vars(self.get_option('compose'), hostvars, name, strict=strict)
+                self._add_host_to_composed_groups(self.get_option('groups'), hostvars, name, strict=strict)
+                self._add_host_to_keyed_groups(self.get_option('keyed_groups'), hostvars, name, strict=strict)
