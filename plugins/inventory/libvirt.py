@@ -99,6 +99,9 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet impor
 display = Display()
 
 GROUP_WORDS = ('vm_state', 'power_state', 'status')
+# the host variables, in the modules' own words (fewer variables: faster --list at 10,000 VMs)
+HOST_VARS = ('vm_state', 'power_state', 'task_state', 'task_id', 'status', 'phase', 'state_reason', 'vcpus', 'memory_kib', 'uuid',
+             'autostart', 'pending_restart', 'host', 'libvirt_uri', 'title', 'ansible_host', 'stale')
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
@@ -169,21 +172,26 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
 
     def _populate(self, data):
         strict = self.get_option('strict')
+        compose, groups, keyed = self.get_option('compose'), self.get_option('groups'), self.get_option('keyed_groups')
+        group_cache = {}
         for uri in sorted(data):
             for vm in data[uri]:
                 name = vm['name']
                 self.inventory.add_host(name)
-                for key, value in vm.items():
-                    if key == 'name':
-                        continue
-                    self.inventory.set_variable(name, key, wrap_var(value))
+                for key in HOST_VARS:
+                    if key in vm:
+                        self.inventory.set_variable(name, key, wrap_var(vm[key]))
                 self.inventory.set_variable(name, 'libvirt_name', wrap_var(name))
-                for word in GROUP_WORDS:
-                    if vm.get(word):
-                        self.inventory.add_child(self._group(word, vm[word]), name)
-                if vm.get('host'):
-                    self.inventory.add_child(self._group('libvirt_host', vm['host']), name)
-                hostvars = self.inventory.get_host(name).get_vars()
-                self._set_composite_vars(self.get_option('compose'), hostvars, name, strict=strict)
-                self._add_host_to_composed_groups(self.get_option('groups'), hostvars, name, strict=strict)
-                self._add_host_to_keyed_groups(self.get_option('keyed_groups'), hostvars, name, strict=strict)
+                for word in GROUP_WORDS + ('libvirt_host',):
+                    value = vm.get('host' if word == 'libvirt_host' else word)
+                    if not value:
+                        continue
+                    group = group_cache.get((word, value))
+                    if group is None:
+                        group = group_cache[(word, value)] = self._group(word, value)
+                    self.inventory.add_child(group, name)
+                if compose or groups or keyed:
+                    hostvars = self.inventory.get_host(name).get_vars()
+                    self._set_composite_vars(compose, hostvars, name, strict=strict)
+                    self._add_host_to_composed_groups(groups, hostvars, name, strict=strict)
+                    self._add_host_to_keyed_groups(keyed, hostvars, name, strict=strict)
