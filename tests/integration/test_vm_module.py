@@ -279,3 +279,21 @@ def test_vm_info_reports_the_words_the_vm_module_returns(host, conn):
     stopped = run_module('vm_info', {'uri': host.uri, 'vm_state': ['STOPPED']})
     assert 'info-stop' in [vm['name'] for vm in stopped['vms']] and 'info-run' not in [vm['name'] for vm in stopped['vms']]
     run_module('vm', {'uri': host.uri, 'vms': [{'name': n, 'state': 'absent'} for n in results], 'shutdown_timeout': 0})
+
+
+def test_a_guest_that_stopped_itself_is_recorded_stopped(host, conn):
+    # Nova _sync_power_states: vm_state ACTIVE with power SHUTDOWN means the guest
+    # shut itself down; the next run records STOPPED instead of restarting it
+    name = 'vm-selfstop'
+    run_module('vm', small(host, name, state='running'))
+    conn.lookupByName(name).destroy()          # behind the collection's back
+    info = run_module('vm_info', {'uri': host.uri, 'name': [name]})['vms'][0]
+    assert info['vm_state'] == 'ACTIVE' and info['power_state'] == 'SHUTDOWN', 'vm_info shows the drift'
+    checked = run_module('vm', small(host, name, state='stopped'), check=True)
+    assert checked['changed'] and checked['steps'][0]['action'] == 'record'
+    recorded = run_module('vm', small(host, name, state='stopped'))
+    assert recorded['changed'] and recorded['steps'] == [{'action': 'record', 'task_state': None, 'vm_state_before': 'ACTIVE',
+                                                          'vm_state_after': 'STOPPED'}]
+    assert recorded['vm']['vm_state'] == 'STOPPED'
+    assert not run_module('vm', small(host, name, state='stopped'))['changed']
+    run_module('vm', small(host, name, state='absent'))

@@ -147,6 +147,16 @@ class LibvirtVm:
         return {'recovered_task': record.task_state, 'recovered_task_id': record.task_id, 'recovery': recovery.action,
                 'vm_state': vm_state}
 
+    def record_vm_state(self, obs, vm_state):
+        """Write ``vm_state`` into an idle VM's record (compare-and-swap)."""
+        store = self.store(obs)
+        record, version = store.load()
+        if not record.idle():
+            raise TaskConflict(self.name, record.task_id, record.task_state)
+        if not store.compare_and_swap(version, TaskRecord(vm_state=vm_state, previous_vm_state=record.previous_vm_state)):
+            latest, _version = store.load()
+            raise TaskConflict(self.name, latest.task_id, latest.task_state, lost_race=True)
+
     def wait_idle(self, obs, options):
         """Wait for another task in flight to end (``lock_timeout``), or fail naming it."""
         if obs.get('task_state') is None:
@@ -418,6 +428,18 @@ def converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None):
     steps = vm_plan.plan_vm(decl, plan_obs)
     result = {'steps': [s.as_dict() for s in steps], 'changes': diff.as_list() if diff else []}
     result.update(notes)
+    drift = _recorded_drift(obs) if not steps and decl.state != 'absent' else None
+    if drift:
+        # the hypervisor contradicts the record and nothing else needs doing:
+        # record what it says (Nova _sync_power_states: the guest stopped itself)
+        result['steps'] = [{'action': 'record', 'task_state': None, 'vm_state_before': drift[0], 'vm_state_after': drift[1]}]
+        if not check_mode:
+            vm.record_vm_state(obs, drift[1])
+            obs = vm.observe(spec)
+        after = public_view(obs) if not check_mode else dict(before, vm_state=drift[1])
+        result['vm'] = after
+        result['diff'] = {'before': _diffable(before), 'after': _diffable(after)}
+        return True, result
     if check_mode or not steps:
         predicted = dict(before)
         if steps:
@@ -434,6 +456,17 @@ def converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None):
     result['vm'] = after
     result['diff'] = {'before': _diffable(before), 'after': _diffable(after)}
     return True, result
+
+
+def _recorded_drift(obs):
+    """(recorded, effective) when an idle VM's record disagrees with the hypervisor, else None."""
+    if not obs.get('exists') or obs.get('task_state'):
+        return None
+    recorded = domain_xml.read_converge_metadata(obs['inactive_xml']).get('vm_state')
+    effective = obs.get('effective_vm_state')
+    if recorded and effective and recorded != effective:
+        return recorded, effective
+    return None
 
 
 def _diffable(view):
