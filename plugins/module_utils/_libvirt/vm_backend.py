@@ -428,25 +428,28 @@ def converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None):
     steps = vm_plan.plan_vm(decl, plan_obs)
     result = {'steps': [s.as_dict() for s in steps], 'changes': diff.as_list() if diff else []}
     result.update(notes)
-    drift = _recorded_drift(obs) if not steps and decl.state != 'absent' else None
+    drift = _recorded_drift(obs) if decl.state != 'absent' else None
     if drift:
-        # the hypervisor contradicts the record and nothing else needs doing:
-        # record what it says (Nova _sync_power_states: the guest stopped itself)
-        result['steps'] = [{'action': 'record', 'task_state': None, 'vm_state_before': drift[0], 'vm_state_after': drift[1]}]
+        # the hypervisor contradicts the idle VM's record (the guest stopped
+        # itself, or was started behind our back): record what it says first
+        # (Nova _sync_power_states), so every action is checked against it
+        result['steps'] = [{'action': 'record', 'task_state': None, 'vm_state_before': drift[0], 'vm_state_after': drift[1]}] + result['steps']
         if not check_mode:
             vm.record_vm_state(obs, drift[1])
-            obs = vm.observe(spec)
-        after = public_view(obs) if not check_mode else dict(before, vm_state=drift[1])
-        result['vm'] = after
-        result['diff'] = {'before': _diffable(before), 'after': _diffable(after)}
-        return True, result
+            obs = vm.observe(spec if decl.state != 'absent' else None)
+            if not steps:
+                result['vm'] = public_view(obs)
+                result['diff'] = {'before': _diffable(before), 'after': _diffable(result['vm'])}
+                return True, result
     if check_mode or not steps:
         predicted = dict(before)
         if steps:
             predicted['vm_state'] = steps[-1].vm_state_after
+        elif drift:
+            predicted['vm_state'] = drift[1]
         result['vm'] = predicted
         result['diff'] = {'before': _diffable(before), 'after': _diffable(predicted)}
-        return bool(steps), result
+        return bool(steps) or bool(drift), result
     task_id = task_id or new_task_id()
     for step in steps:
         obs = vm.run_step(step, spec, obs, options, task_id + '-' + step.action)

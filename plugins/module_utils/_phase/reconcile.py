@@ -121,3 +121,29 @@ def recover_stale_task(task_state, vm_state, action=None, power_state=None):
             return Recovery(SET_ERROR, s.STOPPED, None)
         return Recovery(SET_ERROR, s.ERROR, None)
     return Recovery(CLEAR, vm_state, None)
+
+
+# What fixing a disagreement means, as a declaration the vm planner reaches:
+# decision -> (declared state, options). Policy alternatives replace the first.
+FIX_DECLARATIONS = {
+    RECORD_STOPPED: ('stopped', {}),
+    STOP: ('stopped', {}),
+    FORCE_STOP: ('stopped', {'shutdown_timeout': 0}),
+    REAP: ('absent', {}),
+}
+ALTERNATIVE_DECLARATIONS = {
+    'start': ('running', {}),
+    'record ACTIVE': ('running', {}),
+}
+
+
+def fix_declaration(decision, use_alternative=False):
+    """(declared state, options) that fixes ``decision``, or None when it is report-only.
+
+    ``use_alternative`` takes the policy alternative of the decision (restart a
+    guest that stopped itself, or accept a guest that runs while recorded
+    STOPPED) instead of the default.
+    """
+    if use_alternative and decision.alternative in ALTERNATIVE_DECLARATIONS:
+        return ALTERNATIVE_DECLARATIONS[decision.alternative]
+    return FIX_DECLARATIONS.get(decision.action)

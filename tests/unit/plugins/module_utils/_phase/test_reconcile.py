@@ -78,3 +78,19 @@ def test_every_stale_row_has_a_case():
     assert set(r.STALE_TASK_TABLE) == {
         'STARTING', 'STOPPING', 'REBOOTING', 'PAUSING', 'UNPAUSING', 'SUSPENDING', 'RESUMING', 'UPDATING', 'RESIZING',
         'DELETING', 'MIGRATING', 'SPAWNING', 'REBUILDING', 'RESTORING'}
+
+
+@pytest.mark.parametrize('vm_state,power_state,alternative,expected', [
+    ('ACTIVE', 'SHUTDOWN', False, ('stopped', {})),
+    ('ACTIVE', 'SHUTDOWN', True, ('running', {})),
+    ('ACTIVE', 'SUSPENDED', False, ('stopped', {})),
+    ('STOPPED', 'RUNNING', False, ('stopped', {'shutdown_timeout': 0})),
+    ('STOPPED', 'RUNNING', True, ('running', {})),
+    ('PAUSED', 'CRASHED', False, ('stopped', {'shutdown_timeout': 0})),
+    ('DELETED', 'RUNNING', False, ('absent', {})),
+    ('ACTIVE', 'PAUSED', False, None),
+    ('ERROR', 'RUNNING', False, None),
+    ('ACTIVE', 'RUNNING', False, None),
+])
+def test_fix_declaration(vm_state, power_state, alternative, expected):
+    assert r.fix_declaration(r.power_sync_decision(vm_state, power_state), alternative) == expected

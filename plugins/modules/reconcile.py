@@ -1,0 +1,209 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+module: reconcile
+short_description: Find and fix disagreements between vm_state and power_state on a host
+version_added: 0.1.0
+description:
+  - Compares every VM's recorded C(vm_state) with the hypervisor's C(power_state) using the
+    power-state reconciliation table of the phase model (Nova's C(_sync_power_states)), and finds
+    tasks left behind by interrupted runs (their lease ran out; Nova's C(_init_instance)).
+  - Report-only by default; with O(fix=true) each disagreement is fixed through the same planner and
+    action table as M(converge.virt.vm), and each stale task is recovered.
+  - VMs with a task in flight are skipped, as the table says.
+author:
+  - converge.virt developers (@converge-virt)
+extends_documentation_fragment:
+  - converge.virt.libvirt_connection
+attributes:
+  check_mode:
+    support: full
+    description: Reports what would be done.
+  diff_mode:
+    support: none
+    description: The report lists each disagreement.
+options:
+  fix:
+    description: Fix what was found. Without it the module only reports.
+    type: bool
+    default: false
+  name:
+    description: Only these VMs (all VMs of the host when not given).
+    type: list
+    elements: str
+  restart_stopped_guests:
+    description:
+      - A VM recorded ACTIVE whose guest shut itself down is started again instead of being recorded STOPPED.
+    type: bool
+    default: false
+  accept_running_guests:
+    description:
+      - A VM recorded STOPPED that runs is recorded ACTIVE instead of being forced off.
+    type: bool
+    default: false
+  shutdown_timeout:
+    description: Seconds for a graceful shutdown when a fix stops a VM (forced stops do not wait).
+    type: int
+    default: 60
+requirements:
+  - libvirt-python
+seealso:
+  - module: converge.virt.vm
+  - module: converge.virt.vm_info
+'''
+
+EXAMPLES = r'''
+- name: What disagrees on this host?
+  converge.virt.reconcile:
+    uri: qemu+ssh://root@hv1/system
+  register: drift
+
+- name: Fix it, restarting guests that stopped on their own
+  converge.virt.reconcile:
+    uri: qemu+ssh://root@hv1/system
+    fix: true
+    restart_stopped_guests: true
+'''
+
+RETURN = r'''
+checked:
+  description: Number of VMs compared.
+  returned: always
+  type: int
+disagreements:
+  description: One entry per VM that disagrees or holds a stale task.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name: {description: VM name., type: str, returned: always}
+    vm_state: {description: Recorded vm_state., type: str, returned: always}
+    power_state: {description: Hypervisor power_state., type: str, returned: always}
+    task_state: {description: The task recorded on the VM., type: str, returned: always}
+    kind: {description: "V(power) for a vm_state/power_state disagreement, V(stale task) for a task whose run is gone.", type: str, returned: always}
+    decision: {description: "What the table says: record STOPPED, stop, force stop, finish delete, report only, or a stale-task recovery.", type: str, returned: always}
+    action: {description: "What was done (or would be done in check mode or without fix): a declared state, or none.", type: str, returned: always}
+    done: {description: Whether the fix ran., type: bool, returned: always}
+    steps: {description: Steps the fix took., type: list, elements: dict, returned: when done}
+    error: {description: Why the fix failed., type: str, returned: when the fix failed}
+'''
+
+import os
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import list_vms
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, converge_vm
+from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile
+from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
+
+
+def _stale(vm, now):
+    try:
+        return float(vm.get('lease_until') or 0) < now
+    except ValueError:
+        return True
+
+
+def examine(vm, now, params):
+    """The disagreement entry for one VM, or None when it agrees (pure, from the bulk view)."""
+    entry = {'name': vm['name'], 'vm_state': vm['vm_state'], 'power_state': vm['power_state'], 'task_state': vm['task_state'],
+             'done': False}
+    if vm['task_state']:
+        if not _stale(vm, now):
+            return None
+        recovery = reconcile.recover_stale_task(vm['task_state'], vm['vm_state'], None, vm['power_state'])
+        entry.update(kind='stale task', decision=recovery.action, action='recover')
+        return entry
+    if not vm.get('recorded'):
+        return None
+    decision = reconcile.power_sync_decision(vm['vm_state'], vm['power_state'])
+    if decision.action in (reconcile.IN_SYNC, reconcile.LEAVE_ALONE, reconcile.SKIP_TASK_IN_FLIGHT):
+        return None
+    alternative = (decision.action == reconcile.RECORD_STOPPED and params['restart_stopped_guests']) or \
+        (decision.action == reconcile.FORCE_STOP and vm['vm_state'] == 'STOPPED' and params['accept_running_guests'])
+    fix = reconcile.fix_declaration(decision, use_alternative=alternative)
+    entry.update(kind='power', decision=decision.action, reason=decision.reason,
+                 action=('state=%s' % fix[0]) + (' (forced)' if fix[1].get('shutdown_timeout') == 0 else '') if fix else 'none')
+    entry['_fix'] = fix
+    return entry
+
+
+def apply_fix(connection, entry, params):
+    """Run the fix of one entry; updates it in place."""
+    vm = LibvirtVm(connection, entry['name'])
+    if entry['kind'] == 'stale task':
+        obs = vm.observe()
+        recovered = vm.recover_stale(obs, time.time())
+        entry['done'] = bool(recovered)
+        entry['steps'] = [recovered] if recovered else []
+        return
+    fix = entry.pop('_fix', None)
+    if not fix:
+        return
+    declared, extra = fix
+    options = VmOptions(shutdown_timeout=extra.get('shutdown_timeout', params['shutdown_timeout']))
+    changed, result = converge_vm(vm, VmDeclaration(state=declared), None, options, False)
+    entry['done'] = changed
+    entry['steps'] = result.get('steps', [])
+    entry['vm_state_after'] = (result.get('vm') or {}).get('vm_state')
+
+
+def main():
+    """Entry point."""
+    spec = dict(
+        fix=dict(type='bool', default=False),
+        name=dict(type='list', elements='str'),
+        restart_stopped_guests=dict(type='bool', default=False),
+        accept_running_guests=dict(type='bool', default=False),
+        shutdown_timeout=dict(type='int', default=60),
+    )
+    spec.update(LIBVIRT_CONNECTION_ARGS)
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    if not HAS_LIBVIRT:
+        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
+    if module.params['shutdown_timeout'] < 0:
+        module.fail_json(msg='shutdown_timeout: must be 0 or more', field='shutdown_timeout')
+    connection = None
+    try:
+        uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
+        connection = Connection(uri, module.params['username'], module.params['password'])
+        with connection:
+            vms = list_vms(connection, names=module.params['name'])
+            now = time.time()
+            found = [entry for entry in (examine(vm, now, module.params) for vm in vms) if entry]
+            changed = False
+            for entry in found:
+                if module.params['fix'] and not module.check_mode and entry.get('action') != 'none':
+                    try:
+                        apply_fix(connection, entry, module.params)
+                    except ConvergeError as exc:
+                        entry['error'] = connection.redact(exc.message)
+                    changed = changed or entry['done']
+                elif module.params['fix'] and module.check_mode and entry.get('action') != 'none':
+                    changed = True
+                entry.pop('_fix', None)
+    except ConvergeError as exc:
+        module.fail_json(**dict((k, connection.redact(v) if connection and isinstance(v, str) else v) for k, v in exc.to_result().items()))
+    except Exception as exc:  # pylint: disable=broad-except
+        text = connection.redact(str(exc)) if connection else str(exc)
+        module.fail_json(msg='unexpected error: %s' % text, exception=connection.redact(traceback.format_exc()) if connection else None)
+    failed = [entry['name'] for entry in found if entry.get('error')]
+    result = dict(changed=changed, checked=len(vms), disagreements=sorted(found, key=lambda e: e['name']))
+    if failed:
+        module.fail_json(msg='could not fix %s' % ', '.join(failed), **result)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,85 @@
+"""The reconcile role (and module) on a real private libvirt host.
+
+Three kinds of drift are made behind the collection's back: a guest that shut
+itself down (recorded ACTIVE), a guest started while recorded STOPPED, and a
+task left by a killed run (lease expired). Report-only changes nothing; fix
+repairs each as the phase model says; a second pass finds nothing.
+"""
+
+import os
+import time
+
+import libvirt
+import yaml
+
+from tests.integration.ansible_run import ROOT, run_module, run_playbook
+
+NS = 'https://converge.virt/xmlns/vm/1'
+
+
+def _args(host, name, state):
+    return {'uri': host.uri, 'name': name, 'memory': '64MiB', 'domain_type': 'qemu', 'state': state, 'shutdown_timeout': 0}
+
+
+def _playbook(tmp_path, host, fix, report):
+    play = [{'hosts': 'localhost', 'gather_facts': False, 'roles': [{
+        'role': 'converge.virt.reconcile', 'reconcile_uri': host.uri, 'reconcile_fix': fix,
+        'reconcile_vms': ['rc-selfstop', 'rc-sneaky', 'rc-stale', 'rc-fine'], 'reconcile_report_path': report}]}]
+    path = tmp_path / ('fix.yml' if fix else 'report.yml')
+    path.write_text(yaml.safe_dump(play))
+    return str(path)
+
+
+def _result(out):
+    for task in out['plays'][0]['tasks']:
+        for res in task['hosts'].values():
+            if 'disagreements' in res:
+                return res
+    raise AssertionError('no reconcile result in %r' % out)
+
+
+def test_reconcile_role_reports_then_fixes(libvirt_hosts, tmp_path):
+    host = libvirt_hosts[0]
+    conn = libvirt.open(host.uri)
+    try:
+        for name, state in (('rc-selfstop', 'running'), ('rc-sneaky', 'stopped'), ('rc-stale', 'running'), ('rc-fine', 'running')):
+            assert not run_module('vm', _args(host, name, state)).get('failed')
+        conn.lookupByName('rc-selfstop').destroy()
+        conn.lookupByName('rc-sneaky').create()
+        from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
+        conn.lookupByName('rc-stale').setMetadata(
+            libvirt.VIR_DOMAIN_METADATA_ELEMENT,
+            domain_xml.converge_metadata_element({'vm_state': 'ACTIVE', 'task_state': 'PAUSING', 'task_id': 'gone', 'last_action': 'pause',
+                                                  'lease_until': repr(time.time() - 5), 'generation': '9'}),
+            'converge', NS, libvirt.VIR_DOMAIN_AFFECT_CONFIG | libvirt.VIR_DOMAIN_AFFECT_LIVE)
+
+        report = str(tmp_path / 'report.md')
+        env = {'ANSIBLE_ROLES_PATH': os.path.join(ROOT, 'roles')}
+        rc, out = run_playbook(_playbook(tmp_path, host, False, report), env=env)
+        assert rc == 0, out
+        found = {d['name']: d for d in _result(out)['disagreements']}
+        assert set(found) == {'rc-selfstop', 'rc-sneaky', 'rc-stale'}, found
+        assert found['rc-selfstop']['decision'] == 'record STOPPED' and found['rc-selfstop']['action'] == 'state=stopped'
+        assert found['rc-sneaky']['decision'] == 'force stop' and found['rc-sneaky']['action'] == 'state=stopped (forced)'
+        assert found['rc-stale']['kind'] == 'stale task' and found['rc-stale']['decision'] == 'redo'
+        assert not any(d['done'] for d in found.values())
+        assert conn.lookupByName('rc-sneaky').isActive(), 'report-only must change nothing'
+        with open(report, encoding='utf-8') as handle:
+            text = handle.read()
+        assert '| rc-sneaky | STOPPED | RUNNING |' in text and 'report only' in text
+
+        rc, out = run_playbook(_playbook(tmp_path, host, True, report), env=env)
+        assert rc == 0, out
+        fixed = {d['name']: d for d in _result(out)['disagreements']}
+        assert all(d['done'] for d in fixed.values()), fixed
+        assert not conn.lookupByName('rc-sneaky').isActive()
+        info = {vm['name']: vm for vm in run_module('vm_info', {'uri': host.uri, 'name': ['rc-selfstop', 'rc-sneaky', 'rc-stale']})['vms']}
+        assert info['rc-selfstop']['vm_state'] == 'STOPPED' and info['rc-sneaky']['vm_state'] == 'STOPPED'
+        assert info['rc-stale']['task_state'] is None and info['rc-stale']['vm_state'] == 'ACTIVE'
+
+        rc, out = run_playbook(_playbook(tmp_path, host, True, report), env=env)
+        assert rc == 0 and _result(out)['disagreements'] == [] and not _result(out)['changed']
+    finally:
+        for name in ('rc-selfstop', 'rc-sneaky', 'rc-stale', 'rc-fine'):
+            run_module('vm', _args(host, name, 'absent'))
+        conn.close()
