@@ -22,7 +22,7 @@ export ANSIBLE_COLLECTIONS_PATH := $(BUILD)/collections
 export ANSIBLE_NOCOLOR := 1
 export HYPOTHESIS_STORAGE_DIRECTORY := $(BUILD)/hypothesis
 
-.PHONY: help setup apt venv layout docs units sanity lint integration test demo clean guest bench bench-venv
+.PHONY: help setup apt venv layout docs units sanity lint integration molecule test demo clean guest bench bench-venv
 
 help:
 > @echo "make demo   - set up and converge a small real fleet on private libvirt hosts"
@@ -82,7 +82,13 @@ guest: venv
 integration: venv layout guest
 > $(VPY) -m pytest -q -p no:cacheprovider tests/integration tests/kubeapi_tests
 
-test: setup units sanity lint integration
+# molecule scenarios of every role that has one (delegated driver, private libvirt hosts)
+molecule: venv layout guest
+> @set -e; for scenario in roles/*/molecule/*/molecule.yml; do \
+    role=$$(echo $$scenario | cut -d/ -f2); name=$$(echo $$scenario | cut -d/ -f4); \
+    echo "molecule: $$role/$$name"; (cd roles/$$role && PATH=$(VENV)/bin:$$PATH $(VENV)/bin/molecule test -s $$name); done
+
+test: setup units sanity lint integration molecule
 > @echo "make test: all tiers passed"
 
 demo: setup guest
