@@ -79,7 +79,7 @@ cache_plugin: ansible.builtin.jsonfile
 cache_connection: /tmp/converge-libvirt-cache
 keyed_groups:
   - key: libvirt_host
-    prefix: on
+    prefix: hv
 compose:
   needs_attention: status not in ['Running', 'Stopped']
 '''
