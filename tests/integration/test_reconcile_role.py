@@ -83,3 +83,24 @@ def test_reconcile_role_reports_then_fixes(libvirt_hosts, tmp_path):
         for name in ('rc-selfstop', 'rc-sneaky', 'rc-stale', 'rc-fine'):
             run_module('vm', _args(host, name, 'absent'))
         conn.close()
+
+
+def test_report_playbook_writes_states_and_drift(libvirt_hosts, tmp_path):
+    host = libvirt_hosts[1]
+    conn = libvirt.open(host.uri)
+    try:
+        run_module('vm', _args(host, 'rp-run', 'running'))
+        run_module('vm', _args(host, 'rp-drift', 'running'))
+        conn.lookupByName('rp-drift').destroy()
+        html = str(tmp_path / 'report.html')
+        rc, out = run_playbook(os.path.join(ROOT, 'playbooks', 'report.yml'), extra_vars={'report_uris': [host.uri], 'report_path': html})
+        assert rc == 0, out
+        with open(html, encoding='utf-8') as handle:
+            text = handle.read()
+        assert '<td>rp-run</td><td>ACTIVE</td><td>RUNNING</td>' in text
+        assert '<td>rp-drift</td><td>ACTIVE</td><td>SHUTDOWN</td><td>power</td><td>record STOPPED</td>' in text
+        assert 'stateDiagram-v2' in text
+    finally:
+        for name in ('rp-run', 'rp-drift'):
+            run_module('vm', _args(host, name, 'absent'))
+        conn.close()
