@@ -18,9 +18,8 @@ import time
 
 import libvirt
 
+from bench.common import ROOT, report
 from tools.virtlab import domains, hosts
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def timed_inventory(bin_dir, path, env, enabled):
@@ -72,10 +71,7 @@ def main(argv=None):
             runs = [timed_inventory(bin_dir, path, env, enabled) for _attempt in range(args.repeat)]
             results[label] = {'seconds': round(min(r[0] for r in runs), 3), 'hosts': runs[0][1], 'stderr_lines': runs[0][2]}
         results['ratio_community_vs_converge'] = round(results['community.libvirt.libvirt']['seconds'] / results['converge.virt.libvirt']['seconds'], 1)
-        os.makedirs(os.path.join(ROOT, 'bench', 'results'), exist_ok=True)
-        with open(os.path.join(ROOT, 'bench', 'results', 'inventory_libvirt.json'), 'w', encoding='utf-8') as handle:
-            json.dump(results, handle, indent=2)
-        print(json.dumps(results, indent=2))
+        report('inventory_libvirt', results)
         conn.close()
     finally:
         hosts.stop_hosts(args.state_dir)

@@ -22,37 +22,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 import libvirt
 
+from bench.common import ROOT, bench_env, playbook, report, run_playbook
 from tools.virtlab import domains, hosts
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def playbook(tasks):
-    return [{'name': 'bench', 'hosts': 'localhost', 'gather_facts': False, 'tasks': tasks}]
-
-
-def run_playbook(bin_dir, plays, env):
-    with tempfile.NamedTemporaryFile('w', suffix='.yml', delete=False) as handle:
-        json.dump(plays, handle)
-        path = handle.name
-    try:
-        start = time.perf_counter()
-        proc = subprocess.run([os.path.join(bin_dir, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local', path],
-                              env=env, capture_output=True, text=True, check=False)
-        elapsed = time.perf_counter() - start
-    finally:
-        os.unlink(path)
-    if proc.returncode != 0:
-        raise RuntimeError('playbook failed:\n%s\n%s' % (proc.stdout[-4000:], proc.stderr[-2000:]))
-    if 'changed=0' not in proc.stdout:
-        raise RuntimeError('a no-op benchmark task reported a change:\n%s' % proc.stdout[-4000:])
-    return elapsed
-
 
 def per_task(bin_dir, task, count, env, repeat):
     best_k = min(run_playbook(bin_dir, playbook([task] * count), env) for _attempt in range(repeat))
@@ -69,9 +44,7 @@ def main(argv=None):
     parser.add_argument('--state-dir', default=os.path.join(ROOT, 'build', 'bench-lab'))
     args = parser.parse_args(argv)
     bin_dir = os.path.join(args.venv, 'bin')
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'),
-               ANSIBLE_PYTHON_INTERPRETER=os.path.join(bin_dir, 'python'), ANSIBLE_NOCOLOR='1')
-    env.pop('ANSIBLE_STDOUT_CALLBACK', None)
+    env = bench_env(bin_dir)
     lab = hosts.start_hosts(1, args.state_dir, first_address='127.0.0.41', name_prefix='bench-', first_tcp_port=16811,
                             first_migration_port=49800)
     try:
@@ -111,10 +84,7 @@ def main(argv=None):
             'community_loop_estimate_vs_fleet': round(cost['community.libvirt.virt'] * args.vms / results['fleet_noop_task_seconds'], 1),
         }
         results['per_task_seconds'] = {k: round(v, 4) for k, v in cost.items()}
-        os.makedirs(os.path.join(ROOT, 'bench', 'results'), exist_ok=True)
-        with open(os.path.join(ROOT, 'bench', 'results', 'vm_noop.json'), 'w', encoding='utf-8') as handle:
-            json.dump(results, handle, indent=2)
-        print(json.dumps(results, indent=2))
+        report('vm_noop', results)
         conn.close()
     finally:
         hosts.stop_hosts(args.state_dir)
