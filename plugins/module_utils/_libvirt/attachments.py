@@ -1,0 +1,442 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""libvirt attachments: which volume is plugged into which VM, and the steps that change it.
+
+The actual world is rebuilt on every run from every domain's live XML (when
+it runs) and persistent XML (when it is defined), so a run interrupted half
+way is simply finished by the next one: :func:`..._phase.volumes.plan_volumes`
+sees what is really attached and plans the rest.
+
+Attach and detach take the VM's task (``attach_volume`` / ``detach_volume`` of
+the action table) so that they never race a run of the vm module on the same
+VM. A live detach asks the guest to release the device, then polls the live
+XML with backoff, asking again between attempts.
+
+:func:`converge_volumes` (the volume module) and :func:`reconcile_vm_disks`
+(the vm module's ``disks``) both execute the one plan of ``plan_volumes``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import xml.etree.ElementTree as ET
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
+    BackendError, ConvergeError, InvalidDeclaration, WaitTimeout)
+from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml, storage
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
+from ansible_collections.converge.virt.plugins.module_utils._phase import states, tasks
+from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
+from ansible_collections.converge.virt.plugins.module_utils._phase.volumes import ActualVolume, Attachment
+
+DETACH_TIMEOUT = 30
+DETACH_ATTEMPTS = 3
+ATTACH_KINDS = (phase.ATTACH_CONFIG, phase.ATTACH_LIVE)
+DETACH_KINDS = (phase.DETACH_LIVE, phase.DETACH_CONFIG)
+
+
+def owner_name(what='volume'):
+    """Who holds a task we take (shown by vm_info while it runs)."""
+    return 'converge.virt.%s pid %d on %s' % (what, os.getpid(), socket.gethostname())
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Observation
+# ---------------------------------------------------------------------------------------------------------------------
+
+def attachments_from_disks(vm, running, live_disks, config_disks, key_of):
+    """Actual :class:`Attachment` list of one VM from the disks of its live and persistent XML (pure).
+
+    ``live_disks`` / ``config_disks``: lists of :func:`domain_xml.disks_in` dicts (None when that
+    definition does not exist). ``key_of(disk)`` returns the volume key or None (the disk is ignored:
+    an empty drive, a network disk). CD-ROMs are not volumes the planner manages.
+    """
+    found = {}
+    for disks, where in ((live_disks, 'live'), (config_disks, 'persistent')):
+        for disk in disks or ():
+            if disk.get('device', 'disk') != 'disk' or not disk.get('dev'):
+                continue
+            key = key_of(disk)
+            if key is None:
+                continue
+            ident = (vm, disk['dev'], key, bool(disk.get('readonly')), disk.get('bus'), disk.get('serial'))
+            entry = found.setdefault(ident, {'live': False, 'persistent': False})
+            entry[where] = True
+    return [Attachment(vm, ident[1], ident[2], ident[3], ident[4], ident[5], live=flags['live'], persistent=flags['persistent'],
+                       vm_running=running) for ident, flags in sorted(found.items(), key=lambda item: (item[0][1], item[0][2]))]
+
+
+def disk_key(disk, key_of_path):
+    """The volume key of a disk dict: ``pool/volume``, a pool key found by path, or the path itself."""
+    if disk.get('type') == 'volume' and disk.get('pool') and disk.get('volume'):
+        return storage.volume_key(disk['pool'], disk['volume'])
+    if disk.get('path'):
+        return key_of_path(disk['path']) or disk['path']
+    return None
+
+
+class DomainView:  # pylint: disable=too-few-public-methods
+    """One domain as observed: running or not, and its disks live and persistent."""
+
+    def __init__(self, dom):
+        self.dom = dom
+        self.name = dom.name()
+        state, reason = dom.state()
+        self.power = states.power_state_from_libvirt(state, reason)
+        self.running = bool(dom.isActive())
+        self.persistent = bool(dom.isPersistent())
+        self.live_disks = domain_xml.disks_in(dom.XMLDesc(0)) if self.running else None
+        self.config_disks = domain_xml.disks_in(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)) if self.persistent else None
+
+    def inferred_vm_state(self):
+        """vm_state for a VM the collection never tasked (read off its power state)."""
+        managed = False
+        if not self.running:
+            try:
+                managed = bool(self.dom.hasManagedSaveImage(0))
+            except libvirt.libvirtError:
+                managed = False
+        return states.infer_vm_state(self.power.power_state, managed_save=managed)
+
+
+def observe_domains(connection, names=None):
+    """``{name: DomainView}`` of every domain (or of ``names``) of the connection."""
+    views = {}
+    try:
+        if names is None:
+            doms = connection.conn.listAllDomains(0)
+        else:
+            doms = []
+            for name in names:
+                try:
+                    doms.append(connection.conn.lookupByName(name))
+                except libvirt.libvirtError as exc:
+                    if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+                        raise
+        for dom in doms:
+            try:
+                view = DomainView(dom)
+            except libvirt.libvirtError as exc:
+                if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+                    continue  # undefined while we looked
+                raise
+            views[view.name] = view
+    except libvirt.libvirtError as exc:
+        raise connection.error(exc, 'cannot read the domains')
+    return views
+
+
+def actual_attachments(views, observer):
+    """Every actual :class:`Attachment` of the observed domains, in a stable order (VM name, then target)."""
+    result = []
+    for _name, view in sorted(views.items()):
+        result.extend(attachments_from_disks(view.name, view.running, view.live_disks, view.config_disks,
+                                             lambda disk: disk_key(disk, observer.key_of_path)))
+    return result
+
+
+def users_of(attachments):
+    """volume key -> set of VM names (live or persistent)."""
+    users = {}
+    for att in attachments:
+        users.setdefault(att.volume, set()).add(att.vm)
+    return users
+
+
+def public_attachments(attachments, key):
+    """The attachments of volume ``key`` as reported in results."""
+    return sorted(({'vm': a.vm, 'dev': a.target, 'bus': a.bus, 'readonly': a.readonly, 'serial': a.serial, 'live': a.live,
+                    'persistent': a.persistent, 'vm_running': a.vm_running} for a in attachments if a.volume == key),
+                  key=lambda item: (item['vm'], item['dev']))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Execution of attach / detach
+# ---------------------------------------------------------------------------------------------------------------------
+
+def _disk_element(xml, target):
+    for elem in ET.fromstring(xml).findall('./devices/disk'):
+        tgt = elem.find('target')
+        if tgt is not None and tgt.get('dev') == target:
+            return elem
+    return None
+
+
+def _live_targets(dom):
+    return set(d['dev'] for d in domain_xml.disks_in(dom.XMLDesc(0)))
+
+
+def attach_disk_xml(op, fmt):
+    """``<disk>`` XML for an attach operation (pool volume or path key)."""
+    detail = dict(op.detail)
+    disk = {'dev': op.target, 'bus': detail.get('bus'), 'readonly': detail.get('readonly') or None, 'serial': detail.get('serial'),
+            'format': fmt}
+    if op.volume.startswith('/'):
+        disk['path'] = op.volume
+    else:
+        disk['pool'], disk['volume'] = storage.split_key(op.volume)
+    return domain_xml.disk_device_xml(disk)
+
+
+class VmTask:
+    """The VM's task for one attach/detach (compare-and-swap in the domain metadata)."""
+
+    def __init__(self, connection, view, action, owner):
+        self.store = LibvirtTaskStore(connection.conn, view.dom, owner, inferred_vm_state=view.inferred_vm_state())
+        self.action = action
+        self.name = view.name
+        self.task_id = os.urandom(8).hex()
+        self.owner = owner
+
+    def __enter__(self):
+        tasks.take_task(self.store, self.action, self.task_id, time.time(), owner=self.owner, name=self.name)
+        return self
+
+    def __exit__(self, exc_type, exc, _tb):
+        if exc_type is None:
+            tasks.finish_task(self.store, self.task_id, name=self.name)
+        else:
+            try:
+                tasks.abandon_task(self.store, self.task_id, name=self.name, rolled_back=True)
+            except (ConvergeError, libvirt.libvirtError):
+                pass
+        return False
+
+
+def _detach_live(connection, dom, op, timeout):
+    elem = _disk_element(dom.XMLDesc(0), op.target)
+    if elem is None:
+        return {'already': True}
+    xml = ET.tostring(elem, encoding='unicode')
+    per_attempt = max(1.0, float(timeout) / DETACH_ATTEMPTS)
+    for attempt in range(1, DETACH_ATTEMPTS + 1):
+        if op.target not in _live_targets(dom):
+            return {'attempts': attempt - 1}
+        try:
+            dom.detachDeviceFlags(xml, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        except libvirt.libvirtError:
+            # a later request may be refused while the first one is still pending in the guest: keep waiting for it
+            if attempt == 1:
+                raise
+        try:
+            wait_for(lambda: _live_targets(dom), lambda targets: op.target not in targets, per_attempt,
+                     'VM %s to release %s' % (op.vm, op.target), initial=0.05, cap=1.0)
+            return {'attempts': attempt}
+        except WaitTimeout:
+            continue
+    if op.target in _live_targets(dom):
+        raise WaitTimeout('detach of %s (%s) from running VM %s not confirmed after %ss and %d requests: the guest did not release the device '
+                          '(it needs a guest OS that handles hot-unplug); the persistent definition was not changed, re-run to retry'
+                          % (op.target, op.volume, op.vm, timeout, DETACH_ATTEMPTS), vm=op.vm, target=op.target)
+    return {'attempts': DETACH_ATTEMPTS}
+
+
+def execute_attachment_operation(connection, view, op, fmt, detach_timeout=DETACH_TIMEOUT, owner=None):
+    """Run one attach/detach operation under the VM's task; return extra result fields."""
+    action = 'detach_volume' if op.kind in DETACH_KINDS else 'attach_volume'
+    dom = view.dom
+    with VmTask(connection, view, action, owner or owner_name()):
+        try:
+            if op.kind == phase.DETACH_LIVE:
+                return _detach_live(connection, dom, op, detach_timeout)
+            if op.kind == phase.DETACH_CONFIG:
+                elem = _disk_element(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), op.target)
+                if elem is None:
+                    return {'already': True}
+                dom.detachDeviceFlags(ET.tostring(elem, encoding='unicode'), libvirt.VIR_DOMAIN_AFFECT_CONFIG)
+                return {}
+            flag = libvirt.VIR_DOMAIN_AFFECT_CONFIG if op.kind == phase.ATTACH_CONFIG else libvirt.VIR_DOMAIN_AFFECT_LIVE
+            dom.attachDeviceFlags(attach_disk_xml(op, fmt), flag)
+            return {}
+        except libvirt.libvirtError as exc:
+            raise connection.error(exc, '%s of %s at %s:%s failed' % (op.kind, op.volume, op.vm, op.target))
+
+
+def execute_plan(connection, observer, views, operations, specs, attachments, formats, detach_timeout=DETACH_TIMEOUT, owner=None):
+    """Execute ``operations`` in order; return ``(done, error)``: the operations run (with their results) and the first failure."""
+    done = []
+    for op in operations:
+        item = op.as_dict()
+        try:
+            if op.kind in (phase.CREATE, phase.GROW, phase.DELETE):
+                item.update(storage.execute_volume_operation(connection, observer, op, specs.get(op.volume), attachments))
+                observer.volume(op.volume, refresh=True)
+            else:
+                view = views.get(op.vm)
+                if view is None:
+                    raise BackendError('VM %s vanished while its volumes were converged' % op.vm)
+                fmt = formats.get(op.volume)
+                if fmt is None and not op.volume.startswith('/'):
+                    info = observer.volume(op.volume)
+                    fmt = info['format'] if info else None
+                item.update(execute_attachment_operation(connection, view, op, fmt, detach_timeout, owner))
+        except ConvergeError as exc:
+            item['failed'] = True
+            item['msg'] = connection.redact(exc.message)
+            done.append(item)
+            return done, exc
+        done.append(item)
+    return done, None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The two entry points
+# ---------------------------------------------------------------------------------------------------------------------
+
+def _summary(vols, atts):
+    out = {}
+    for vol in vols:
+        out[vol.key] = {'exists': True, 'capacity': vol.capacity, 'format': vol.fmt,
+                        'attachments': sorted('%s:%s%s%s' % (a.vm, a.target, ' live' if a.live else '', ' config' if a.persistent else '')
+                                              for a in atts if a.volume == vol.key)}
+    return out
+
+
+def converge_volumes(connection, specs, force=False, check_mode=False, detach_timeout=DETACH_TIMEOUT, owner=None):
+    """Converge normalized volume declarations (:func:`storage.normalize_volume`); return the result dict.
+
+    Observe pools, volumes and every domain's live and persistent XML; plan
+    with :func:`plan_volumes`; drop every operation of a refused volume (so a
+    refused volume is never half changed); execute the rest in order (or only
+    report them in check mode).
+    """
+    observer = storage.StorageObserver(connection)
+    pool_ops = []
+    missing_pools = set()
+    pool_paths = {}
+    for spec in specs:
+        if spec['pool_path']:
+            if pool_paths.setdefault(spec['pool'], spec['pool_path']) != spec['pool_path']:
+                raise InvalidDeclaration('pool_path', 'pool %s is declared with two paths' % spec['pool'])
+    for pool in sorted(set(s['pool'] for s in specs)):
+        note = storage.ensure_pool(connection, observer, pool, pool_paths.get(pool), check_mode)
+        if note:
+            pool_ops.append(note)
+            if check_mode:
+                missing_pools.add(pool)
+    views = observe_domains(connection)
+    all_atts = actual_attachments(views, observer)
+    users = users_of(all_atts)
+    by_key = dict((s['key'], s) for s in specs)
+    actual_vols, observed = [], {}
+    refusals = []
+    for spec in specs:
+        info = None if spec['pool'] in missing_pools else observer.volume(spec['key'])
+        observed[spec['key']] = info
+        if info is not None:
+            actual_vols.append(ActualVolume(spec['key'], info['capacity'], info['format'], frozenset(users.get(spec['key'], ()))))
+            if spec['format'] and spec['state'] == 'present' and info['format'] != spec['format']:
+                refusals.append({'volume': spec['key'], 'field': 'format', 'reason': 'volume %s exists as %s, declared %s; converting formats is not done'
+                                 % (spec['key'], info['format'], spec['format'])})
+    desired_vols, desired_atts = storage.desired_world(specs)
+    kept_atts = []
+    for att in desired_atts:
+        if att.vm not in views:
+            refusals.append({'volume': att.volume, 'vm': att.vm, 'field': 'attachments', 'reason': 'VM %s does not exist on this connection' % att.vm})
+        else:
+            kept_atts.append(att)
+    managed_keys = set(s['key'] for s in specs if s['attachments'] is not None)
+    plan_atts = [a for a in all_atts if a.volume in managed_keys]
+    managed_vms = set(a.vm for a in plan_atts) | set(a.vm for a in kept_atts)
+    plan = phase.plan_volumes(desired_vols, actual_vols, kept_atts, plan_atts, force_detach=force, managed_vms=managed_vms,
+                              vms_running=dict((name, view.running) for name, view in views.items()))
+    for op in plan.operations:
+        spec = by_key.get(op.volume)
+        if op.kind == phase.CREATE and spec and spec['capacity'] is None and not storage.desired_source(spec):
+            refusals.append({'volume': op.volume, 'field': 'capacity', 'reason': 'capacity is required to create volume %s' % op.volume})
+    refusals.extend(plan.refusals)
+    refused = set(r['volume'] for r in refusals)
+    operations = [op for op in plan.operations if op.volume not in refused]
+    before = _summary(actual_vols, [a for a in all_atts if a.volume in by_key])
+    formats = dict((k, (observed.get(k) or {}).get('format') or by_key[k]['format']) for k in by_key)
+    result = {'pool_operations': pool_ops, 'refusals': refusals, 'deferred': plan.deferred, 'uncertain': plan.uncertain}
+    if check_mode:
+        vols, atts = actual_vols, [a for a in all_atts if a.volume in by_key]
+        for op in operations:
+            vols, atts = phase.apply_operation(vols, atts, op)
+        result.update(operations=[op.as_dict() for op in operations], changed=bool(operations or pool_ops), error=None,
+                      diff={'before': before, 'after': _summary(vols, atts)})
+        result['volumes'] = [_public(observed.get(s['key']), s, all_atts) for s in specs]
+        return result
+    done, error = execute_plan(connection, observer, views, operations, by_key, all_atts, formats, detach_timeout, owner)
+    if isinstance(error, WaitTimeout) and error.details.get('vm'):
+        result['uncertain'] = list(result['uncertain']) + ['%s:%s' % (error.details['vm'], error.details['target'])]
+    changed = bool(pool_ops) or any(not item.get('already') for item in done if not item.get('failed'))
+    # the world after the run, observed again
+    observer = storage.StorageObserver(connection)
+    views = observe_domains(connection) if any(item['op'] in ATTACH_KINDS + DETACH_KINDS for item in done) else views
+    all_atts = actual_attachments(views, observer)
+    users = users_of(all_atts)
+    after_vols = []
+    for spec in specs:
+        info = observer.volume(spec['key'])
+        observed[spec['key']] = info
+        if info is not None:
+            after_vols.append(ActualVolume(spec['key'], info['capacity'], info['format'], frozenset(users.get(spec['key'], ()))))
+    result.update(operations=done, changed=changed, error=error, diff={'before': before,
+                  'after': _summary(after_vols, [a for a in all_atts if a.volume in by_key])})
+    result['volumes'] = [_public(observed.get(s['key']), s, all_atts) for s in specs]
+    return result
+
+
+def _public(info, spec, all_atts):
+    if info is None:
+        return {'key': spec['key'], 'pool': spec['pool'], 'name': spec['name'], 'exists': False}
+    out = storage.public_volume(info, set(a.vm for a in all_atts if a.volume == spec['key']), public_attachments(all_atts, spec['key']))
+    out['exists'] = True
+    return out
+
+
+def reconcile_vm_disks(connection, vm_name, desired_disks, force=False, check_mode=False, detach_timeout=DETACH_TIMEOUT):
+    """Make the disks of VM ``vm_name`` the declared ones, through :func:`plan_volumes`; return ``(changed, operations, refusals)``.
+
+    ``desired_disks``: the vm module's ``disks`` items (``dev``, ``pool`` + ``volume`` or ``path``, ``bus``,
+    ``readonly``, ``serial``, ``format``). CD-ROMs are left alone. A disk of the VM that is not declared is
+    detached (never from a running guest unless ``force``); volumes are never created or deleted here.
+    """
+    views = observe_domains(connection, [vm_name])
+    if vm_name not in views:
+        raise InvalidDeclaration('name', 'VM %s does not exist on this connection' % vm_name)
+    view = views[vm_name]
+    observer = storage.StorageObserver(connection)
+    desired, formats = [], {}
+    for index, disk in enumerate(desired_disks or ()):
+        field = 'disks[%d]' % index
+        try:
+            norm = domain_xml.normalize_disk(disk, field)
+        except ValueError as exc:
+            sub, _sep, reason = str(exc).partition(': ')
+            raise InvalidDeclaration(sub, reason or str(exc)) from None
+        if norm['device'] != 'disk':
+            continue
+        key = storage.volume_key(norm['pool'], norm['volume']) if norm['type'] == 'volume' else (observer.key_of_path(norm['path']) or norm['path'])
+        desired.append(Attachment(vm_name, norm['dev'], key, bool(norm['readonly']), norm['bus'], norm['serial']))
+        if norm['format']:
+            formats[key] = norm['format']
+    actual_atts = actual_attachments(views, observer)
+    keys = set(a.volume for a in actual_atts) | set(a.volume for a in desired)
+    actual_vols = []
+    for key in sorted(keys):
+        if key.startswith('/'):
+            actual_vols.append(ActualVolume(key))
+            continue
+        info = observer.volume(key)
+        if info is not None:
+            actual_vols.append(ActualVolume(key, info['capacity'], info['format']))
+            formats.setdefault(key, info['format'])
+    plan = phase.plan_volumes([], actual_vols, desired, actual_atts, force_detach=force, managed_vms={vm_name},
+                              vms_running={vm_name: view.running})
+    refused = set(r['volume'] for r in plan.refusals)
+    operations = [op for op in plan.operations if op.volume not in refused]
+    if check_mode:
+        return bool(operations), [op.as_dict() for op in operations], plan.refusals
+    done, error = execute_plan(connection, observer, views, operations, {}, actual_atts, formats, detach_timeout)
+    if error is not None:
+        error.details.setdefault('operations', done)
+        raise error
+    return bool(done), done, plan.refusals

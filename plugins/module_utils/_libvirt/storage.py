@@ -1,0 +1,580 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""libvirt storage: declarations of volumes, observation of pools and volumes, and one volume operation.
+
+The decisions (what to create, grow, delete; what is refused) are made by
+:func:`..._phase.volumes.plan_volumes`. This module only
+
+* validates a volume declaration (pure, :func:`normalize_volume`) and turns it
+  into the planner's :class:`DesiredVolume` / :class:`Attachment`;
+* observes pools and volumes (:class:`StorageObserver`);
+* executes one volume operation (:func:`execute_volume_operation`): create
+  (empty, clone, import of a local image with a sha256 read-back check, qcow2
+  overlay on a backing volume), grow (online through the guest when it runs),
+  delete (optionally wiped).
+
+Volume keys are ``<pool>/<volume>``; a disk that is not a pool volume is keyed
+by its path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import xml.etree.ElementTree as ET
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.units import parse_size, unit_factor
+from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
+from ansible_collections.converge.virt.plugins.module_utils._phase.volumes import Attachment, DesiredVolume
+
+FORMATS = ('raw', 'qcow2')
+PREALLOCATIONS = ('off', 'metadata', 'full')
+STATES = ('present', 'absent')
+CAPACITY_MAX = 64 * 1024 ** 5
+_NAME_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.+@-]*$')
+_VM_RE = re.compile(r'^[^/\x00-\x1f]+$')
+MAX_CHAIN = 16
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Declarations (pure)
+# ---------------------------------------------------------------------------------------------------------------------
+
+def volume_key(pool, name):
+    """The planner's key of a pool volume."""
+    return '%s/%s' % (pool, name)
+
+
+def split_key(key):
+    """``(pool, name)`` of a pool volume key."""
+    pool, _sep, name = key.partition('/')
+    return pool, name
+
+
+def _name(value, field):
+    if not isinstance(value, str) or not value:
+        raise InvalidDeclaration(field, 'a non-empty name is required')
+    if not _NAME_RE.match(value) or value in ('.', '..'):
+        raise InvalidDeclaration(field, '%r is not a valid name (letters, digits and _.+@- ; no slash)' % value)
+    return value
+
+
+def _ref(value, field, pool):
+    """A reference to another volume: ``name`` (same pool) or ``pool/name``."""
+    if not isinstance(value, str) or not value:
+        raise InvalidDeclaration(field, 'a volume name or pool/name is required')
+    if '/' in value:
+        other_pool, name = value.split('/', 1)
+        return volume_key(_name(other_pool, field), _name(name, field))
+    return volume_key(pool, _name(value, field))
+
+
+def normalize_attachment(item, field, pool, name):
+    """Validate one attachment ``{vm, dev, bus, readonly, serial}``; return the canonical dict."""
+    if not isinstance(item, dict):
+        raise InvalidDeclaration(field, 'expected a dict, got %s' % type(item).__name__)
+    unknown = sorted(set(item) - {'vm', 'dev', 'target', 'bus', 'readonly', 'serial'})
+    if unknown:
+        raise InvalidDeclaration(field, 'unknown keys %s' % ', '.join(unknown))
+    vm = item.get('vm')
+    if not isinstance(vm, str) or not vm or not _VM_RE.match(vm):
+        raise InvalidDeclaration(field + '.vm', 'the name of the VM is required')
+    disk = {'dev': item.get('dev') if item.get('dev') is not None else item.get('target'), 'bus': item.get('bus'),
+            'readonly': item.get('readonly'), 'serial': item.get('serial'), 'pool': pool, 'volume': name}
+    try:
+        norm = domain_xml.normalize_disk(disk, field)
+    except ValueError as exc:
+        text = str(exc)
+        sub, _sep, reason = text.partition(': ')
+        raise InvalidDeclaration(sub, reason or text) from None
+    return {'vm': vm, 'dev': norm['dev'], 'bus': norm['bus'], 'readonly': bool(norm['readonly']), 'serial': norm['serial']}
+
+
+def normalize_volume(item, field='volume', defaults=None):
+    """Validate one volume declaration; return the canonical dict (raises :class:`InvalidDeclaration`).
+
+    Keys: ``name``, ``pool``, ``pool_path``, ``state``, ``capacity``, ``format``,
+    ``preallocation``, ``clone_from``, ``import_from``, ``import_format``,
+    ``backing_volume``, ``wipe``, ``attachments`` (None: attachments left alone).
+    ``defaults`` fills keys the item does not set (the fleet form).
+    """
+    merged = dict(defaults or {})
+    merged.update(dict((k, v) for k, v in item.items() if v is not None))
+    name = _name(merged.get('name'), field + '.name')
+    pool = _name(merged.get('pool'), field + '.pool')
+    out = {'name': name, 'pool': pool, 'key': volume_key(pool, name)}
+    pool_path = merged.get('pool_path')
+    if pool_path is not None and (not isinstance(pool_path, str) or not pool_path.startswith('/')):
+        raise InvalidDeclaration(field + '.pool_path', 'must be an absolute path, got %r' % (pool_path,))
+    out['pool_path'] = pool_path.rstrip('/') or '/' if pool_path else None
+    state = merged.get('state') or 'present'
+    if state not in STATES:
+        raise InvalidDeclaration(field + '.state', '%r is not one of present, absent' % (state,))
+    out['state'] = state
+    capacity = merged.get('capacity')
+    if capacity is not None:
+        try:
+            capacity = parse_size(capacity, field=field + '.capacity', maximum=CAPACITY_MAX)
+        except ValueError as exc:
+            sub, _sep, reason = str(exc).partition(': ')
+            raise InvalidDeclaration(sub, reason) from None
+    out['capacity'] = capacity
+    for key, choices in (('format', FORMATS), ('import_format', FORMATS), ('preallocation', PREALLOCATIONS)):
+        value = merged.get(key)
+        if value is not None and value not in choices:
+            raise InvalidDeclaration('%s.%s' % (field, key), '%r is not one of %s' % (value, ', '.join(choices)))
+        out[key] = value
+    out['preallocation'] = out['preallocation'] or 'off'
+    sources = [k for k in ('clone_from', 'import_from', 'backing_volume') if merged.get(k) is not None]
+    if len(sources) > 1:
+        raise InvalidDeclaration(field, '%s are mutually exclusive' % ', '.join(sources))
+    out['clone_from'] = _ref(merged['clone_from'], field + '.clone_from', pool) if merged.get('clone_from') is not None else None
+    out['backing_volume'] = _ref(merged['backing_volume'], field + '.backing_volume', pool) \
+        if merged.get('backing_volume') is not None else None
+    imp = merged.get('import_from')
+    if imp is not None and (not isinstance(imp, str) or not imp.startswith('/')):
+        raise InvalidDeclaration(field + '.import_from', 'must be an absolute path of a local image file, got %r' % (imp,))
+    out['import_from'] = imp
+    if out['import_format'] and not imp:
+        raise InvalidDeclaration(field + '.import_format', 'only applies with import_from')
+    if out['clone_from'] == out['key'] or out['backing_volume'] == out['key']:
+        raise InvalidDeclaration(field, 'a volume cannot be made from itself')
+    if out['backing_volume'] and out['format'] not in (None, 'qcow2'):
+        raise InvalidDeclaration(field + '.format', 'an overlay on a backing volume must be qcow2')
+    if out['backing_volume']:
+        out['format'] = 'qcow2'
+    if out['preallocation'] == 'metadata' and (out['format'] or 'raw') == 'raw':
+        raise InvalidDeclaration(field + '.preallocation', 'metadata preallocation needs format qcow2')
+    wipe = merged.get('wipe', False)
+    if not isinstance(wipe, bool):
+        raise InvalidDeclaration(field + '.wipe', 'expected a boolean')
+    out['wipe'] = wipe
+    atts = merged.get('attachments')
+    if atts is not None:
+        if not isinstance(atts, list):
+            raise InvalidDeclaration(field + '.attachments', 'expected a list')
+        atts = [normalize_attachment(a, '%s.attachments[%d]' % (field, i), pool, name) for i, a in enumerate(atts)]
+        seen = set()
+        for i, att in enumerate(atts):
+            if (att['vm'], att['dev']) in seen:
+                raise InvalidDeclaration('%s.attachments[%d]' % (field, i), 'VM %s has %s declared twice' % (att['vm'], att['dev']))
+            seen.add((att['vm'], att['dev']))
+        if state == 'absent' and atts:
+            raise InvalidDeclaration(field + '.attachments', 'a volume declared absent cannot be attached')
+    out['attachments'] = atts
+    return out
+
+
+def desired_source(spec):
+    """The planner's ``source`` word of a normalized declaration."""
+    if spec['clone_from']:
+        return 'clone:' + spec['clone_from']
+    if spec['import_from']:
+        return 'import:' + spec['import_from']
+    if spec['backing_volume']:
+        return 'backing:' + spec['backing_volume']
+    return None
+
+
+def desired_world(specs):
+    """``(desired_volumes, desired_attachments)`` for the planner from normalized declarations."""
+    volumes, attachments = [], []
+    for spec in specs:
+        volumes.append(DesiredVolume(spec['key'], present=spec['state'] == 'present', capacity=spec['capacity'],
+                                     fmt=spec['format'], source=desired_source(spec)))
+        for att in spec['attachments'] or ():
+            attachments.append(Attachment(att['vm'], att['dev'], spec['key'], att['readonly'], att['bus'], att['serial']))
+    return volumes, attachments
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Volume XML (pure)
+# ---------------------------------------------------------------------------------------------------------------------
+
+def volume_xml(name, capacity, fmt, preallocation='off', backing=None):
+    """``<volume>`` XML for createXML; ``backing`` is ``{path, format}`` for a qcow2 overlay."""
+    root = ET.Element('volume')
+    ET.SubElement(root, 'name').text = name
+    ET.SubElement(root, 'capacity', {'unit': 'bytes'}).text = str(int(capacity))
+    ET.SubElement(root, 'allocation', {'unit': 'bytes'}).text = str(int(capacity) if preallocation == 'full' else 0)
+    target = ET.SubElement(root, 'target')
+    ET.SubElement(target, 'format', {'type': fmt})
+    if backing:
+        store = ET.SubElement(root, 'backingStore')
+        ET.SubElement(store, 'path').text = backing['path']
+        ET.SubElement(store, 'format', {'type': backing['format'] or 'raw'})
+    return ET.tostring(root, encoding='unicode')
+
+
+def parse_volume_xml(xml):
+    """``{name, path, capacity, allocation, format, backing: {path, format} or None}`` of a volume XML."""
+    root = ET.fromstring(xml)
+
+    def size(tag):
+        elem = root.find(tag)
+        if elem is None or not (elem.text or '').strip():
+            return 0
+        return int(elem.text.strip()) * _unit(elem.get('unit'))
+
+    fmt = root.find('target/format')
+    backing = None
+    store = root.find('backingStore')
+    if store is not None and (store.findtext('path') or '').strip():
+        bfmt = store.find('format')
+        backing = {'path': store.findtext('path').strip(), 'format': bfmt.get('type') if bfmt is not None else None}
+    return {'name': root.findtext('name'), 'path': (root.findtext('target/path') or '').strip() or None,
+            'capacity': size('capacity'), 'allocation': size('allocation'),
+            'format': fmt.get('type') if fmt is not None else None, 'backing': backing, 'type': root.get('type')}
+
+
+def _unit(unit):
+    if not unit or unit in ('bytes', 'B', 'b'):
+        return 1
+    return unit_factor(unit)
+
+
+def pool_xml(name, path):
+    """``<pool type='dir'>`` XML."""
+    root = ET.Element('pool', {'type': 'dir'})
+    ET.SubElement(root, 'name').text = name
+    target = ET.SubElement(root, 'target')
+    ET.SubElement(target, 'path').text = path
+    return ET.tostring(root, encoding='unicode')
+
+
+def parse_pool_xml(xml):
+    """``{name, type, path}`` of a pool XML."""
+    root = ET.fromstring(xml)
+    return {'name': root.findtext('name'), 'type': root.get('type'), 'path': (root.findtext('target/path') or '').strip() or None}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Local images
+# ---------------------------------------------------------------------------------------------------------------------
+
+def image_info(path, declared_format=None, runner=subprocess.run):
+    """``{format, virtual_size, file_size}`` of a local image; the format detected by ``qemu-img info`` (argv, no shell)."""
+    if not os.path.isfile(path):
+        raise InvalidDeclaration('import_from', '%s is not a file on the machine running the module' % path)
+    file_size = os.path.getsize(path)
+    try:
+        proc = runner(['qemu-img', 'info', '--force-share', '--output', 'json', path], capture_output=True, text=True, check=False, timeout=120)
+    except OSError as exc:
+        raise BackendError('import_from: cannot run qemu-img to inspect %s: %s' % (path, exc)) from None
+    if proc.returncode != 0:
+        raise InvalidDeclaration('import_from', 'qemu-img cannot read %s: %s' % (path, (proc.stderr or '').strip()[:300]))
+    info = json.loads(proc.stdout)
+    detected = info.get('format')
+    if detected not in FORMATS:
+        raise InvalidDeclaration('import_from', '%s is a %s image; only raw and qcow2 are imported' % (path, detected))
+    if declared_format and declared_format != detected:
+        raise InvalidDeclaration('import_format', 'declared %s but %s is a %s image' % (declared_format, path, detected))
+    if detected == 'qcow2' and info.get('backing-filename'):
+        raise InvalidDeclaration('import_from', '%s has a backing file; import a standalone image' % path)
+    return {'format': detected, 'virtual_size': int(info.get('virtual-size') or file_size), 'file_size': file_size}
+
+
+def sha256_of_file(path, length=None):
+    """sha256 hex digest of the first ``length`` bytes (all when None) of a local file."""
+    digest = hashlib.sha256()
+    remaining = length
+    with open(path, 'rb') as handle:
+        while remaining is None or remaining > 0:
+            chunk = handle.read(1 << 20 if remaining is None else min(1 << 20, remaining))
+            if not chunk:
+                break
+            digest.update(chunk)
+            if remaining is not None:
+                remaining -= len(chunk)
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Observation
+# ---------------------------------------------------------------------------------------------------------------------
+
+class StorageObserver:
+    """Reads pools and volumes of one connection, with per-run caches."""
+
+    def __init__(self, connection):
+        self.connection = connection
+        self.conn = connection.conn
+        self._pools = {}
+        self._vol_objects = {}
+        self._volumes = {}
+        self._by_path = {}
+
+    def _err(self, exc, what):
+        return self.connection.error(exc, what)
+
+    def pool(self, name):
+        """The virStoragePool or None."""
+        if name not in self._pools:
+            try:
+                self._pools[name] = self.conn.storagePoolLookupByName(name)
+            except libvirt.libvirtError as exc:
+                if exc.get_error_code() != libvirt.VIR_ERR_NO_STORAGE_POOL:
+                    raise self._err(exc, 'cannot look up storage pool %s' % name)
+                self._pools[name] = None
+        return self._pools[name]
+
+    def forget_pool(self, name):
+        """Drop cached knowledge of a pool (after it was created or started)."""
+        self._pools.pop(name, None)
+        self._vol_objects.pop(name, None)
+
+    def pool_state(self, name):
+        """``{name, exists, active, type, path, autostart, capacity, available}``."""
+        pool = self.pool(name)
+        if pool is None:
+            return {'name': name, 'exists': False, 'active': False}
+        try:
+            info = parse_pool_xml(pool.XMLDesc(0))
+            state = pool.info()
+            return {'name': name, 'exists': True, 'active': bool(pool.isActive()), 'type': info['type'], 'path': info['path'],
+                    'autostart': bool(pool.autostart()), 'capacity': state[1], 'allocation': state[2], 'available': state[3]}
+        except libvirt.libvirtError as exc:
+            raise self._err(exc, 'cannot read storage pool %s' % name)
+
+    def pool_names(self):
+        """Names of every pool of the connection."""
+        try:
+            return sorted(p.name() for p in self.conn.listAllStoragePools(0))
+        except libvirt.libvirtError as exc:
+            raise self._err(exc, 'cannot list storage pools')
+
+    def _volume_objects(self, pool_name):
+        if pool_name not in self._vol_objects:
+            pool = self.pool(pool_name)
+            objects = {}
+            if pool is not None and pool.isActive():
+                try:
+                    objects = dict((v.name(), v) for v in pool.listAllVolumes(0))
+                except libvirt.libvirtError as exc:
+                    raise self._err(exc, 'cannot list the volumes of pool %s' % pool_name)
+            self._vol_objects[pool_name] = objects
+        return self._vol_objects[pool_name]
+
+    def volume_names(self, pool_name):
+        """Names of the volumes of an active pool."""
+        return sorted(self._volume_objects(pool_name))
+
+    def vol(self, key):
+        """The virStorageVol of ``key`` or None."""
+        pool_name, name = split_key(key)
+        return self._volume_objects(pool_name).get(name)
+
+    def volume(self, key, refresh=False):
+        """Observed volume ``{key, pool, name, path, capacity, allocation, format, backing_chain}`` or None."""
+        if refresh:
+            self._volumes.pop(key, None)
+            pool_name, name = split_key(key)
+            self._vol_objects.get(pool_name, {}).pop(name, None)
+            pool = self.pool(pool_name)
+            if pool is not None and pool.isActive():
+                try:
+                    self._volume_objects(pool_name)[name] = pool.storageVolLookupByName(name)
+                except libvirt.libvirtError:
+                    pass
+        if key not in self._volumes:
+            vol = self.vol(key)
+            if vol is None:
+                return None
+            try:
+                info = parse_volume_xml(vol.XMLDesc(0))
+            except libvirt.libvirtError as exc:
+                raise self._err(exc, 'cannot read volume %s' % key)
+            pool_name, name = split_key(key)
+            info.update(key=key, pool=pool_name, name=name, backing_chain=self.backing_chain(info['backing']))
+            self._volumes[key] = info
+            if info['path']:
+                self._by_path[info['path']] = key
+        return self._volumes[key]
+
+    def backing_chain(self, backing):
+        """The chain below a volume: ``[{path, format, volume}]`` (volume: the pool key when it is a pool volume)."""
+        chain = []
+        while backing and len(chain) < MAX_CHAIN:
+            key = self.key_of_path(backing['path'])
+            entry = {'path': backing['path'], 'format': backing['format'], 'volume': key}
+            chain.append(entry)
+            if key is None:
+                break
+            vol = self.vol(key)
+            try:
+                backing = parse_volume_xml(vol.XMLDesc(0))['backing'] if vol is not None else None
+            except libvirt.libvirtError:
+                backing = None
+        return chain
+
+    def key_of_path(self, path):
+        """The pool key of a volume path, or None when no active pool holds it."""
+        if path not in self._by_path:
+            try:
+                vol = self.conn.storageVolLookupByPath(path)
+                self._by_path[path] = volume_key(vol.storagePoolLookupByVolume().name(), vol.name())
+            except libvirt.libvirtError:
+                self._by_path[path] = None
+        return self._by_path[path]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Execution of one volume operation
+# ---------------------------------------------------------------------------------------------------------------------
+
+def ensure_pool(connection, observer, name, path, check_mode):
+    """Make pool ``name`` usable: create and start a directory pool at ``path`` when declared; return a note or None."""
+    pool = observer.pool(name)
+    if pool is None:
+        if not path:
+            raise InvalidDeclaration('pool', 'storage pool %s does not exist on this connection (give pool_path to create a directory pool)'
+                                     % name)
+        if check_mode:
+            return {'op': 'create_pool', 'pool': name, 'path': path}
+        try:
+            pool = connection.conn.storagePoolDefineXML(pool_xml(name, path), 0)
+            pool.build(0)
+            pool.create(0)
+            pool.setAutostart(1)
+        except libvirt.libvirtError as exc:
+            raise connection.error(exc, 'cannot create directory pool %s at %s' % (name, path))
+        observer.forget_pool(name)
+        return {'op': 'create_pool', 'pool': name, 'path': path}
+    actual_path = parse_pool_xml(pool.XMLDesc(0))['path']
+    if path and actual_path and os.path.normpath(actual_path) != os.path.normpath(path):
+        raise InvalidDeclaration('pool_path', 'pool %s already exists with path %s, not %s' % (name, actual_path, path))
+    if not pool.isActive():
+        if check_mode:
+            return {'op': 'start_pool', 'pool': name}
+        try:
+            pool.create(0)
+        except libvirt.libvirtError as exc:
+            raise connection.error(exc, 'cannot start storage pool %s' % name)
+        observer.forget_pool(name)
+        return {'op': 'start_pool', 'pool': name}
+    return None
+
+
+def _upload(conn, vol, path, size):
+    stream = conn.newStream(0)
+    vol.upload(stream, 0, size, 0)
+    with open(path, 'rb') as handle:
+        stream.sendAll(lambda _st, nbytes, fh: fh.read(nbytes), handle)
+    stream.finish()
+
+
+def volume_sha256(conn, vol, length):
+    """sha256 of the first ``length`` bytes of a volume, read back through libvirt."""
+    digest = hashlib.sha256()
+    stream = conn.newStream(0)
+    vol.download(stream, 0, length, 0)
+    received = 0
+    while True:
+        data = stream.recv(1 << 20)
+        if isinstance(data, int) or not data:
+            break
+        digest.update(data)
+        received += len(data)
+    stream.finish()
+    return digest.hexdigest(), received
+
+
+def _create(connection, observer, spec, op):
+    pool_name, name = split_key(op.volume)
+    pool = observer.pool(pool_name)
+    fmt = spec['format']
+    capacity = spec['capacity']
+    result = {}
+    if spec['clone_from']:
+        src = observer.volume(spec['clone_from'])
+        if src is None:
+            raise InvalidDeclaration('clone_from', 'source volume %s does not exist' % spec['clone_from'])
+        if capacity is not None and capacity < src['capacity']:
+            raise InvalidDeclaration('capacity', 'the clone would be smaller (%d bytes) than its source %s (%d bytes)'
+                                     % (capacity, spec['clone_from'], src['capacity']))
+        xml = volume_xml(name, max(capacity or 0, src['capacity']), fmt or src['format'] or 'raw')
+        vol = pool.createXMLFrom(xml, observer.vol(spec['clone_from']), 0)
+        result['cloned_from'] = spec['clone_from']
+    elif spec['import_from']:
+        image = image_info(spec['import_from'], spec['import_format'])
+        if fmt and fmt != image['format']:
+            raise InvalidDeclaration('format', 'declared %s but the image to import is %s' % (fmt, image['format']))
+        if capacity is not None and capacity < image['virtual_size']:
+            raise InvalidDeclaration('capacity', 'smaller (%d bytes) than the image to import (%d bytes)' % (capacity, image['virtual_size']))
+        vol = pool.createXML(volume_xml(name, image['virtual_size'], image['format']), 0)
+        expected = sha256_of_file(spec['import_from'])
+        _upload(connection.conn, vol, spec['import_from'], image['file_size'])
+        actual, received = volume_sha256(connection.conn, vol, image['file_size'])
+        if actual != expected or received != image['file_size']:
+            raise BackendError('import of %s into %s: the content read back differs (sha256 %s, expected %s); the volume is left for inspection'
+                               % (spec['import_from'], op.volume, actual, expected))
+        result.update(imported_from=spec['import_from'], sha256=actual, image_format=image['format'])
+        if capacity is not None and capacity > image['virtual_size']:
+            vol.resize(capacity, 0)
+    elif spec['backing_volume']:
+        base = observer.volume(spec['backing_volume'])
+        if base is None:
+            raise InvalidDeclaration('backing_volume', 'backing volume %s does not exist' % spec['backing_volume'])
+        if capacity is not None and capacity < base['capacity']:
+            raise InvalidDeclaration('capacity', 'an overlay cannot be smaller than its backing volume (%d bytes)' % base['capacity'])
+        xml = volume_xml(name, max(capacity or 0, base['capacity']), 'qcow2', backing={'path': base['path'], 'format': base['format']})
+        vol = pool.createXML(xml, 0)
+        result['backing_volume'] = spec['backing_volume']
+    else:
+        if capacity is None:
+            raise InvalidDeclaration('capacity', 'is required to create volume %s' % op.volume)
+        flags = 0
+        if spec['preallocation'] == 'metadata':
+            flags |= libvirt.VIR_STORAGE_VOL_CREATE_PREALLOC_METADATA
+        vol = pool.createXML(volume_xml(name, capacity, fmt or 'raw', spec['preallocation']), flags)
+    del vol
+    return result
+
+
+def execute_volume_operation(connection, observer, op, spec, attachments):
+    """Run one create / grow / delete operation of a plan; return extra result fields.
+
+    ``spec``: the normalized declaration of the volume; ``attachments``: the
+    actual attachments (to grow online through the guest that uses it).
+    """
+    try:
+        if op.kind == phase.CREATE:
+            return _create(connection, observer, spec, op)
+        vol = observer.vol(op.volume)
+        if vol is None:
+            raise BackendError('volume %s vanished while being converged' % op.volume)
+        if op.kind == phase.GROW:
+            detail = dict(op.detail)
+            live = [a for a in attachments if a.volume == op.volume and a.live and a.vm_running]
+            if live:
+                dom = connection.conn.lookupByName(live[0].vm)
+                dom.blockResize(live[0].target, detail['to'], libvirt.VIR_DOMAIN_BLOCK_RESIZE_BYTES)
+                return {'online': True, 'through': '%s:%s' % (live[0].vm, live[0].target)}
+            vol.resize(detail['to'], 0)
+            return {'online': False}
+        if op.kind == phase.DELETE:
+            wiped = False
+            if spec and spec.get('wipe'):
+                vol.wipe(0)
+                wiped = True
+            vol.delete(0)
+            return {'wiped': wiped}
+    except libvirt.libvirtError as exc:
+        raise connection.error(exc, '%s of %s failed' % (op.kind, op.volume))
+    raise BackendError('unknown volume operation %s' % op.kind)
+
+
+def public_volume(info, used_by=None, attachments=None):
+    """The volume as reported in results."""
+    if info is None:
+        return None
+    return {'key': info['key'], 'pool': info['pool'], 'name': info['name'], 'path': info['path'], 'capacity': info['capacity'],
+            'allocation': info['allocation'], 'format': info['format'], 'backing_chain': info['backing_chain'],
+            'used_by': sorted(used_by or ()), 'attachments': attachments or []}

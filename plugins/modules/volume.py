@@ -1,0 +1,388 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+module: volume
+short_description: Converge libvirt storage volumes and their attachments to VMs
+version_added: 0.1.0
+description:
+  - Declares volumes (size, format, content) and which VM each one is plugged into; the module observes the pools
+    and every domain's live and persistent definition, plans one reconciliation pass with the collection's volume
+    planner (tear down first, then set up) and runs it. Re-running an unchanged declaration reports no change.
+  - Data is never lost by default. A volume is never shrunk; a volume used by any VM (live or persistent
+    definition) is never deleted, and the refusal names the VMs; a disk is never detached from a running
+    guest unless O(force=true). A refused volume is left entirely unchanged, other volumes proceed, and the task fails
+    naming the volume, the field or the VM.
+  - Attach and detach take the VM's task (C(attach_volume) / C(detach_volume)), so they never race a run of
+    M(converge.virt.vm) on the same VM. A live detach asks the guest to release the disk and waits for it,
+    asking again between attempts.
+  - Converge many volumes in one task with O(volumes); the other options then serve as defaults of every item.
+author:
+  - converge.virt developers (@converge-virt)
+extends_documentation_fragment:
+  - converge.virt.libvirt_connection
+attributes:
+  check_mode:
+    support: full
+    description: Returns the operations a real run would take and changes nothing.
+  diff_mode:
+    support: full
+    description: Shows each volume's existence, capacity, format and attachments before and after.
+options:
+  backend:
+    description: Where the volumes live.
+    type: str
+    choices: [libvirt]
+    default: libvirt
+  name:
+    description: Name of the volume in O(pool). Required unless O(volumes) is given.
+    type: str
+  pool:
+    description:
+      - Name of the storage pool. An existing pool is used as it is (started if it is inactive).
+      - With O(pool_path), a directory pool is created and started when it does not exist.
+    type: str
+  pool_path:
+    description: Absolute path of the directory pool to create when O(pool) does not exist.
+    type: str
+  state:
+    description:
+      - V(present) creates or grows the volume; V(absent) deletes it (refused while a VM uses it).
+      - Defaults to V(present).
+    type: str
+    choices: [present, absent]
+  capacity:
+    description:
+      - Size with a unit (V(10GiB), V(512MiB), V(1G), V(10GB)); a bare number means bytes.
+      - Required to create an empty volume. A larger size grows the volume (online through the guest when
+        a running VM uses it); a smaller one is refused.
+    type: raw
+  format:
+    description: V(raw) or V(qcow2) (default V(raw) for a new empty volume; the source's format for a clone or import).
+    type: str
+    choices: [raw, qcow2]
+  preallocation:
+    description:
+      - V(off) (sparse), V(metadata) (qcow2 only) or V(full) (all space allocated). Defaults to V(off).
+      - Only used when the volume is created.
+    type: str
+    choices: ['off', metadata, full]
+  clone_from:
+    description: Create the volume as a copy of this volume (a name in O(pool), or C(pool/name)).
+    type: str
+  import_from:
+    description:
+      - Create the volume with the content of this image file on the machine running the module; its format is
+        detected with C(qemu-img info) (or O(import_format)). The content is read back and its sha256 compared.
+    type: str
+  import_format:
+    description: Format of the O(import_from) image; it must match what C(qemu-img) detects.
+    type: str
+    choices: [raw, qcow2]
+  backing_volume:
+    description: Create the volume as a qcow2 overlay on this volume (a name in O(pool), or C(pool/name)).
+    type: str
+  wipe:
+    description: Wipe the content before deleting the volume (O(state=absent)). Defaults to V(false).
+    type: bool
+  attachments:
+    description:
+      - The complete list of the VMs this volume is plugged into. An attachment not listed is detached
+        (from a running guest only with O(force)); a listed one is added to the persistent definition and,
+        when the VM runs, hot-plugged.
+      - Not given means the volume's attachments are left alone.
+    type: list
+    elements: dict
+    suboptions:
+      vm:
+        description: Name of the VM.
+        type: str
+        required: true
+      dev:
+        description: Target device, for example V(vdb) or V(sdb).
+        type: str
+        required: true
+      bus:
+        description: Disk bus (default from the device name, V(virtio) for V(vd*)).
+        type: str
+        choices: [virtio, scsi, sata, ide, usb]
+      readonly:
+        description: Attach read-only.
+        type: bool
+        default: false
+      serial:
+        description: Disk serial number shown to the guest.
+        type: str
+  force:
+    description: Allow detaching a disk from a running guest.
+    type: bool
+    default: false
+  detach_timeout:
+    description: Seconds to wait for a running guest to release a disk (the request is repeated during that time).
+    type: int
+    default: 30
+  volumes:
+    description:
+      - Converge several volumes in one task. Each item takes O(name) and the volume options above; options given
+        at the top level are the defaults of every item.
+    type: list
+    elements: dict
+    suboptions:
+      name:
+        description: Name of the volume.
+        type: str
+        required: true
+      pool:
+        description: See O(pool).
+        type: str
+      pool_path:
+        description: See O(pool_path).
+        type: str
+      state:
+        description: See O(state).
+        type: str
+        choices: [present, absent]
+      capacity:
+        description: See O(capacity).
+        type: raw
+      format:
+        description: See O(format).
+        type: str
+        choices: [raw, qcow2]
+      preallocation:
+        description: See O(preallocation).
+        type: str
+        choices: ['off', metadata, full]
+      clone_from:
+        description: See O(clone_from).
+        type: str
+      import_from:
+        description: See O(import_from).
+        type: str
+      import_format:
+        description: See O(import_format).
+        type: str
+        choices: [raw, qcow2]
+      backing_volume:
+        description: See O(backing_volume).
+        type: str
+      wipe:
+        description: See O(wipe).
+        type: bool
+      attachments:
+        description: See O(attachments).
+        type: list
+        elements: dict
+        suboptions:
+          vm:
+            description: Name of the VM.
+            type: str
+            required: true
+          dev:
+            description: Target device.
+            type: str
+            required: true
+          bus:
+            description: Disk bus.
+            type: str
+            choices: [virtio, scsi, sata, ide, usb]
+          readonly:
+            description: Attach read-only.
+            type: bool
+            default: false
+          serial:
+            description: Disk serial number.
+            type: str
+requirements:
+  - libvirt-python
+  - qemu-img (only for O(import_from))
+seealso:
+  - module: converge.virt.volume_info
+  - module: converge.virt.vm
+'''
+
+EXAMPLES = r'''
+- name: A data volume plugged into web-1 (hot-plugged when it runs)
+  converge.virt.volume:
+    uri: qemu:///system
+    pool: data
+    pool_path: /srv/pools/data
+    name: web-1-data.qcow2
+    format: qcow2
+    capacity: 20GiB
+    attachments:
+      - {vm: web-1, dev: vdb, bus: virtio, serial: web1data}
+
+- name: Grow it (online, through the running guest)
+  converge.virt.volume:
+    pool: data
+    name: web-1-data.qcow2
+    capacity: 40GiB
+
+- name: Import an image, then a qcow2 overlay on it
+  converge.virt.volume:
+    pool: data
+    volumes:
+      - {name: base.qcow2, import_from: /var/tmp/debian-12.qcow2}
+      - {name: web-2-root.qcow2, backing_volume: base.qcow2}
+
+- name: Unplug from a running guest and delete, wiped
+  converge.virt.volume:
+    pool: data
+    name: old.raw
+    state: absent
+    attachments: []
+    force: true
+    wipe: true
+'''
+
+RETURN = r'''
+volume:
+  description: The volume after the task (as observed before, in check mode).
+  returned: when O(name) is given
+  type: dict
+  contains:
+    key: {description: C(pool/name)., type: str, returned: always}
+    pool: {description: Pool name., type: str, returned: always}
+    name: {description: Volume name., type: str, returned: always}
+    exists: {description: Whether the volume exists., type: bool, returned: always}
+    path: {description: Path on the host., type: str, returned: when exists}
+    capacity: {description: Size in bytes., type: int, returned: when exists}
+    allocation: {description: Bytes allocated on the host., type: int, returned: when exists}
+    format: {description: raw or qcow2., type: str, returned: when exists}
+    backing_chain: {description: "The backing files below the volume, each with path, format and volume.", type: list, returned: when exists}
+    used_by: {description: Names of the VMs whose live or persistent definition uses the volume., type: list, returned: when exists}
+    attachments: {description: "Where it is plugged in (vm, dev, bus, readonly, serial, live, persistent, vm_running).", type: list, returned: when exists}
+volumes:
+  description: With O(volumes), the state of each volume (the same fields as RV(volume)).
+  returned: when O(volumes) is given
+  type: list
+  elements: dict
+operations:
+  description: The operations run (planned in check mode), in order, each with op, volume, and vm and target for attachments.
+  returned: always
+  type: list
+  elements: dict
+pool_operations:
+  description: Pools created or started.
+  returned: always
+  type: list
+  elements: dict
+refusals:
+  description: What was refused (volume, reason, and the vm, target or field concerned); the task fails when not empty.
+  returned: always
+  type: list
+  elements: dict
+deferred:
+  description: Operations postponed (an operation in flight, backoff after failures).
+  returned: always
+  type: list
+  elements: dict
+uncertain:
+  description: Volumes or attachments whose state could not be confirmed; they were left alone.
+  returned: always
+  type: list
+  elements: str
+'''
+
+import os
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._common.volume_args import VOLUME_OPTIONS, declared
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
+
+
+def argument_spec():
+    """The module's argument spec."""
+    item = dict(name=dict(type='str', required=True))
+    item.update(VOLUME_OPTIONS)
+    spec = dict(
+        backend=dict(type='str', choices=['libvirt'], default='libvirt'),
+        name=dict(type='str'),
+        force=dict(type='bool', default=False),
+        detach_timeout=dict(type='int', default=30),
+        volumes=dict(type='list', elements='dict', options=item),
+    )
+    spec.update(VOLUME_OPTIONS)
+    spec.update(LIBVIRT_CONNECTION_ARGS)
+    return spec
+
+
+def declarations(params):
+    """Validate every declaration before anything is touched; return normalized specs."""
+    if params['detach_timeout'] < 0:
+        raise InvalidDeclaration('detach_timeout', 'must be 0 or more')
+    if params['volumes'] is None:
+        return [storage.normalize_volume(declared(params), 'volume')]
+    defaults = dict((k, v) for k, v in declared(params).items() if k != 'name')
+    specs = [storage.normalize_volume(declared(item), 'volumes[%d]' % index, defaults) for index, item in enumerate(params['volumes'])]
+    keys = [s['key'] for s in specs]
+    twice = sorted(set(k for k in keys if keys.count(k) > 1)) if len(set(keys)) != len(keys) else []
+    if twice:
+        raise InvalidDeclaration('volumes', 'the same volume is declared more than once: %s' % ', '.join(twice))
+    return specs
+
+
+def _refusal_text(refusals):
+    parts = []
+    for ref in refusals:
+        where = ref['volume']
+        if ref.get('vm'):
+            where += ' (VM %s%s)' % (ref['vm'], ', ' + ref['target'] if ref.get('target') else '')
+        if ref.get('field'):
+            where += ' [%s]' % ref['field']
+        parts.append('%s: %s' % (where, ref['reason']))
+    return 'refused, nothing was changed for these volumes: ' + '; '.join(parts)
+
+
+def main():
+    """Entry point."""
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'volumes')],
+                           required_one_of=[('name', 'volumes')])
+    if not HAS_LIBVIRT:
+        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
+    connection = None
+    try:
+        specs = declarations(module.params)
+        uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
+        connection = Connection(uri, module.params['username'], module.params['password'])
+        with connection:
+            result = attachments.converge_volumes(connection, specs, force=module.params['force'], check_mode=module.check_mode,
+                                                  detach_timeout=module.params['detach_timeout'])
+    except ConvergeError as exc:
+        res = exc.to_result()
+        if connection is not None:
+            res = dict((k, connection.redact(v) if isinstance(v, str) else v) for k, v in res.items())
+        module.fail_json(**res)
+    except Exception as exc:  # pylint: disable=broad-except
+        text = connection.redact(str(exc)) if connection else str(exc)
+        module.fail_json(msg='unexpected error: %s' % text, exception=connection.redact(traceback.format_exc()) if connection else None)
+    out = dict(changed=result['changed'], operations=result['operations'], pool_operations=result['pool_operations'],
+               refusals=result['refusals'], deferred=result['deferred'], uncertain=result['uncertain'])
+    if module.params['volumes'] is None:
+        out['volume'] = result['volumes'][0]
+    else:
+        out['volumes'] = result['volumes']
+    if module._diff:  # pylint: disable=protected-access
+        out['diff'] = result['diff']
+    error = result['error']
+    if error is not None:
+        details = dict((k, v) for k, v in error.to_result().items() if k != 'msg')
+        details.update(out)
+        module.fail_json(msg=connection.redact(error.message), **details)
+    if result['refusals']:
+        module.fail_json(msg=_refusal_text(result['refusals']), **out)
+    module.exit_json(**out)
+
+
+if __name__ == '__main__':
+    main()

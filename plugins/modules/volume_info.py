@@ -1,0 +1,160 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+module: volume_info
+short_description: Report libvirt storage volumes and the VMs that use them
+version_added: 0.1.0
+description:
+  - Reports the volumes of one pool, or of every active pool of a connection, with capacity, allocation,
+    format, path, backing chain, and which VMs use each one in their live or persistent definition.
+  - The same observation as M(converge.virt.volume) uses to plan.
+author:
+  - converge.virt developers (@converge-virt)
+extends_documentation_fragment:
+  - converge.virt.libvirt_connection
+attributes:
+  check_mode:
+    support: full
+    description: Reads only.
+  diff_mode:
+    support: none
+    description: Reads only.
+options:
+  backend:
+    description: Where the volumes live.
+    type: str
+    choices: [libvirt]
+    default: libvirt
+  pool:
+    description: Only the volumes of this pool (every active pool when not given).
+    type: str
+  name:
+    description: Only these volume names. A name that does not exist is reported with C(exists=false) (needs O(pool)).
+    type: list
+    elements: str
+requirements:
+  - libvirt-python
+seealso:
+  - module: converge.virt.volume
+'''
+
+EXAMPLES = r'''
+- name: Every volume of a host, with its users
+  converge.virt.volume_info:
+    uri: qemu:///system
+  register: all_volumes
+
+- name: Volumes of one pool that no VM uses
+  converge.virt.volume_info:
+    pool: data
+  register: data
+- ansible.builtin.debug:
+    msg: "{{ data.volumes | selectattr('used_by', 'equalto', []) | map(attribute='name') | list }}"
+'''
+
+RETURN = r'''
+volumes:
+  description: One entry per volume.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    key: {description: C(pool/name)., type: str, returned: always}
+    pool: {description: Pool name., type: str, returned: always}
+    name: {description: Volume name., type: str, returned: always}
+    exists: {description: Whether the volume exists., type: bool, returned: always}
+    path: {description: Path on the host., type: str, returned: when exists}
+    capacity: {description: Size in bytes., type: int, returned: when exists}
+    allocation: {description: Bytes allocated on the host., type: int, returned: when exists}
+    format: {description: raw or qcow2 (or what the pool reports)., type: str, returned: when exists}
+    backing_chain: {description: "The backing files below the volume, each with path, format and volume.", type: list, returned: when exists}
+    used_by: {description: Names of the VMs whose live or persistent definition uses the volume., type: list, returned: when exists}
+    attachments: {description: "Where it is plugged in (vm, dev, bus, readonly, serial, live, persistent, vm_running).", type: list, returned: when exists}
+pools:
+  description: The pools reported (name, exists, active, type, path, autostart, capacity, allocation, available).
+  returned: always
+  type: list
+  elements: dict
+'''
+
+import os
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
+
+
+def argument_spec():
+    """The module's argument spec."""
+    spec = dict(
+        backend=dict(type='str', choices=['libvirt'], default='libvirt'),
+        pool=dict(type='str'),
+        name=dict(type='list', elements='str'),
+    )
+    spec.update(LIBVIRT_CONNECTION_ARGS)
+    return spec
+
+
+def report(connection, pool, names):
+    """``(pools, volumes)`` of the connection."""
+    observer = storage.StorageObserver(connection)
+    if pool is not None:
+        if observer.pool(pool) is None:
+            raise InvalidDeclaration('pool', 'storage pool %s does not exist on this connection' % pool)
+        pools = [pool]
+    else:
+        if names:
+            raise InvalidDeclaration('name', 'needs pool')
+        pools = observer.pool_names()
+    views = attachments.observe_domains(connection)
+    all_atts = attachments.actual_attachments(views, observer)
+    users = attachments.users_of(all_atts)
+    pool_states, volumes = [], []
+    for pool_name in pools:
+        pool_states.append(observer.pool_state(pool_name))
+        wanted = names if names else observer.volume_names(pool_name)
+        for name in wanted:
+            key = storage.volume_key(pool_name, name)
+            info = observer.volume(key)
+            if info is None:
+                volumes.append({'key': key, 'pool': pool_name, 'name': name, 'exists': False})
+                continue
+            entry = storage.public_volume(info, users.get(key, ()), attachments.public_attachments(all_atts, key))
+            entry['exists'] = True
+            volumes.append(entry)
+    return pool_states, volumes
+
+
+def main():
+    """Entry point."""
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    if not HAS_LIBVIRT:
+        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
+    connection = None
+    try:
+        uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
+        connection = Connection(uri, module.params['username'], module.params['password'])
+        with connection:
+            pools, volumes = report(connection, module.params['pool'], module.params['name'])
+    except ConvergeError as exc:
+        res = exc.to_result()
+        if connection is not None:
+            res = dict((k, connection.redact(v) if isinstance(v, str) else v) for k, v in res.items())
+        module.fail_json(**res)
+    except Exception as exc:  # pylint: disable=broad-except
+        text = connection.redact(str(exc)) if connection else str(exc)
+        module.fail_json(msg='unexpected error: %s' % text, exception=connection.redact(traceback.format_exc()) if connection else None)
+    module.exit_json(changed=False, pools=pools, volumes=volumes)
+
+
+if __name__ == '__main__':
+    main()
