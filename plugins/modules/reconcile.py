@@ -99,6 +99,8 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
@@ -170,6 +172,7 @@ def main():
     )
     spec.update(LIBVIRT_CONNECTION_ARGS)
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    hide_uri_secrets(module, module.params.get('uri'))
     if not HAS_LIBVIRT:
         module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
     if module.params['shutdown_timeout'] < 0:

@@ -87,6 +87,8 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
@@ -137,6 +139,7 @@ def report(connection, pool, names):
 def main():
     """Entry point."""
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    hide_uri_secrets(module, module.params.get('uri'))
     if not HAS_LIBVIRT:
         module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
     connection = None

@@ -104,3 +104,11 @@ def test_report_playbook_writes_states_and_drift(libvirt_hosts, tmp_path):
         for name in ('rp-run', 'rp-drift'):
             run_module('vm', _args(host, name, 'absent'))
         conn.close()
+
+
+def test_password_only_in_the_uri_is_hidden_everywhere():
+    canary = 'Canary-Uri-Only-51c2'
+    for module in ('reconcile', 'volume_info'):
+        result = run_module(module, {'uri': 'qemu+tcp://someone:%s@127.0.0.1:1/system' % canary})
+        assert result.get('failed'), result
+        assert canary not in repr(result), (module, result)

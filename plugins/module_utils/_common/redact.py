@@ -48,3 +48,32 @@ def redact_text(text, secrets=()):
             text = text.replace(str(secret), MASK)
     text = _USERINFO.sub(lambda m: '%s%s:%s@' % (m.group('scheme'), m.group('user'), MASK), text)
     return _BEARER.sub(lambda m: m.group(1) + MASK, text)
+
+
+def uri_secrets(uri):
+    """The secret parts of a URI (userinfo password, secret-looking query values), to hide everywhere.
+
+    Modules add them to ``AnsibleModule.no_log_values`` so that not even the
+    echoed ``invocation.module_args`` shows them.
+    """
+    if not uri or '://' not in uri:
+        return []
+    secrets = []
+    authority, _sep, tail = uri.split('://', 1)[1].partition('/')
+    if '@' in authority:
+        userinfo = authority.rsplit('@', 1)[0]
+        if ':' in userinfo and userinfo.split(':', 1)[1]:
+            secrets.append(userinfo.split(':', 1)[1])
+    query = tail.partition('?')[2]
+    for pair in query.split('&') if query else ():
+        key, eq, value = pair.partition('=')
+        if eq and value and key.lower() in SECRET_QUERY_KEYS:
+            secrets.append(value)
+    return secrets
+
+
+def hide_uri_secrets(module, *uris):
+    """Register the secrets of ``uris`` with an AnsibleModule's no_log values."""
+    for uri in uris:
+        for secret in uri_secrets(uri):
+            module.no_log_values.add(secret)

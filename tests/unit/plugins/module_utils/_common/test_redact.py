@@ -27,3 +27,15 @@ def test_redact_text():
     out = redact_text(text, secrets=['tok9'])
     assert 'pw1' not in out and 'abc.def-123' not in out and 'tok9' not in out
     assert 'qemu+tcp://u:********@h/system' in out
+
+
+@pytest.mark.parametrize('uri,expected', [
+    ('qemu:///system', []),
+    ('qemu+tcp://root:s3cret@h/system', ['s3cret']),
+    ('qemu+tls://u@h/system?pkipath=/p&password=pw&mode=x', ['/p', 'pw']),
+    ('qemu+tcp://root:@h/system', []),
+    (None, []),
+])
+def test_uri_secrets(uri, expected):
+    from ansible_collections.converge.virt.plugins.module_utils._common.redact import uri_secrets
+    assert uri_secrets(uri) == expected
