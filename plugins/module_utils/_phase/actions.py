@@ -44,6 +44,8 @@ ACTIONS = {
         Action('suspend', (s.ACTIVE,), _IDLE, 'SUSPENDING', s.VM_SUSPENDED, 'nova suspend'),
         Action('resume', (s.VM_SUSPENDED,), _IDLE, 'RESUMING', PREVIOUS, 'nova resume: back to the state before suspend (ACTIVE)'),
         Action('live_migrate', (s.ACTIVE, s.VM_PAUSED), _IDLE, 'MIGRATING', UNCHANGED, 'nova live_migrate'),
+        Action('offline_migrate', (s.STOPPED,), _IDLE, 'MIGRATING', UNCHANGED,
+               'extension: move a stopped VM definition to another host (nova migrate of a stopped instance, without resize)'),
         Action('migrate_abort', (s.ACTIVE, s.VM_PAUSED), ('MIGRATING',), 'MIGRATING', UNCHANGED,
                'nova live_migrate_abort: only while task_state is MIGRATING'),
         Action('resize', (s.ACTIVE, s.STOPPED), _IDLE, 'RESIZING', s.RESIZED, 'nova resize'),

@@ -32,6 +32,7 @@ EXPECTED = {
     'resume': ({'SUSPENDED'}, 'RESUMING', 'ACTIVE'),
     'live_migrate': ({'ACTIVE', 'PAUSED'}, 'MIGRATING', None),
     'migrate_abort': ({'ACTIVE', 'PAUSED'}, 'MIGRATING', None),
+    'offline_migrate': ({'STOPPED'}, 'MIGRATING', None),
     'resize': ({'ACTIVE', 'STOPPED'}, 'RESIZING', 'RESIZED'),
     'confirm_resize': ({'RESIZED'}, None, 'ACTIVE'),
     'attach_volume': ({'ACTIVE', 'PAUSED', 'STOPPED', 'SOFT_DELETED'}, None, None),

@@ -1,0 +1,131 @@
+"""Benchmark: a live migration through converge.virt.migration vs ``virsh migrate --live``.
+
+Two private libvirt hosts (tools.virtlab) and one booted TCG guest (the
+tools.virtlab guest, whose init loop keeps rewriting part of its memory). The
+guest is moved back and forth; every round times, side by side:
+
+* the module: one ``ansible localhost -m converge.virt.migration`` process
+  (ansible start-up, the module's checks, the task record, the migration with
+  progress polling, the finished record and history on the destination);
+* virsh: ``virsh -c <source> migrate --live --persistent --undefinesource
+  <name> <target>`` (subprocess argv, the same flags the module uses by default).
+
+For context it also times the backend alone (Migration.converge in this
+process: no ansible start-up) and ``ansible -m ping`` (the floor of any task).
+Medians and the ratio module / virsh are printed as JSON and written to
+bench/results/migration_vs_virsh.json. Target: at most 1.3x. Needs root.
+
+    build/bench-venv/bin/python -m bench.migration_vs_virsh --rounds 5 --memory 512
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import libvirt
+
+from tools.virtlab import domains, guest as virtlab_guest, hosts
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NAME = 'bench-mig'
+
+
+def ansible_env():
+    env = dict(os.environ)
+    env.update({'ANSIBLE_COLLECTIONS_PATH': os.path.join(ROOT, 'build', 'collections'), 'ANSIBLE_LOCALHOST_WARNING': '0',
+                'ANSIBLE_INVENTORY_UNPARSED_WARNING': '0', 'ANSIBLE_PYTHON_INTERPRETER': sys.executable, 'ANSIBLE_NOCOLOR': '1'})
+    return env
+
+
+def module_move(bin_dir, src, dst):
+    args = json.dumps({'uri': src.uri, 'name': NAME, 'target_uri': dst.uri})
+    cmd = [os.path.join(bin_dir, 'ansible'), 'localhost', '-c', 'local', '-i', 'localhost,', '-m', 'converge.virt.migration', '-a', args]
+    start = time.monotonic()
+    proc = subprocess.run(cmd, env=ansible_env(), capture_output=True, text=True, check=False)
+    took = time.monotonic() - start
+    if proc.returncode != 0 or 'CHANGED' not in proc.stdout:
+        raise RuntimeError('module migration failed:\n%s\n%s' % (proc.stdout[-2000:], proc.stderr[-2000:]))
+    return took
+
+
+def backend_move(src, dst):
+    sys.path.insert(0, os.path.join(ROOT, 'build', 'collections'))
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb  # pylint: disable=import-outside-toplevel
+    start = time.monotonic()
+    result = mb.Migration((src.uri, None, None), dst.uri, NAME, mb.MigrationOptions()).converge()
+    took = time.monotonic() - start
+    if result.get('failed') or result.get('phase') != 'Succeeded':
+        raise RuntimeError('backend migration failed: %s' % result)
+    return took
+
+
+def ping(bin_dir):
+    cmd = [os.path.join(bin_dir, 'ansible'), 'localhost', '-c', 'local', '-i', 'localhost,', '-m', 'ansible.builtin.ping']
+    start = time.monotonic()
+    subprocess.run(cmd, env=ansible_env(), capture_output=True, text=True, check=True)
+    return time.monotonic() - start
+
+
+def virsh_move(src, dst):
+    cmd = ['virsh', '-c', src.uri, 'migrate', '--live', '--persistent', '--undefinesource', NAME, dst.uri]
+    start = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    took = time.monotonic() - start
+    if proc.returncode != 0:
+        raise RuntimeError('virsh migrate failed: %s' % proc.stderr)
+    return took
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
+    parser.add_argument('--rounds', type=int, default=5)
+    parser.add_argument('--memory', type=int, default=512, help='guest memory in MiB')
+    parser.add_argument('--state-dir', default=None)
+    args = parser.parse_args()
+    state_dir = args.state_dir or tempfile.mkdtemp(prefix='bench-mig-')
+    bin_dir = os.path.dirname(sys.executable)
+    lab = hosts.start_hosts(2, state_dir, first_address='127.0.0.51', name_prefix='benchmig-', first_tcp_port=16851,
+                            first_migration_port=49900, migration_ports_per_host=20)
+    try:
+        image = virtlab_guest.build_guest(os.environ.get('VIRTLAB_GUEST_CACHE') or virtlab_guest.DEFAULT_CACHE_DIR)
+        conn = libvirt.open(lab[0].uri)
+        _dom, log = domains.start_kernel_guest(conn, lab[0], NAME, image, memory_mib=args.memory)
+        domains.wait_for_console(log)
+        conn.close()
+        times = {'module': [], 'virsh': [], 'backend': [], 'ping': []}
+        here, there = lab[0], lab[1]
+        module_move(bin_dir, here, there)  # warm-up (ansible's caches), not counted
+        here, there = there, here
+        for _round in range(args.rounds):
+            times['module'].append(module_move(bin_dir, here, there))
+            here, there = there, here
+            times['virsh'].append(virsh_move(here, there))
+            here, there = there, here
+            times['backend'].append(backend_move(here, there))
+            here, there = there, here
+            times['ping'].append(ping(bin_dir))
+        result = {
+            'guest_memory_mib': args.memory, 'rounds': args.rounds,
+            'module_s': [round(t, 3) for t in times['module']], 'virsh_s': [round(t, 3) for t in times['virsh']],
+            'module_median_s': round(statistics.median(times['module']), 3), 'virsh_median_s': round(statistics.median(times['virsh']), 3),
+        }
+        result.update(backend_median_s=round(statistics.median(times['backend']), 3), ansible_ping_median_s=round(statistics.median(times['ping']), 3))
+        result['ratio_module_to_virsh'] = round(result['module_median_s'] / result['virsh_median_s'], 3)
+        result['ratio_backend_to_virsh'] = round(result['backend_median_s'] / result['virsh_median_s'], 3)
+        result['ratio_module_minus_ping_to_virsh'] = round((result['module_median_s'] - result['ansible_ping_median_s']) / result['virsh_median_s'], 3)
+        result['target_ratio'] = 1.3
+        print(json.dumps(result, indent=2))
+        os.makedirs(os.path.join(ROOT, 'bench', 'results'), exist_ok=True)
+        with open(os.path.join(ROOT, 'bench', 'results', 'migration_vs_virsh.json'), 'w', encoding='utf-8') as handle:
+            json.dump(result, handle, indent=2)
+    finally:
+        hosts.stop_hosts(state_dir)
+
+
+if __name__ == '__main__':
+    main()

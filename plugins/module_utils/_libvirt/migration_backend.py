@@ -1,0 +1,860 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The libvirt backend of the migration modules and of the drain mark.
+
+The phase machine of ``_phase.migration`` decides which phase a migration is
+in and why it failed; this file only observes (destination connection, drain
+mark, ``dom.jobStats()``, where the domain runs) and executes (the migrate
+call, ``abortJob``, rollback of the destination's leftovers).
+
+The migrate call blocks the connection it runs on until the migration ends,
+so it runs in a thread with its own connections; progress is polled and the
+job aborted through the caller's connection to the source.
+
+Records:
+
+* the task (``live_migrate`` / ``offline_migrate``, task_state MIGRATING) is
+  the domain's converge record (:mod:`.taskstore`). ``VIR_MIGRATE_PERSIST_DEST``
+  copies it to the destination, where the task is finished after success.
+* a short history of the VM's recent migrations is a JSON list in a second
+  metadata element (namespace :data:`MIGRATION_NS`), so it travels with the
+  domain and never collides with the task record's compare-and-swap.
+* the drain mark of a host is a persistent private libvirt secret on that host
+  with usage :data:`DRAIN_USAGE` and a JSON description: every controller that
+  connects to the host sees it, it survives daemon restarts, and creating it
+  twice fails (the usage is unique).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid as uuidlib
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, replace
+from typing import Optional
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
+    BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused)
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import Connection, is_no_domain, libvirt
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
+from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
+
+MIGRATION_NS = 'https://converge.virt/xmlns/migration/1'
+MIGRATION_PREFIX = 'convergemig'
+HISTORY_LENGTH = 5
+DRAIN_USAGE = 'converge-virt-host-drain'
+MIGRATE_ACTIONS = ('live_migrate', 'offline_migrate')
+ACTIVE_STATES = (1, 2, 3)  # running, blocked, paused
+PROGRESS_KEYS = ('time_elapsed', 'data_total', 'data_processed', 'data_remaining', 'memory_total', 'memory_processed', 'memory_remaining',
+                 'memory_dirty_rate', 'memory_iteration', 'memory_bps', 'downtime', 'setup_time', 'disk_total', 'disk_processed')
+
+
+def owner_id():
+    """Who runs a migration: host and process."""
+    return '%s:%d' % (socket.gethostname(), os.getpid())
+
+
+def owner_gone(owner):
+    """True when ``owner`` ("host:pid") ran on this host and its process is gone."""
+    if not owner or ':' not in owner:
+        return False
+    host, _sep, pid = owner.rpartition(':')
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open('/proc/%s/stat' % pid, encoding='ascii') as handle:
+            return handle.read().rsplit(')', 1)[1].split()[0] == 'Z'
+    except (OSError, IndexError):
+        return False
+
+
+@dataclass(frozen=True)
+class MigrationOptions:  # pylint: disable=too-many-instance-attributes
+    """How to migrate (validated by :func:`validate_options`)."""
+
+    offline: bool = False
+    persistent: bool = True
+    undefine_source: bool = True
+    bandwidth: Optional[int] = None          # MiB/s
+    max_downtime: Optional[int] = None       # ms
+    auto_converge: bool = False
+    post_copy: bool = False
+    completion_timeout: Optional[int] = None  # s
+    completion_action: str = 'abort'
+    copy_storage: bool = False
+    peer_to_peer: bool = True
+    wait_timeout: int = 600
+    poll_interval: float = 0.05
+    target_username: Optional[str] = None
+    target_password: Optional[str] = None
+
+    @property
+    def action(self):
+        """The action table row this migration takes."""
+        return 'offline_migrate' if self.offline else 'live_migrate'
+
+
+def validate_options(opts):
+    """Raise :class:`InvalidDeclaration` naming the field of a bad option."""
+    for field in ('bandwidth', 'max_downtime', 'completion_timeout'):
+        value = getattr(opts, field)
+        if value is not None and value <= 0:
+            raise InvalidDeclaration(field, 'must be a positive number, got %r' % value)
+    if opts.wait_timeout < 0:
+        raise InvalidDeclaration('wait_timeout', 'must be 0 or more')
+    if opts.offline:
+        for field in ('post_copy', 'auto_converge', 'copy_storage'):
+            if getattr(opts, field):
+                raise InvalidDeclaration(field, 'is not possible with offline (a stopped VM has no memory to move; '
+                                                'offline moves the definition only: its disks must be shared or absent)')
+        if not opts.persistent:
+            raise InvalidDeclaration('persistent', 'must be true with offline (libvirt needs a persistent destination)')
+    if opts.completion_action == 'postcopy' and not opts.post_copy:
+        raise InvalidDeclaration('completion_action', 'postcopy needs post_copy=true')
+    return opts
+
+
+def migration_flags(opts):
+    """The VIR_MIGRATE_* flags for ``opts``."""
+    flags = 0
+    if opts.offline:
+        flags |= libvirt.VIR_MIGRATE_OFFLINE
+    else:
+        flags |= libvirt.VIR_MIGRATE_LIVE
+    if opts.persistent:
+        flags |= libvirt.VIR_MIGRATE_PERSIST_DEST
+    if opts.undefine_source:
+        flags |= libvirt.VIR_MIGRATE_UNDEFINE_SOURCE
+    if opts.auto_converge:
+        flags |= libvirt.VIR_MIGRATE_AUTO_CONVERGE
+    if opts.post_copy:
+        flags |= libvirt.VIR_MIGRATE_POSTCOPY
+    if opts.copy_storage:
+        flags |= libvirt.VIR_MIGRATE_NON_SHARED_DISK
+    if opts.peer_to_peer:
+        flags |= libvirt.VIR_MIGRATE_PEER2PEER
+    return flags
+
+
+def migration_params(opts):
+    """The typed parameters of ``migrate3`` / ``migrateToURI3``."""
+    params = {}
+    if opts.bandwidth:
+        params[libvirt.VIR_MIGRATE_PARAM_BANDWIDTH] = int(opts.bandwidth)
+    return params
+
+
+# ------------------------------------------------------------------ history
+def _meta_flags(dom):
+    flags = 0
+    if dom.isPersistent():
+        flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
+    if dom.isActive():
+        flags |= libvirt.VIR_DOMAIN_AFFECT_LIVE
+    return flags
+
+
+def read_history(dom):
+    """The recent migrations recorded on ``dom`` (newest last); [] when none."""
+    flags = libvirt.VIR_DOMAIN_AFFECT_CONFIG if dom.isPersistent() else libvirt.VIR_DOMAIN_AFFECT_LIVE
+    try:
+        fragment = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, MIGRATION_NS, flags)
+        entries = json.loads(ET.fromstring(fragment).text or '[]')
+    except (libvirt.libvirtError, ValueError, ET.ParseError):
+        return []
+    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+
+def write_history(dom, entries):
+    """Store the last :data:`HISTORY_LENGTH` entries on ``dom`` (errors are ignored: history is informative)."""
+    root = ET.Element('migrations')
+    root.text = json.dumps(entries[-HISTORY_LENGTH:], sort_keys=True)
+    try:
+        dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, ET.tostring(root, encoding='unicode'), MIGRATION_PREFIX, MIGRATION_NS,
+                        _meta_flags(dom))
+    except libvirt.libvirtError:
+        pass
+
+
+def upsert_history(entries, entry):
+    """``entries`` with ``entry`` replacing the one of the same id (or appended)."""
+    out = [e for e in entries if e.get('id') != entry.get('id')]
+    out.append(entry)
+    return out[-HISTORY_LENGTH:]
+
+
+# --------------------------------------------------------------- drain mark
+def _drain_secret(conn):
+    try:
+        return conn.secretLookupByUsage(libvirt.VIR_SECRET_USAGE_TYPE_VOLUME, DRAIN_USAGE)
+    except libvirt.libvirtError:
+        return None
+
+
+def drain_mark(conn):
+    """The drain mark of the host of ``conn`` (a dict: reason, since, by) or None."""
+    secret = _drain_secret(conn)
+    if secret is None:
+        return None
+    try:
+        desc = ET.fromstring(secret.XMLDesc(0)).findtext('description') or '{}'
+        mark = json.loads(desc)
+    except (libvirt.libvirtError, ValueError, ET.ParseError):
+        mark = {}
+    return mark if isinstance(mark, dict) else {}
+
+
+def set_drain_mark(conn, reason, by):
+    """Mark the host draining; return True when the mark was created."""
+    if _drain_secret(conn) is not None:
+        return False
+    root = ET.Element('secret', {'ephemeral': 'no', 'private': 'yes'})
+    ET.SubElement(root, 'uuid').text = str(uuidlib.uuid4())
+    ET.SubElement(root, 'description').text = json.dumps({'reason': reason or '', 'since': time.time(), 'by': by}, sort_keys=True)
+    usage = ET.SubElement(root, 'usage', {'type': 'volume'})
+    ET.SubElement(usage, 'volume').text = DRAIN_USAGE
+    try:
+        conn.secretDefineXML(ET.tostring(root, encoding='unicode'), 0)
+    except libvirt.libvirtError:
+        if _drain_secret(conn) is not None:  # somebody else marked it at the same time
+            return False
+        raise
+    return True
+
+
+def clear_drain_mark(conn):
+    """Remove the drain mark; return True when there was one."""
+    secret = _drain_secret(conn)
+    if secret is None:
+        return False
+    secret.undefine()
+    return True
+
+
+# --------------------------------------------------------------- observation
+def progress_of(stats):
+    """The progress fields of a ``jobStats()`` dict (bytes, bytes/s, ms)."""
+    out = dict((key, stats.get(key)) for key in PROGRESS_KEYS if key in stats)
+    out['job_type'] = stats.get('type', 0)
+    return out
+
+
+def job_stats(dom, completed=False):
+    """``dom.jobStats()`` or {} when it cannot be read."""
+    try:
+        return dom.jobStats(libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED if completed else 0) or {}
+    except libvirt.libvirtError:
+        return {}
+
+
+def lookup(conn, name):
+    """The virDomain called ``name`` on ``conn``, or None."""
+    try:
+        return conn.lookupByName(name)
+    except libvirt.libvirtError as exc:
+        if is_no_domain(exc):
+            return None
+        raise
+
+
+def host_uuid(conn):
+    """The host UUID of ``conn``'s daemon (from the capabilities)."""
+    try:
+        return ET.fromstring(conn.getCapabilities()).findtext('host/uuid')
+    except (libvirt.libvirtError, ET.ParseError):
+        return None
+
+
+def vm_view(dom):
+    """State words and record of ``dom`` (the same words vm and vm_info report)."""
+    state, reason = dom.state()
+    meta = domain_xml.read_converge_metadata('<vm/>')
+    try:
+        meta = domain_xml.read_converge_metadata(dom.metadata(
+            libvirt.VIR_DOMAIN_METADATA_ELEMENT, domain_xml.CONVERGE_NS,
+            libvirt.VIR_DOMAIN_AFFECT_CONFIG if dom.isPersistent() else libvirt.VIR_DOMAIN_AFFECT_LIVE))
+    except libvirt.libvirtError:
+        pass
+    job_active = state in ACTIVE_STATES and job_stats(dom).get('type', 0) in (migration.LIBVIRT_JOB_BOUNDED, migration.LIBVIRT_JOB_UNBOUNDED)
+    view = views.libvirt_vm_view(state, reason, meta, job_active=job_active)
+    view.update(state_code=state, job_active=job_active, last_action=meta.get('last_action'), owner=meta.get('owner'),
+                lease_until=meta.get('lease_until'))
+    return view
+
+
+def _running(dom):
+    try:
+        return dom is not None and dom.isActive() and dom.state()[0] in (1, 2, 3)
+    except libvirt.libvirtError:
+        return False
+
+
+def _memory_kib(dom):
+    try:
+        return int(dom.info()[1])
+    except libvirt.libvirtError:
+        return 0
+
+
+# ----------------------------------------------------------------- execution
+class _MigrateThread(threading.Thread):
+    """Runs the blocking migrate call on its own connections."""
+
+    def __init__(self, source_args, target_uri, name, opts):
+        super().__init__(daemon=True)
+        self.source_args = source_args
+        self.target_uri = target_uri
+        self.name = name
+        self.opts = opts
+        self.error = None
+        self.error_code = None
+        self.started_call = threading.Event()
+
+    def run(self):
+        source = dest = None
+        try:
+            source = Connection(*self.source_args)
+            dom = source.conn.lookupByName(self.name)
+            flags, params = migration_flags(self.opts), migration_params(self.opts)
+            if self.opts.peer_to_peer:
+                self.started_call.set()
+                dom.migrateToURI3(self.target_uri, params, flags)
+            else:
+                dest = Connection(self.target_uri, self.opts.target_username, self.opts.target_password)
+                self.started_call.set()
+                dom.migrate3(dest.conn, params, flags)
+        except ConvergeError as exc:
+            self.error = exc.message
+        except libvirt.libvirtError as exc:
+            self.error = str(exc)
+            self.error_code = exc.get_error_code()
+        except Exception as exc:  # pylint: disable=broad-except
+            self.error = 'unexpected error: %s' % exc
+        finally:
+            self.started_call.set()
+            for conn in (source, dest):
+                if conn is not None:
+                    conn.close()
+
+
+class Migration:  # pylint: disable=too-many-instance-attributes
+    """One VM to converge onto a target host (see the module docstring)."""
+
+    def __init__(self, source_args, target_uri, name, opts, check_mode=False, on_started=None):
+        self.source_args = tuple(source_args)          # (uri, username, password)
+        self.target_uri = target_uri
+        self.name = name
+        self.opts = opts
+        self.check_mode = check_mode
+        self.on_started = on_started
+        self.owner = owner_id()
+        self.phase = migration.UNSET
+        self.phases = []
+        self.reason = None
+        self.progress = {}
+        self.source = None
+        self.dest = None
+        self.notes = []
+        self.history_entry = None
+
+    # ---------------------------------------------------------- plumbing
+    def _redact(self, text):
+        text = str(text)
+        for conn in (self.source, self.dest):
+            if conn is not None:
+                text = conn.redact(text)
+        if self.opts.target_password:
+            text = text.replace(self.opts.target_password, '********')
+        return text
+
+    def _advance(self, obs):
+        phase, reason = migration.next_phase(obs)
+        if phase == migration.FAILED:
+            self.phases.append(phase)
+        else:
+            # next_phase may cross several edges at once: report each phase on the way (first edge of TRANSITIONS)
+            step = obs.phase
+            while step != phase and migration.TRANSITIONS.get(step):
+                step = migration.TRANSITIONS[step][0]
+                self.phases.append(step)
+        self.phase = phase
+        if reason:
+            self.reason = reason
+        return phase
+
+    def _observe(self, **kwargs):
+        return self._advance(migration.libvirt_observation(self.phase, **kwargs))
+
+    def _fail_result(self, msg):
+        return self._result(changed=bool(self.phases) and self.phase not in (migration.UNSET, migration.PENDING), failed=True, msg=msg)
+
+    def _result(self, changed, failed=False, msg=None, vm=None, on_target=None):
+        result = {'name': self.name, 'changed': changed, 'failed': failed, 'phase': self.phase or None, 'phases': list(self.phases),
+                  'reason': self.reason, 'progress': self.progress, 'target_uri': redact_uri(self.target_uri),
+                  'source_uri': redact_uri(self.source_args[0])}
+        if msg:
+            result['msg'] = self._redact(msg)
+        if vm is not None:
+            result['vm'] = vm
+        if on_target is not None:
+            result['on_target'] = on_target
+        if self.notes:
+            result['notes'] = self.notes
+        return result
+
+    def _public_vm(self, dom, where):
+        view = vm_view(dom)
+        out = dict((k, view.get(k)) for k in ('vm_state', 'task_state', 'power_state', 'status', 'phase', 'state_reason'))
+        out['host'] = where
+        return out
+
+    def close(self):
+        """Close the connections."""
+        for conn in (self.source, self.dest):
+            if conn is not None:
+                conn.close()
+
+    # ---------------------------------------------------------- entry points
+    def converge(self):
+        """Run the migration to its end (state finished / started); return the result dict."""
+        try:
+            return self._converge()
+        except TransitionRefused as exc:
+            raise exc
+        except libvirt.libvirtError as exc:
+            raise BackendError(self._redact('migration of VM %r: %s' % (self.name, exc))) from exc
+        finally:
+            self.close()
+
+    def cancel(self, wait=True):
+        """Abort the migration of the VM in flight (state cancelled); return the result dict."""
+        try:
+            return self._cancel(wait)
+        except libvirt.libvirtError as exc:
+            raise BackendError(self._redact('cancelling the migration of VM %r: %s' % (self.name, exc))) from exc
+        finally:
+            self.close()
+
+    # ---------------------------------------------------------- converge
+    def _open_dest(self):
+        try:
+            self.dest = Connection(self.target_uri, self.opts.target_username, self.opts.target_password)
+            return None
+        except ConvergeError as exc:
+            return exc.message
+
+    def _converge(self):  # pylint: disable=too-many-return-statements,too-many-branches
+        self.source = Connection(*self.source_args)
+        src_dom = lookup(self.source.conn, self.name)
+        dest_error = self._open_dest()
+        dest_dom = lookup(self.dest.conn, self.name) if self.dest else None
+        if self.dest is not None and host_uuid(self.dest.conn) == host_uuid(self.source.conn) and src_dom is not None:
+            raise InvalidDeclaration('target_uri', 'names the same host as uri (host UUID %s)' % host_uuid(self.source.conn))
+        if src_dom is None:
+            if dest_dom is not None:
+                return self._already_on_target(None, dest_dom)
+            if dest_error:
+                raise BackendError(self._redact('VM %r not found on %s, and the target is unreachable: %s'
+                                                % (self.name, redact_uri(self.source_args[0]), dest_error)))
+            raise BackendError('VM %r not found on %s nor on %s' % (self.name, redact_uri(self.source_args[0]), redact_uri(self.target_uri)))
+        view = vm_view(src_dom)
+        src_active = view['state_code'] in ACTIVE_STATES
+        if dest_dom is not None and (not src_active or self.opts.offline) and (_running(dest_dom) or self.opts.offline):
+            if not (self.opts.offline and src_dom.isPersistent() and dest_dom.UUIDString() != src_dom.UUIDString()):
+                return self._already_on_target(src_dom, dest_dom)
+        if view['task_state'] == 'MIGRATING' and view.get('last_action') in MIGRATE_ACTIONS:
+            attached = self._pick_up(src_dom, view)
+            if attached is not None:
+                return attached
+            view = vm_view(src_dom)
+        # refused from the wrong state: nothing changed, the error names the state
+        actions.check_action(self.opts.action, view['effective_vm_state'], view['task_state'])
+        if not migration.may_start(view['effective_vm_state'], view['task_state']) and not self.opts.offline:
+            raise TransitionRefused(self.opts.action, view['effective_vm_state'], view['task_state'])
+        if dest_dom is not None and dest_dom.UUIDString() != src_dom.UUIDString():
+            raise InvalidDeclaration('name', 'a different VM called %r (UUID %s) exists on the target' % (self.name, dest_dom.UUIDString()))
+        if self.check_mode:
+            return self._predicted()
+        self._advance(migration.MigrationObservation(phase=migration.UNSET, target_exists=False))
+        if dest_error:
+            self._observe(dest_failed=True)
+            return self._fail_result('cannot reach the target: %s' % dest_error)
+        self._observe(dest_connected=True)
+        mark = drain_mark(self.dest.conn)
+        if mark is not None:
+            self._advance(replace(migration.libvirt_observation(self.phase, dest_connected=True), target_draining=True))
+            why = mark.get('reason') or 'no reason given'
+            return self._fail_result('target %s is being drained (%s); no VM is placed on it' % (redact_uri(self.target_uri), why))
+        self._observe(dest_connected=True, dest_checked=True)
+        return self._run(src_dom)
+
+    def _predicted(self):
+        obs = migration.MigrationObservation(target_exists=True, target_ready=True, target_node_known=True, target_address_known=True,
+                                             transfer_started=True, transfer_completed=True)
+        self._advance(obs)
+        return self._result(changed=True, msg='check mode: the VM would be migrated')
+
+    def _already_on_target(self, src_dom, dest_dom):
+        changed = False
+        for dom, vm_state in ((dest_dom, None), (src_dom, 'STOPPED')):
+            if dom is None:
+                continue
+            view = vm_view(dom)
+            if view['task_state'] == 'MIGRATING' and view.get('last_action') in MIGRATE_ACTIONS and not view['job_active']:
+                if self.check_mode:
+                    changed = True
+                    continue
+                # a run that died after the move: finish its task where the VM is now
+                store = LibvirtTaskStore((self.dest if dom is dest_dom else self.source).conn, dom, self.owner)
+                record, _version = store.load()
+                tasks.finish_task(store, record.task_id, name=self.name, vm_state=vm_state)
+                side = 'target' if dom is dest_dom else 'source'
+                self.notes.append('finished the task %s left by an interrupted run on the %s' % (record.task_id, side))
+                changed = True
+                if dom is dest_dom:
+                    self._finish_history(dom, migration.SUCCEEDED, None, [], task_id=record.task_id)
+        if changed:
+            self.phase = migration.SUCCEEDED
+        return self._result(changed=changed, vm=self._public_vm(dest_dom, 'target'), on_target=True,
+                            msg=None if changed else 'the VM already runs on the target')
+
+    def _pick_up(self, src_dom, view):
+        """A migration recorded on the source: attach to it, or clear what a dead run left. None = start anew."""
+        store = LibvirtTaskStore(self.source.conn, src_dom, self.owner, inferred_vm_state=view['effective_vm_state'])
+        record, _version = store.load()
+        if view['job_active']:
+            if self.check_mode:
+                self.phase = migration.RUNNING
+                return self._result(changed=True, msg='check mode: would attach to the migration in flight')
+            self.notes.append('attached to the migration in flight (task %s)' % record.task_id)
+            self.phases.extend([migration.RUNNING])
+            self.phase = migration.RUNNING
+            if self.opts.bandwidth:
+                try:
+                    src_dom.migrateSetMaxSpeed(int(self.opts.bandwidth), 0)
+                except libvirt.libvirtError:
+                    pass
+            return self._follow(src_dom, record.task_id, thread=None, started_at=record.started_at)
+        if owner_gone(record.owner) or record.stale(time.time()):
+            if self.check_mode:
+                return None
+            tasks.abandon_task(store, record.task_id, name=self.name, rolled_back=True)
+            self.notes.append('cleared the task %s left by an interrupted run (the guest stayed on the source)' % record.task_id)
+            return None
+        raise TaskConflict(self.name, record.task_id, record.task_state, owner=record.owner)
+
+    def _run(self, src_dom):
+        task_id = uuidlib.uuid4().hex[:16]
+        view = vm_view(src_dom)
+        lease = float(self.opts.wait_timeout) + float(self.opts.completion_timeout or 0) + 120.0
+        store = LibvirtTaskStore(self.source.conn, src_dom, self.owner, inferred_vm_state=view['effective_vm_state'])
+        record = tasks.take_task(store, self.opts.action, task_id, time.time(), lease_seconds=lease, owner=self.owner, name=self.name)
+        started_at = record.started_at
+        self.history_entry = {'id': task_id, 'source': redact_uri(self.source_args[0]), 'target': redact_uri(self.target_uri),
+                              'mode': 'offline' if self.opts.offline else 'live', 'started_at': started_at, 'phase': self.phase,
+                              'owner': self.owner}
+        write_history(src_dom, upsert_history(read_history(src_dom), self.history_entry))
+        try:
+            if not self.opts.offline and self.opts.max_downtime:
+                src_dom.migrateSetMaxDowntime(int(self.opts.max_downtime), 0)
+        except libvirt.libvirtError as exc:
+            tasks.abandon_task(store, task_id, name=self.name, rolled_back=True)
+            raise BackendError(self._redact('cannot set max_downtime: %s' % exc)) from exc
+        thread = _MigrateThread(self.source_args, self.target_uri, self.name, self.opts)
+        thread.start()
+        thread.started_call.wait(30)
+        return self._follow(src_dom, task_id, thread, started_at)
+
+    def _follow(self, src_dom, task_id, thread, started_at):  # pylint: disable=too-many-branches,too-many-statements
+        """Poll the source's job until the migration ends; then finish or roll back."""
+        deadline = time.monotonic() + max(float(self.opts.wait_timeout), 1.0)
+        running_since = None
+        completion_acted = False
+        announced = False
+        saw_job = False
+        while True:
+            alive = thread.is_alive() if thread is not None else None
+            stats = job_stats(src_dom) if _running(src_dom) or self.opts.offline else {}
+            job_type = stats.get('type', 0)
+            if job_type in (migration.LIBVIRT_JOB_BOUNDED, migration.LIBVIRT_JOB_UNBOUNDED):
+                saw_job = True
+                self.progress = progress_of(stats)
+                if self.phase not in (migration.RUNNING,):
+                    self._observe(dest_connected=True, dest_checked=True, dest_accepts=True)
+                    if stats.get('data_processed') or stats.get('memory_processed') or self.phase == migration.TARGET_READY:
+                        self._observe(dest_connected=True, dest_checked=True, dest_accepts=True, job_type=job_type)
+                if self.phase == migration.RUNNING and running_since is None:
+                    running_since = time.monotonic()
+                if not announced and self.on_started is not None and self.phase == migration.RUNNING:
+                    announced = True
+                    self.on_started(self._result(changed=True, msg='migration started'))
+                if self.opts.completion_timeout and running_since is not None and not completion_acted \
+                        and time.monotonic() - running_since > self.opts.completion_timeout:
+                    completion_acted = True
+                    self._on_completion_timeout(src_dom)
+            done = (thread is not None and not alive) or (thread is None and job_type == 0)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                # too long: abort (the guest stays on the source) and report it
+                self.notes.append('wait_timeout reached: the migration was aborted')
+                try:
+                    src_dom.abortJob()
+                except libvirt.libvirtError:
+                    pass
+                if thread is not None:
+                    thread.join(60)
+                break
+            time.sleep(self.opts.poll_interval)
+        error = thread.error if thread is not None else None
+        dest_dom = self._dest_domain()
+        on_dest = _running(dest_dom) or (self.opts.offline and dest_dom is not None and error is None)
+        src_active = _running(src_dom)
+        if on_dest and not (src_active and not self.opts.offline):
+            return self._succeeded(dest_dom, task_id, started_at, saw_job)
+        return self._failed(src_dom, dest_dom, task_id, started_at, error, src_active, thread)
+
+    def _on_completion_timeout(self, src_dom):
+        if self.opts.completion_action == 'postcopy':
+            try:
+                src_dom.migrateStartPostCopy(0)
+                self.notes.append('completion_timeout reached: switched to post-copy')
+                return
+            except libvirt.libvirtError as exc:
+                self.notes.append('completion_timeout reached: switching to post-copy failed (%s); aborting' % self._redact(exc))
+        else:
+            self.notes.append('completion_timeout reached: the migration was aborted')
+        try:
+            src_dom.abortJob()
+        except libvirt.libvirtError:
+            pass
+
+    def _dest_domain(self):
+        for attempt in range(2):
+            try:
+                if self.dest is None or attempt:
+                    if self.dest is not None:
+                        self.dest.close()
+                    self.dest = Connection(self.target_uri, self.opts.target_username, self.opts.target_password)
+                return lookup(self.dest.conn, self.name)
+            except (ConvergeError, libvirt.libvirtError):
+                self.dest = None if attempt else self.dest
+        return None
+
+    def _succeeded(self, dest_dom, task_id, started_at, saw_job):
+        completed = job_stats(dest_dom, completed=True) if not self.opts.offline else {}
+        if completed:
+            self.progress = progress_of(completed)
+        self._observe(dest_connected=True, dest_checked=True, dest_accepts=True,
+                      job_type=migration.LIBVIRT_JOB_COMPLETED, on_destination=True)
+        del saw_job
+        store = LibvirtTaskStore(self.dest.conn, dest_dom, self.owner)
+        record, _version = store.load()
+        if record.task_id == task_id:
+            tasks.finish_task(store, task_id, name=self.name)
+        src_left = None
+        try:
+            src_left = lookup(self.source.conn, self.name)
+        except libvirt.libvirtError:
+            src_left = None
+        if src_left is not None and not _running(src_left):
+            src_store = LibvirtTaskStore(self.source.conn, src_left, self.owner)
+            src_record, _version = src_store.load()
+            if src_record.task_id == task_id:
+                tasks.finish_task(src_store, task_id, name=self.name, vm_state='STOPPED')
+            self.notes.append('the source keeps a stopped definition (undefine_source=false)')
+        history = read_history(src_left) if src_left is not None else []
+        history = history or read_history(dest_dom)
+        self._finish_history(dest_dom, migration.SUCCEEDED, None, history, task_id=task_id, started_at=started_at)
+        if src_left is not None:
+            write_history(src_left, upsert_history(read_history(src_left), self.history_entry))
+        return self._result(changed=True, vm=self._public_vm(dest_dom, 'target'), on_target=True)
+
+    def _finish_history(self, dom, phase, reason, history, task_id, started_at=None, error=None):  # pylint: disable=too-many-arguments
+        entry = dict(self.history_entry or {'id': task_id, 'source': redact_uri(self.source_args[0]), 'target': redact_uri(self.target_uri),
+                                            'started_at': started_at})
+        entry.update(phase=phase, reason=reason, finished_at=time.time(), phases=list(self.phases),
+                     data_total=self.progress.get('data_total'), downtime=self.progress.get('downtime'))
+        if error:
+            entry['error'] = error
+        entry.pop('owner', None)
+        self.history_entry = entry
+        write_history(dom, upsert_history(history or read_history(dom), entry))
+
+    def _failed(self, src_dom, dest_dom, task_id, started_at, error, src_active, thread):  # pylint: disable=too-many-arguments
+        code = thread.error_code if thread is not None else None
+        last_job = job_stats(src_dom, completed=True).get('type', 0)
+        aborted = (code == getattr(libvirt, 'VIR_ERR_OPERATION_ABORTED', -1) or last_job == migration.LIBVIRT_JOB_CANCELLED
+                   or (bool(error) and ('abort' in error.lower() or 'cancel' in error.lower())))
+        dest_failed = not aborted and bool(error) and (self.dest is None or _dest_error(error))
+        if aborted:
+            self._observe(dest_connected=True, dest_checked=True, dest_accepts=True, job_type=migration.LIBVIRT_JOB_CANCELLED,
+                          vm_running=src_active, aborted=True)
+        else:
+            self._observe(dest_connected=True, dest_checked=True, dest_accepts=True, job_type=migration.LIBVIRT_JOB_FAILED,
+                          vm_running=src_active, dest_failed=bool(dest_failed), error=error or 'the migration did not finish')
+        if self.phase != migration.FAILED:
+            self.phases.append(migration.FAILED)
+            self.phase = migration.FAILED
+            self.reason = self.reason or migration.SOURCE_FAILED
+        # the guest keeps running on the source; remove what the target kept of it
+        if dest_dom is not None and src_active:
+            self._remove_leftover(dest_dom, src_dom, task_id)
+        store = LibvirtTaskStore(self.source.conn, src_dom, self.owner)
+        try:
+            record, _version = store.load()
+            if record.task_id == task_id:
+                tasks.abandon_task(store, task_id, name=self.name, rolled_back=src_active or self.opts.offline)
+        except (ConvergeError, libvirt.libvirtError) as exc:
+            self.notes.append('could not clear the task on the source: %s' % self._redact(exc))
+        self._finish_history(src_dom, migration.FAILED, self.reason, [], task_id=task_id, started_at=started_at,
+                             error=self._redact(error) if error else None)
+        where = 'the guest keeps running on the source' if src_active else 'the guest is not running on the source'
+        return self._result(changed=False, failed=True, vm=self._public_vm(src_dom, 'source'), on_target=False,
+                            msg='migration of VM %r to %s failed (%s): %s; %s' % (self.name, redact_uri(self.target_uri), self.reason,
+                                                                                  error or 'no error reported', where))
+
+    def _remove_leftover(self, dest_dom, src_dom, task_id):
+        try:
+            if dest_dom.UUIDString() != src_dom.UUIDString():
+                return
+            if dest_dom.isActive() and dest_dom.state()[0] != 1:
+                dest_dom.destroy()
+                self.notes.append('removed the paused leftover on the target')
+            if dest_dom.isPersistent() and not dest_dom.isActive():
+                meta = domain_xml.read_converge_metadata(dest_dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
+                if meta.get('task_id') == task_id:
+                    dest_dom.undefine()
+                    self.notes.append('removed the definition the migration left on the target')
+        except libvirt.libvirtError as exc:
+            self.notes.append('could not clean the target: %s' % self._redact(exc))
+
+    # ---------------------------------------------------------- cancel
+    def _cancel(self, wait):
+        self.source = Connection(*self.source_args)
+        src_dom = lookup(self.source.conn, self.name)
+        if src_dom is None:
+            return self._result(changed=False, msg='VM %r is not on the source: no migration to cancel' % self.name)
+        view = vm_view(src_dom)
+        if view['task_state'] != 'MIGRATING':
+            return self._result(changed=False, msg='no migration of VM %r is in flight' % self.name)
+        actions.check_action('migrate_abort', view['effective_vm_state'], view['task_state'])
+        store = LibvirtTaskStore(self.source.conn, src_dom, self.owner, inferred_vm_state=view['effective_vm_state'])
+        record, _version = store.load()
+        self.phase = migration.RUNNING if view['job_active'] else migration.TARGET_READY
+        self.phases.append(self.phase)
+        self.progress = progress_of(job_stats(src_dom))
+        plan = migration.abort_plan(self.phase)
+        if self.check_mode:
+            return self._result(changed=True, msg='check mode: would %s' % plan)
+        if plan == 'ask source to abort':
+            try:
+                src_dom.abortJob()
+            except libvirt.libvirtError as exc:
+                if _running(lookup(self.source.conn, self.name)) and job_stats(src_dom).get('type', 0):
+                    raise
+                self.notes.append('the job ended before the abort: %s' % self._redact(exc))
+        self._advance(replace(migration.libvirt_observation(self.phase, dest_connected=True, dest_checked=True, dest_accepts=True),
+                              abort_requested=True))
+        if wait:
+            deadline = time.monotonic() + max(30.0, float(self.opts.wait_timeout))
+            while time.monotonic() < deadline:
+                current = lookup(self.source.conn, self.name)
+                if current is None or vm_view(current)['task_state'] != 'MIGRATING':
+                    break
+                if not vm_view(current)['job_active'] and (owner_gone(record.owner) or record.stale(time.time())):
+                    try:
+                        tasks.abandon_task(LibvirtTaskStore(self.source.conn, current, self.owner), record.task_id, name=self.name)
+                        self.notes.append('cleared the task of the run that is gone')
+                    except TaskConflict:
+                        pass  # that run ended its task itself meanwhile
+                    break
+                time.sleep(0.1)
+        current = lookup(self.source.conn, self.name)
+        return self._result(changed=True, vm=self._public_vm(current, 'source') if current is not None else None,
+                            on_target=not _running(current))
+
+
+def _dest_error(error):
+    text = error.lower()
+    return any(word in text for word in ('end of file', 'connection', 'unable to connect', 'broken pipe', 'reset by peer', 'remote', 'cannot recv',
+                                         'cannot send', 'no route', 'refused', 'closed'))
+
+
+# -------------------------------------------------------------------- info
+def migrations_on(connection, names=None):
+    """In-flight and recent migrations of the VMs of ``connection`` (a :class:`Connection`)."""
+    out = []
+    for dom in connection.conn.listAllDomains(0):
+        name = dom.name()
+        if names and name not in names:
+            continue
+        try:
+            view = vm_view(dom)
+            history = read_history(dom)
+        except libvirt.libvirtError:
+            continue
+        in_flight = None
+        if view['task_state'] == 'MIGRATING':
+            stats = job_stats(dom)
+            last = history[-1] if history else {}
+            phase = migration.RUNNING if view['job_active'] else (last.get('phase') or migration.PENDING)
+            in_flight = {'id': view.get('task_id'), 'phase': phase, 'target': last.get('target'), 'started_at': last.get('started_at'),
+                         'owner': view.get('owner'), 'progress': progress_of(stats) if stats else {},
+                         'owner_gone': owner_gone(view.get('owner'))}
+        if in_flight is None and not history:
+            continue
+        out.append({'name': name, 'host': connection.display_uri, 'vm_state': view['vm_state'], 'task_state': view['task_state'],
+                    'power_state': view['power_state'], 'status': view['status'], 'in_flight': in_flight, 'recent': history,
+                    'last': history[-1] if history else None})
+    return out
+
+
+def host_summary(connection):
+    """Free memory, drain mark and VMs of one host (for the host module and placement)."""
+    conn = connection.conn
+    vms = []
+    for dom in conn.listAllDomains(0):
+        view = vm_view(dom)
+        vms.append({'name': dom.name(), 'vm_state': view['vm_state'], 'power_state': view['power_state'], 'task_state': view['task_state'],
+                    'running': view['state_code'] in ACTIVE_STATES, 'persistent': bool(dom.isPersistent()), 'memory_kib': _memory_kib(dom)})
+    mark = drain_mark(conn)
+    return {'uri': connection.display_uri, 'hostname': conn.getHostname(), 'host_uuid': host_uuid(conn), 'free_memory': conn.getFreeMemory(),
+            'draining': mark is not None, 'drain': mark, 'vms': sorted(vms, key=lambda v: v['name']),
+            'running_vms': sorted(v['name'] for v in vms if v['running']),
+            'stopped_vms': sorted(v['name'] for v in vms if not v['running'] and v['persistent'])}
+
+
+def place(memory_kib_by_vm, candidates):
+    """Choose a target per VM by free memory.
+
+    ``candidates``: list of dicts (uri, free_memory bytes, draining). Draining
+    hosts are never chosen. Each VM goes to the candidate with the most free
+    memory left (after the VMs placed before it) that fits it; None when none fits.
+    """
+    free = dict((c['uri'], int(c['free_memory'])) for c in candidates if not c.get('draining'))
+    order = [c['uri'] for c in candidates if c['uri'] in free]
+    out = {}
+    for name in sorted(memory_kib_by_vm, key=lambda n: (-memory_kib_by_vm[n], n)):
+        need = int(memory_kib_by_vm[name]) * 1024
+        fits = [uri for uri in order if free[uri] >= need]
+        if not fits:
+            out[name] = None
+            continue
+        best = max(fits, key=lambda uri: (free[uri], -order.index(uri)))
+        free[best] -= need
+        out[name] = best
+    return out

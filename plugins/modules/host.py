@@ -1,0 +1,112 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+module: host
+short_description: Mark a libvirt host as draining (no VM placed or migrated onto it) or active, and report it
+version_added: 0.1.0
+description:
+  - V(drained) marks the host so that M(converge.virt.migration) refuses it as a target and placement never
+    chooses it; V(active) removes the mark; V(present) only reports.
+  - The mark is a persistent private libvirt secret on the host itself, with usage
+    C(converge-virt-host-drain) and a JSON description (reason, since, by). Every controller that connects
+    to the host sees it, it survives daemon restarts, and its usage is unique, so two controllers marking
+    the host at once create one mark.
+  - Marking a host does not move its VMs; the role C(converge.virt.evacuate) does.
+  - Always returns the host's free memory, drain mark and VMs.
+author:
+  - converge.virt developers (@converge-virt)
+extends_documentation_fragment:
+  - converge.virt.libvirt_connection
+attributes:
+  check_mode:
+    support: full
+    description: Reports whether the mark would change and changes nothing.
+  diff_mode:
+    support: full
+    description: Shows the drain mark before and after.
+options:
+  state:
+    description: V(drained) sets the drain mark, V(active) removes it, V(present) only reports.
+    type: str
+    choices: [drained, active, present]
+    default: present
+  reason:
+    description: Why the host is drained (stored with the mark, shown by every controller).
+    type: str
+requirements:
+  - libvirt-python
+seealso:
+  - module: converge.virt.migration
+'''
+
+EXAMPLES = r'''
+- name: Nothing is placed on hv1 any more
+  converge.virt.host:
+    uri: qemu+ssh://root@hv1/system
+    state: drained
+    reason: kernel update
+
+- name: hv1 takes VMs again
+  converge.virt.host:
+    uri: qemu+ssh://root@hv1/system
+    state: active
+'''
+
+RETURN = r'''
+host:
+  description:
+    - The host after the task. C(hostname), C(host_uuid), C(free_memory) (bytes), C(draining), C(drain)
+      (reason, since, by; null when not draining), C(vms) (name, vm_state, power_state, task_state, running,
+      persistent, memory_kib), C(running_vms) and C(stopped_vms) (names).
+  returned: always
+  type: dict
+'''
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection, libvirt
+
+
+def main():
+    """Entry point."""
+    spec = dict(state=dict(type='str', choices=['drained', 'active', 'present'], default='present'), reason=dict(type='str'))
+    spec.update(LIBVIRT_CONNECTION_ARGS)
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    if not HAS_LIBVIRT:
+        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
+    uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
+    secrets = [module.params['password']] if module.params['password'] else []
+    state = module.params['state']
+    try:
+        with Connection(uri, module.params['username'], module.params['password']) as connection:
+            before = mb.drain_mark(connection.conn)
+            changed = (state == 'drained' and before is None) or (state == 'active' and before is not None)
+            if changed and not module.check_mode:
+                if state == 'drained':
+                    changed = mb.set_drain_mark(connection.conn, module.params['reason'], mb.owner_id())
+                else:
+                    changed = mb.clear_drain_mark(connection.conn)
+            host = mb.host_summary(connection)
+            if module.check_mode and changed:
+                host['draining'] = state == 'drained'
+    except ConvergeError as exc:
+        module.fail_json(msg=redact_text(exc.message, secrets))
+    except libvirt.libvirtError as exc:
+        module.fail_json(msg=redact_text('host %s: %s' % (uri, exc), secrets))
+    diff = {'before': {'draining': before is not None}, 'after': {'draining': host['draining']}}
+    module.exit_json(changed=changed, host=host, diff=diff)
+
+
+if __name__ == '__main__':
+    main()

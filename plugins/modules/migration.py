@@ -1,0 +1,463 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+module: migration
+short_description: Converge a VM onto another libvirt host (live or offline migration)
+version_added: 0.1.0
+description:
+  - Declares that a VM, found on the host of O(uri), should run on the host of O(target_uri). A VM that
+    already runs on the target is no change.
+  - The migration follows the collection's migration phase machine (Pending, Scheduling, Scheduled,
+    PreparingTarget, TargetReady, Running, Succeeded or Failed); every phase reached is returned in
+    RV(phases), and the reason of a failure in RV(reason).
+  - A live migration is accepted only from vm_state ACTIVE or PAUSED with no task in flight; an offline one
+    (O(mode=offline)) only from STOPPED. A refused migration names the current state and changes nothing.
+    While the VM moves, its task_state is MIGRATING; its vm_state is the same afterwards, also when the
+    migration fails or is cancelled (the guest keeps running on the source and the target's leftovers
+    are removed).
+  - The migrate call runs in a thread on its own connections; progress is polled and an abort sent on
+    another connection, so O(state=cancelled) from another process stops a migration in flight.
+  - A run that was interrupted (the controller died) is picked up by the next run, which attaches to the
+    migration still running, or finishes the record of the one that completed.
+  - A target host marked as draining (M(converge.virt.host) with O(converge.virt.host#module:state=drained)) is refused.
+author:
+  - converge.virt developers (@converge-virt)
+extends_documentation_fragment:
+  - converge.virt.libvirt_connection
+attributes:
+  check_mode:
+    support: full
+    description: Returns the phases a real run would go through and changes nothing.
+  diff_mode:
+    support: none
+    description: The result carries the phases and where the VM runs.
+options:
+  backend:
+    description: Where the VM lives.
+    type: str
+    choices: [libvirt]
+    default: libvirt
+  name:
+    description: Name of the VM. Required unless O(names) is given.
+    type: str
+  names:
+    description:
+      - Migrate several VMs from O(uri) in one task (O(state=finished) only), O(parallel) at a time; one
+        result per VM in RV(results). A failure of one VM never stops the others.
+    type: list
+    elements: str
+  target_uri:
+    description:
+      - libvirt URI of the host the VM should run on. With O(peer_to_peer) (the default) the source host's
+        libvirt daemon connects to it, so it must be reachable from the source host as written.
+    type: str
+  target_uris:
+    description:
+      - Candidate target hosts instead of O(target_uri). Each VM goes to the candidate with the most free
+        memory (libvirt's free memory, less what this task already placed there) that fits it; draining
+        candidates are never chosen. A VM that already runs on one of them is no change.
+    type: list
+    elements: str
+  target_username:
+    description: User name for the target's SASL authentication (client-driven migration only).
+    type: str
+  target_password:
+    description: Password for the target's SASL authentication (client-driven migration only). Never logged nor returned.
+    type: str
+  state:
+    description:
+      - V(finished) migrates and waits until the phase is Succeeded (or Failed).
+      - V(started) returns as soon as the transfer runs; a detached process of this module follows it to the end
+        and writes the outcome, which M(converge.virt.migration_info) reports.
+      - V(cancelled) aborts the migration of the VM in flight (from any process); the guest stays on the source.
+    type: str
+    choices: [finished, started, cancelled]
+    default: finished
+  mode:
+    description:
+      - V(live) moves a running (or paused) VM without stopping it.
+      - V(offline) moves the persistent definition of a stopped VM. Its disks are not copied, so the VM must be
+        diskless or its disks on storage both hosts share at the same paths.
+    type: str
+    choices: [live, offline]
+    default: live
+  persistent:
+    description: Define the VM persistently on the target (VIR_MIGRATE_PERSIST_DEST); the task record travels with it.
+    type: bool
+    default: true
+  undefine_source:
+    description:
+      - Remove the definition from the source after success. With V(false), the source keeps a stopped copy of
+        the definition, recorded as STOPPED with no task.
+    type: bool
+    default: true
+  bandwidth:
+    description: Maximum bandwidth of the transfer in MiB/s (unlimited when not given).
+    type: int
+  max_downtime:
+    description: Maximum tolerated downtime of the final switch-over, in milliseconds.
+    type: int
+  auto_converge:
+    description: Throttle the guest's vCPUs when its memory changes faster than it is transferred.
+    type: bool
+    default: false
+  post_copy:
+    description: Allow switching to post-copy (needed by O(completion_action=postcopy)).
+    type: bool
+    default: false
+  completion_timeout:
+    description:
+      - Seconds the transfer may run before O(completion_action) is taken. No limit when not given.
+    type: int
+  completion_action:
+    description:
+      - What to do when O(completion_timeout) passes. V(abort) cancels the migration (the guest stays on the
+        source); V(postcopy) switches to post-copy (the guest runs on the target at once).
+    type: str
+    choices: [abort, postcopy]
+    default: abort
+  copy_storage:
+    description:
+      - Copy non-shared disks to the target (VIR_MIGRATE_NON_SHARED_DISK). The target needs volumes of the same
+        size at the same paths.
+    type: bool
+    default: false
+  peer_to_peer:
+    description:
+      - V(true) lets the source's libvirt daemon drive the migration (it survives the death of this
+        controller). V(false) drives it from here over both connections (O(target_username) and
+        O(target_password) apply only then).
+    type: bool
+    default: true
+  wait_timeout:
+    description:
+      - Seconds to wait for the migration to end. When they pass, the migration is aborted and the module fails.
+    type: int
+    default: 600
+  parallel:
+    description: With O(names), how many VMs migrate at the same time.
+    type: int
+    default: 2
+notes:
+  - The task record (vm_state, task_state MIGRATING) and a short history of the VM's last migrations live in the
+    domain's metadata; see M(converge.virt.migration_info).
+requirements:
+  - libvirt-python
+seealso:
+  - module: converge.virt.migration_info
+  - module: converge.virt.host
+  - module: converge.virt.vm
+'''
+
+EXAMPLES = r'''
+- name: Move web-1 to hv2 and wait
+  converge.virt.migration:
+    uri: qemu+ssh://root@hv1/system
+    name: web-1
+    target_uri: qemu+ssh://root@hv2/system
+    bandwidth: 500
+    max_downtime: 300
+    auto_converge: true
+  register: moved
+
+- name: Start a long migration and return at once
+  converge.virt.migration:
+    uri: qemu+ssh://root@hv1/system
+    name: db-1
+    target_uri: qemu+ssh://root@hv2/system
+    state: started
+
+- name: Cancel it (the guest stays on hv1)
+  converge.virt.migration:
+    uri: qemu+ssh://root@hv1/system
+    name: db-1
+    state: cancelled
+
+- name: Move a stopped, diskless VM
+  converge.virt.migration:
+    uri: qemu+ssh://root@hv1/system
+    name: template-1
+    target_uri: qemu+ssh://root@hv2/system
+    mode: offline
+
+- name: Spread three VMs over two hosts by free memory
+  converge.virt.migration:
+    uri: qemu+ssh://root@hv1/system
+    names: [app-1, app-2, app-3]
+    target_uris:
+      - qemu+ssh://root@hv2/system
+      - qemu+ssh://root@hv3/system
+    parallel: 2
+'''
+
+RETURN = r'''
+phase:
+  description: The migration's phase at the end (Succeeded, Failed, Running with O(state=started)).
+  returned: with O(name)
+  type: str
+phases:
+  description: Every phase the migration went through in this run, in order.
+  returned: with O(name)
+  type: list
+  elements: str
+reason:
+  description: Why the migration failed (for example C(aborted), C(the target died or vanished), C(the target host is being drained)).
+  returned: with O(name)
+  type: str
+progress:
+  description:
+    - The last progress read from the source's job (bytes, bytes/s, ms), for example C(data_total),
+      C(data_processed), C(data_remaining), C(memory_dirty_rate), C(memory_iteration), C(downtime), C(time_elapsed).
+  returned: with O(name)
+  type: dict
+vm:
+  description: The VM's state words where it runs after the task (vm_state, task_state, power_state, status, phase, host).
+  returned: when known
+  type: dict
+on_target:
+  description: Whether the VM runs on the target host at the end.
+  returned: when known
+  type: bool
+target_uri:
+  description: The target (credentials removed).
+  returned: with O(name)
+  type: str
+notes:
+  description: What was done besides the migration (picked-up runs, cleaned leftovers).
+  returned: when there is something to say
+  type: list
+  elements: str
+results:
+  description: With O(names), one result per VM (name, changed, failed, msg, phase, phases, reason, progress, target_uri).
+  returned: when O(names) is given
+  type: list
+  elements: dict
+'''
+
+import json
+import os
+import select
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
+
+STARTED_REPLY_TIMEOUT = 120.0
+
+
+def argument_spec():
+    """The module's argument spec."""
+    spec = dict(
+        backend=dict(type='str', choices=['libvirt'], default='libvirt'),
+        name=dict(type='str'),
+        names=dict(type='list', elements='str'),
+        target_uri=dict(type='str'),
+        target_uris=dict(type='list', elements='str'),
+        target_username=dict(type='str'),
+        target_password=dict(type='str', no_log=True),
+        state=dict(type='str', choices=['finished', 'started', 'cancelled'], default='finished'),
+        mode=dict(type='str', choices=['live', 'offline'], default='live'),
+        persistent=dict(type='bool', default=True),
+        undefine_source=dict(type='bool', default=True),
+        bandwidth=dict(type='int'),
+        max_downtime=dict(type='int'),
+        auto_converge=dict(type='bool', default=False),
+        post_copy=dict(type='bool', default=False),
+        completion_timeout=dict(type='int'),
+        completion_action=dict(type='str', choices=['abort', 'postcopy'], default='abort'),
+        copy_storage=dict(type='bool', default=False),
+        peer_to_peer=dict(type='bool', default=True),
+        wait_timeout=dict(type='int', default=600),
+        parallel=dict(type='int', default=2),
+    )
+    spec.update(LIBVIRT_CONNECTION_ARGS)
+    return spec
+
+
+def options_from(params):
+    """Validated :class:`MigrationOptions`."""
+    opts = mb.MigrationOptions(
+        offline=params['mode'] == 'offline', persistent=params['persistent'], undefine_source=params['undefine_source'],
+        bandwidth=params['bandwidth'], max_downtime=params['max_downtime'], auto_converge=params['auto_converge'],
+        post_copy=params['post_copy'], completion_timeout=params['completion_timeout'], completion_action=params['completion_action'],
+        copy_storage=params['copy_storage'], peer_to_peer=params['peer_to_peer'], wait_timeout=params['wait_timeout'],
+        target_username=params['target_username'], target_password=params['target_password'])
+    mb.validate_options(opts)
+    if params['state'] != 'cancelled' and not (params['target_uri'] or params['target_uris']):
+        raise InvalidDeclaration('target_uri', 'is required (or target_uris) with state %s' % params['state'])
+    if params['names'] is not None and params['state'] != 'finished':
+        raise InvalidDeclaration('names', 'only with state finished (use name for %s)' % params['state'])
+    if params['target_uris'] is not None and not params['target_uris']:
+        raise InvalidDeclaration('target_uris', 'must name at least one host')
+    if params['parallel'] < 1:
+        raise InvalidDeclaration('parallel', 'must be at least 1')
+    return opts
+
+
+def _secrets(params):
+    return [s for s in (params.get('password'), params.get('target_password')) if s]
+
+
+def _clean(result, params):
+    def clean(value):
+        if isinstance(value, str):
+            return redact_text(value, _secrets(params))
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, dict):
+            return dict((k, clean(v)) for k, v in value.items())
+        return value
+    return clean(result)
+
+
+def _source_args(params):
+    uri = params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
+    return (uri, params['username'], params['password'])
+
+
+def run_started(make_migration):
+    """Fork a detached process that runs the migration; return its first report (the transfer runs, or the end)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the detached side
+        os.close(read_fd)
+        try:
+            os.setsid()
+            if os.fork() != 0:
+                os._exit(0)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            sent = []
+
+            def send(result):
+                if not sent:
+                    sent.append(True)
+                    os.write(write_fd, json.dumps(result, default=str).encode())
+                    os.close(write_fd)
+            try:
+                result = make_migration(send).converge()
+            except ConvergeError as exc:
+                result = dict(exc.to_result(), failed=True, changed=False)
+            except Exception as exc:  # pylint: disable=broad-except
+                result = dict(msg='unexpected error: %s' % exc, failed=True, changed=False)
+            send(result)
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    os.waitpid(pid, 0)
+    chunks = []
+    deadline = time.monotonic() + STARTED_REPLY_TIMEOUT
+    while time.monotonic() < deadline:
+        ready, _w, _x = select.select([read_fd], [], [], 1.0)
+        if ready:
+            chunk = os.read(read_fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    os.close(read_fd)
+    if not chunks:
+        raise ConvergeError('the detached migration process reported nothing within %ds' % STARTED_REPLY_TIMEOUT)
+    return json.loads(b''.join(chunks).decode())
+
+
+def run_many(module, params, opts):
+    """Migrate every VM of ``names``; return the list of results."""
+    names = params['names']
+    duplicates = sorted(set(n for n in names if names.count(n) > 1))
+    if duplicates:
+        raise InvalidDeclaration('names', 'a VM is named more than once: %s' % ', '.join(duplicates))
+    source_args = _source_args(params)
+    candidates = params['target_uris'] or [params['target_uri']]
+    targets = {}
+    with Connection(*source_args) as source:
+        memory = {}
+        for name in names:
+            dom = mb.lookup(source.conn, name)
+            memory[name] = int(dom.info()[1]) if dom is not None else None
+        hosts = []
+        for uri in candidates:
+            try:
+                with Connection(uri, params['target_username'], params['target_password']) as conn:
+                    hosts.append({'uri': uri, 'free_memory': conn.conn.getFreeMemory(), 'draining': mb.drain_mark(conn.conn) is not None,
+                                  'vms': set(d.name() for d in conn.conn.listAllDomains(1))})
+            except ConvergeError:
+                continue
+        placed = mb.place(dict((n, m) for n, m in memory.items() if m is not None), hosts)
+        for name in names:
+            if memory[name] is None or any(name in h['vms'] for h in hosts):
+                found = [h['uri'] for h in hosts if name in h['vms']]
+                targets[name] = found[0] if found else candidates[0]
+            else:
+                targets[name] = placed.get(name)
+
+    def one(name):
+        target = targets[name]
+        if target is None:
+            return {'name': name, 'changed': False, 'failed': True, 'phase': None, 'phases': [], 'reason': None,
+                    'msg': 'no target host fits VM %r (all draining, unreachable or without enough free memory)' % name}
+        try:
+            return mb.Migration(source_args, target, name, opts, check_mode=module.check_mode).converge()
+        except ConvergeError as exc:
+            return dict(exc.to_result(), name=name, changed=False, failed=True, target_uri=redact_uri(target))
+        except Exception as exc:  # pylint: disable=broad-except
+            return {'name': name, 'changed': False, 'failed': True, 'msg': 'unexpected error: %s' % exc, 'target_uri': redact_uri(target)}
+
+    with ThreadPoolExecutor(max_workers=min(params['parallel'], max(1, len(names)))) as pool:
+        return list(pool.map(one, names))
+
+
+def main():
+    """Entry point."""
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
+                           mutually_exclusive=[('name', 'names'), ('target_uri', 'target_uris')], required_one_of=[('name', 'names')])
+    if not HAS_LIBVIRT:
+        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
+    params = module.params
+    try:
+        opts = options_from(params)
+        if params['names'] is not None:
+            results = _clean(run_many(module, params, opts), params)
+            changed = any(r.get('changed') for r in results)
+            failed = [r['name'] for r in results if r.get('failed')]
+            if failed:
+                module.fail_json(msg='%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed)), changed=changed, results=results)
+            module.exit_json(changed=changed, results=results)
+        target = params['target_uri'] or (params['target_uris'] or [None])[0]
+        if params['target_uris'] and params['state'] != 'cancelled':
+            raise InvalidDeclaration('target_uris', 'with name, give target_uri (target_uris places several VMs given with names)')
+
+        def make(on_started=None):
+            return mb.Migration(_source_args(params), target, params['name'], opts, check_mode=module.check_mode, on_started=on_started)
+        if params['state'] == 'cancelled':
+            result = make().cancel()
+        elif params['state'] == 'started' and not module.check_mode:
+            result = run_started(make)
+        else:
+            result = make().converge()
+    except ConvergeError as exc:
+        module.fail_json(**_clean(exc.to_result(), params))
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_json(msg=redact_text('unexpected error: %s' % exc, _secrets(params)),
+                         exception=redact_text(traceback.format_exc(), _secrets(params)))
+    result = _clean(result, params)
+    result.pop('name', None)
+    if result.pop('failed', False):
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,124 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+module: migration_info
+short_description: Report in-flight and recent migrations of VMs on libvirt hosts
+version_added: 0.1.0
+description:
+  - For every VM of the given hosts that is migrating or migrated recently, reports the migration in flight
+    (phase, target, progress read from the source's job) and the last few migrations with their phases and outcome.
+  - The history is a short JSON list (the last five migrations) kept in a metadata element of the domain
+    (namespace C(https://converge.virt/xmlns/migration/1)), written by M(converge.virt.migration). It travels
+    with the domain to its new host, so every controller reads the same history.
+author:
+  - converge.virt developers (@converge-virt)
+extends_documentation_fragment:
+  - converge.virt.libvirt_connection
+attributes:
+  check_mode:
+    support: full
+    description: Reads only.
+  diff_mode:
+    support: none
+    description: Reads only.
+options:
+  backend:
+    description: Where the VMs live.
+    type: str
+    choices: [libvirt]
+    default: libvirt
+  uris:
+    description: Several hosts to read (instead of, or besides, O(uri)). Credentials of O(username) and O(password) apply to all.
+    type: list
+    elements: str
+  name:
+    description: Only these VMs (all VMs with a migration when not given).
+    type: list
+    elements: str
+requirements:
+  - libvirt-python
+seealso:
+  - module: converge.virt.migration
+'''
+
+EXAMPLES = r'''
+- name: Progress of the migrations of two hosts
+  converge.virt.migration_info:
+    uris:
+      - qemu+ssh://root@hv1/system
+      - qemu+ssh://root@hv2/system
+  register: migs
+
+- name: Wait until db-1 is no longer migrating
+  converge.virt.migration_info:
+    uri: qemu+ssh://root@hv1/system
+    name: [db-1]
+  register: db
+  until: db.migrations | selectattr('in_flight') | list | length == 0
+  retries: 60
+  delay: 5
+'''
+
+RETURN = r'''
+migrations:
+  description:
+    - One entry per VM and host with a migration in flight or in its history. C(in_flight) (null when none) has
+      C(id), C(phase), C(target), C(started_at), C(owner), C(owner_gone) and C(progress) (C(data_total),
+      C(data_processed), C(data_remaining), C(memory_dirty_rate), C(memory_iteration), C(downtime), ...);
+      C(recent) lists the last migrations (C(id), C(source), C(target), C(mode), C(phase), C(phases),
+      C(reason), C(started_at), C(finished_at), C(data_total), C(downtime)); C(last) is the newest of them.
+  returned: always
+  type: list
+  elements: dict
+hosts:
+  description: The hosts read (credentials removed), and the ones that could not be read with the error.
+  returned: always
+  type: list
+  elements: dict
+'''
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
+
+
+def main():
+    """Entry point."""
+    spec = dict(backend=dict(type='str', choices=['libvirt'], default='libvirt'), uris=dict(type='list', elements='str'),
+                name=dict(type='list', elements='str'))
+    spec.update(LIBVIRT_CONNECTION_ARGS)
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    if not HAS_LIBVIRT:
+        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
+    uris = list(module.params['uris'] or [])
+    if module.params['uri'] or not uris:
+        uris.insert(0, module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system')
+    secrets = [module.params['password']] if module.params['password'] else []
+    migrations, hosts = [], []
+    for uri in uris:
+        try:
+            with Connection(uri, module.params['username'], module.params['password']) as connection:
+                migrations.extend(mb.migrations_on(connection, module.params['name']))
+            hosts.append({'uri': redact_uri(uri), 'ok': True})
+        except ConvergeError as exc:
+            hosts.append({'uri': redact_uri(uri), 'ok': False, 'msg': redact_text(exc.message, secrets)})
+        except Exception as exc:  # pylint: disable=broad-except
+            hosts.append({'uri': redact_uri(uri), 'ok': False, 'msg': redact_text(str(exc), secrets)})
+    if not any(h['ok'] for h in hosts):
+        module.fail_json(msg='no host could be read: %s' % '; '.join(h['msg'] for h in hosts), hosts=hosts, migrations=[])
+    module.exit_json(changed=False, migrations=migrations, hosts=hosts)
+
+
+if __name__ == '__main__':
+    main()
