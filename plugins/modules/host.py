@@ -71,6 +71,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
@@ -83,6 +85,7 @@ def main():
     spec = dict(state=dict(type='str', choices=['drained', 'active', 'present'], default='present'), reason=dict(type='str'))
     spec.update(LIBVIRT_CONNECTION_ARGS)
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    hide_uri_secrets(module, module.params.get('uri'))
     if not HAS_LIBVIRT:
         module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
     uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'

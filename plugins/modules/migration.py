@@ -248,6 +248,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
@@ -423,6 +425,7 @@ def main():
     """Entry point."""
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
                            mutually_exclusive=[('name', 'names'), ('target_uri', 'target_uris')], required_one_of=[('name', 'names')])
+    hide_uri_secrets(module, module.params.get('uri'), module.params.get('target_uri'), *(module.params.get('target_uris') or []))
     if not HAS_LIBVIRT:
         module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
     params = module.params

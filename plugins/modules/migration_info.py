@@ -86,6 +86,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
@@ -99,6 +101,7 @@ def main():
                 name=dict(type='list', elements='str'))
     spec.update(LIBVIRT_CONNECTION_ARGS)
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    hide_uri_secrets(module, module.params.get('uri'), *(module.params.get('uris') or []))
     if not HAS_LIBVIRT:
         module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
     uris = list(module.params['uris'] or [])

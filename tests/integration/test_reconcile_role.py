@@ -112,3 +112,12 @@ def test_password_only_in_the_uri_is_hidden_everywhere():
         result = run_module(module, {'uri': 'qemu+tcp://someone:%s@127.0.0.1:1/system' % canary})
         assert result.get('failed'), result
         assert canary not in repr(result), (module, result)
+
+
+def test_password_only_in_a_migration_uri_is_hidden():
+    canary = 'Canary-Mig-Uri-77aa'
+    uri = 'qemu+tcp://someone:%s@127.0.0.1:1/system' % canary
+    for module, args in (('migration', {'uri': uri, 'name': 'x', 'target_uri': uri}), ('migration_info', {'uris': [uri]}),
+                         ('host', {'uri': uri})):
+        result = run_module(module, args)
+        assert canary not in repr(result), (module, result)
