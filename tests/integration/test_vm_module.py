@@ -297,3 +297,33 @@ def test_a_guest_that_stopped_itself_is_recorded_stopped(host, conn):
     assert recorded['vm']['vm_state'] == 'STOPPED'
     assert not run_module('vm', small(host, name, state='stopped'))['changed']
     run_module('vm', small(host, name, state='absent'))
+
+
+def test_vm_disks_hotplug_through_the_volume_planner(host, conn, tmp_path):
+    # the vm module's disks and the volume module share one reconciler: a disk
+    # declared on a running VM is hot-plugged; one removed stays plugged until
+    # the next restart (never detached from a running guest without force)
+    pool_dir = str(tmp_path / 'vmdisks')
+    made = run_module('volume', {'uri': host.uri, 'pool': 'vmdisks', 'pool_path': pool_dir, 'name': 'data.raw', 'capacity': '1MiB'})
+    assert not made.get('failed'), made
+    name = 'vm-hotplug'
+    base = small(host, name, state='running')
+    run_module('vm', base)
+    disk = [{'dev': 'vdb', 'pool': 'vmdisks', 'volume': 'data.raw', 'format': 'raw'}]
+    planned = run_module('vm', dict(base, disks=disk), check=True)
+    assert planned['changed'] and 'vdb' not in conn.lookupByName(name).XMLDesc(0)
+    plugged = run_module('vm', dict(base, disks=disk))
+    assert not plugged.get('failed'), plugged
+    assert [op['op'] for op in plugged['disk_operations']] == ['attach_live']
+    assert "dev='vdb'" in conn.lookupByName(name).XMLDesc(0), 'hot-plugged into the running guest'
+    assert not run_module('vm', dict(base, disks=disk))['changed']
+    unplug = run_module('vm', dict(base, disks=[]))
+    assert not unplug.get('failed') and unplug['vm']['pending_restart'] is True
+    assert 'needs force' in unplug['disk_refusals'][0]['reason']
+    assert "dev='vdb'" in conn.lookupByName(name).XMLDesc(0), 'never unplugged from a running guest without force'
+    assert "dev='vdb'" not in conn.lookupByName(name).XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+    restarted = run_module('vm', dict(base, disks=[], restart_on_change=True))
+    assert not restarted.get('failed'), restarted
+    assert "dev='vdb'" not in conn.lookupByName(name).XMLDesc(0)
+    run_module('vm', small(host, name, state='absent'))
+    assert not run_module('volume', {'uri': host.uri, 'pool': 'vmdisks', 'name': 'data.raw', 'state': 'absent'}).get('failed')

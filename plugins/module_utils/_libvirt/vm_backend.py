@@ -447,18 +447,50 @@ def converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None):
             predicted['vm_state'] = steps[-1].vm_state_after
         elif drift:
             predicted['vm_state'] = drift[1]
+        disks_changed = _live_disks(vm, spec, obs, check_mode, result, predicted) if decl.state != 'absent' else False
+        if disks_changed and not check_mode:
+            predicted = public_view(vm.observe(spec))
+            if result.get('disk_refusals'):
+                predicted['pending_restart'] = True
         result['vm'] = predicted
         result['diff'] = {'before': _diffable(before), 'after': _diffable(predicted)}
-        return bool(steps) or bool(drift), result
+        return bool(steps) or bool(drift) or disks_changed, result
     task_id = task_id or new_task_id()
     for step in steps:
         obs = vm.run_step(step, spec, obs, options, task_id + '-' + step.action)
     after = public_view(obs)
     if obs.get('exists') and obs.get('diff') and obs['diff'].needs_restart and obs.get('power_state') != 'SHUTDOWN':
         after['pending_restart'] = True
+    if decl.state != 'absent' and _live_disks(vm, spec, obs, False, result, after):
+        after = dict(public_view(vm.observe(spec)), pending_restart=after.get('pending_restart') or bool(result.get('disk_refusals')))
     result['vm'] = after
     result['diff'] = {'before': _diffable(before), 'after': _diffable(after)}
     return True, result
+
+
+def _live_disks(vm, spec, obs, check_mode, result, view):
+    """Bring a running guest's disks to the declared ones through the shared volume planner.
+
+    The persistent definition already carries the declared disks (create or
+    update steps); what is left is the live side: hot-plug what was added,
+    and unplug what was removed - which the planner refuses for a running
+    guest, so such a disk stays until the next restart (pending_restart).
+    Returns True when disks were (or, in check mode, would be) changed.
+    """
+    if not spec or 'xml' in spec or spec.get('disks') is None or not obs.get('exists') or obs.get('power_state') not in ('RUNNING', 'PAUSED'):
+        return False
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt.attachments import reconcile_vm_disks  # pylint: disable=import-outside-toplevel
+    changed, operations, refusals = reconcile_vm_disks(vm.connection, vm.name, spec['disks'], force=False, check_mode=check_mode)
+    if operations:
+        result['disk_operations'] = operations
+    if refusals:
+        result['disk_refusals'] = refusals
+        view['pending_restart'] = True
+        if not check_mode and not obs.get('pending_restart'):
+            # remembered in the record, so that restart_on_change applies it later
+            vm.store(vm.observe()).set_pending_restart(True)
+            changed = True
+    return bool(changed)
 
 
 def _recorded_drift(obs):
