@@ -107,6 +107,7 @@ bench: bench-venv
 > $(BUILD)/bench-venv/bin/python -m bench.vm_noop --vms 1000 --tasks 20
 > $(BUILD)/bench-venv/bin/python -m bench.volume_converge --volumes 500
 > $(BUILD)/bench-venv/bin/python -m bench.inventory_libvirt --vms 10000
+> $(BUILD)/bench-venv/bin/python -m bench.migration_vs_virsh
 
 clean:
 > -$(VPY) -m tools.virtlab hosts stop --state-dir $(BUILD)/lab 2>/dev/null
