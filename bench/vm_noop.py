@@ -29,6 +29,7 @@ import libvirt
 from bench.common import ROOT, bench_env, playbook, report, run_playbook
 from tools.virtlab import domains, hosts
 
+
 def per_task(bin_dir, task, count, env, repeat):
     best_k = min(run_playbook(bin_dir, playbook([task] * count), env) for _attempt in range(repeat))
     best_2k = min(run_playbook(bin_dir, playbook([task] * (2 * count)), env) for _attempt in range(repeat))

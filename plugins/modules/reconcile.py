@@ -86,7 +86,10 @@ disagreements:
     power_state: {description: Hypervisor power_state., type: str, returned: always}
     task_state: {description: The task recorded on the VM., type: str, returned: always}
     kind: {description: "V(power) for a vm_state/power_state disagreement, V(stale task) for a task whose run is gone.", type: str, returned: always}
-    decision: {description: "What the table says: record STOPPED, stop, force stop, finish delete, report only, or a stale-task recovery.", type: str, returned: always}
+    decision:
+      description: "What the table says: record STOPPED, stop, force stop, finish delete, report only, or a stale-task recovery."
+      type: str
+      returned: always
     action: {description: "What was done (or would be done in check mode or without fix): a declared state, or none.", type: str, returned: always}
     done: {description: Whether the fix ran., type: bool, returned: always}
     steps: {description: Steps the fix took., type: list, elements: dict, returned: when done}
