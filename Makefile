@@ -98,7 +98,7 @@ demo: setup guest
 # from PyPI brings community.libvirt); they are never part of `make test`.
 $(BUILD)/bench-venv/.stamp: requirements.txt
 > $(PYTHON) -m venv $(BUILD)/bench-venv
-> $(BUILD)/bench-venv/bin/pip install -q "ansible-core==$$($(VPY) -c 'import ansible; print(ansible.__version__)')" ansible lxml -r requirements.txt
+> $(BUILD)/bench-venv/bin/pip install -q "ansible-core==$$($(VPY) -c 'import ansible; print(ansible.__version__)')" ansible lxml kubernetes -r requirements.txt
 > touch $@
 
 bench-venv: venv layout $(BUILD)/bench-venv/.stamp
@@ -108,6 +108,7 @@ bench: bench-venv
 > $(BUILD)/bench-venv/bin/python -m bench.volume_converge --volumes 500
 > $(BUILD)/bench-venv/bin/python -m bench.inventory_libvirt --vms 10000
 > $(BUILD)/bench-venv/bin/python -m bench.migration_vs_virsh
+> $(BUILD)/bench-venv/bin/python -m bench.kubevirt_fleet --vms 200
 
 clean:
 > -$(VPY) -m tools.virtlab hosts stop --state-dir $(BUILD)/lab 2>/dev/null

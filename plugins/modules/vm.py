@@ -23,10 +23,24 @@ description:
     written to the persistent definition and reported as RV(vm.pending_restart) until the next boot
     (or applied by a restart with O(restart_on_change)).
   - Converge many VMs in one task with O(vms) (bounded parallelism with O(parallel), one result per VM).
+  - With O(backend=kubevirt) the same phase logic drives a KubeVirt C(VirtualMachine) through the Kubernetes API
+    (connection options O(kubeconfig), O(context), O(host), O(api_key), O(ca_cert), O(validate_certs), and O(namespace)).
+    The record (vm_state, task_state, task id, lease) lives in the VM's annotations, guarded by C(resourceVersion).
+    Power goes through the virt-api subresources (start, stop, restart, pause, unpause); a refusal (409) fails naming the
+    state, a restart waits for a new instance, and a start that runs into an error status (for example V(ErrorUnschedulable),
+    V(ErrImagePull), V(CrashLoopBackOff)) fails at once with that word. Only the fields you declare are compared, so
+    defaults and fields added by webhooks are never changes.
+  - "Options for both backends: O(name), O(state), O(vcpus), O(memory), O(disks), O(interfaces), O(vms), O(parallel),
+    O(wait), O(wait_timeout), O(restart_on_change), O(force_stop), O(shutdown_timeout), O(lock_timeout).
+    libvirt only: O(uri), O(username), O(password), O(xml), O(uuid), O(title), O(description), O(machine), O(arch),
+    O(domain_type), O(firmware), O(boot), O(serial), O(graphics), O(on_poweroff), O(on_reboot), O(on_crash), O(autostart).
+    kubevirt only: the connection options, O(namespace), O(spec), O(instancetype), O(preference), O(data_volume_templates),
+    O(labels), O(delete_volumes). Giving an option of the other backend fails naming it."
 author:
   - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
   - converge.virt.libvirt_connection
+  - converge.virt.kubevirt_connection
   - converge.virt.wait
 attributes:
   check_mode:
@@ -38,9 +52,9 @@ attributes:
 options:
   backend:
     description:
-      - Where the VM lives.
+      - Where the VM lives. V(libvirt) (a libvirt/KVM host) or V(kubevirt) (a KubeVirt C(VirtualMachine)).
     type: str
-    choices: [libvirt]
+    choices: [libvirt, kubevirt]
     default: libvirt
   name:
     description:
@@ -51,7 +65,9 @@ options:
       - V(present) defines the VM and leaves its power alone; V(running), V(stopped), V(paused) and
         V(suspended) (managed save) also set its power; V(restarted) stops and boots it again and waits for
         the new boot; V(absent) stops and undefines it (its volumes are kept).
-      - V(paused) and V(suspended) are refused for a stopped VM.
+      - V(paused) and V(suspended) are refused for a stopped VM. V(suspended) is not available on O(backend=kubevirt).
+      - On O(backend=kubevirt), V(present) creates the VM with run strategy V(Halted); V(running) and V(stopped) set the run
+        strategy through the start and stop subresources; V(restarted) waits for a new VirtualMachineInstance (new uid).
     type: str
     choices: [present, running, stopped, paused, suspended, restarted, absent]
     default: present
@@ -70,11 +86,13 @@ options:
     description: Free-form description (applied live).
     type: str
   vcpus:
-    description: Number of virtual CPUs.
+    description:
+      - Number of virtual CPUs (on O(backend=kubevirt), C(spec.template.spec.domain.cpu.cores)).
     type: int
   memory:
     description:
       - Memory size with a unit (V(512MiB), V(1GiB), V(2G)); a bare number means MiB.
+      - On O(backend=kubevirt), C(resources.requests.memory); Kubernetes quantities such as V(64Mi) are accepted too.
     type: raw
   machine:
     description: Machine type, such as V(pc) or V(q35).
@@ -104,10 +122,25 @@ options:
         description: Kernel command line.
         type: str
   disks:
-    description: Disks of the VM, each naming a volume (O(disks[].pool) and O(disks[].volume)) or a path.
+    description:
+      - Disks of the VM. On libvirt each names a volume (O(disks[].pool) and O(disks[].volume)) or a path.
+      - On O(backend=kubevirt) each takes O(disks[].name), O(disks[].bus), O(disks[].readonly), O(disks[].serial) and exactly one of
+        O(disks[].image), O(disks[].claim) or O(disks[].data_volume). Disks of the VM that are not declared are kept.
     type: list
     elements: dict
     suboptions:
+      name:
+        description: Disk and volume name (kubevirt only; default C(disk<index>)).
+        type: str
+      image:
+        description: Container disk image (kubevirt only).
+        type: str
+      claim:
+        description: Name of a PersistentVolumeClaim to use (kubevirt only).
+        type: str
+      data_volume:
+        description: Name of a DataVolume to use (kubevirt only).
+        type: str
       dev:
         description: Target device, for example V(vda).
         type: str
@@ -142,12 +175,17 @@ options:
         description: Disk serial number shown to the guest.
         type: str
   interfaces:
-    description: Network interfaces.
+    description:
+      - Network interfaces.
+      - On O(backend=kubevirt) an interface is on the pod network with masquerade binding; other networks go in O(spec).
     type: list
     elements: dict
     suboptions:
+      name:
+        description: Interface name (kubevirt only; default V(default) for the first).
+        type: str
       network:
-        description: libvirt network name.
+        description: libvirt network name (on kubevirt only V(pod) is accepted).
         type: str
       bridge:
         description: Host bridge name.
@@ -208,10 +246,34 @@ options:
     description: With O(vms), how many VMs are converged at the same time.
     type: int
     default: 8
+  spec:
+    description:
+      - A dict merged into the VirtualMachine's C(spec) (kubevirt only), for anything the simple options do not cover.
+        C(runStrategy) and C(running) are refused there; power is declared with O(state).
+    type: dict
+  instancetype:
+    description: Name of a C(VirtualMachineClusterInstancetype) (kubevirt only).
+    type: str
+  preference:
+    description: Name of a C(VirtualMachineClusterPreference) (kubevirt only).
+    type: str
+  data_volume_templates:
+    description: C(spec.dataVolumeTemplates) of the VirtualMachine (kubevirt only), each with C(metadata.name) and C(spec).
+    type: list
+    elements: dict
+  labels:
+    description: Labels of the VirtualMachine (kubevirt only; only the declared ones are compared).
+    type: dict
+  delete_volumes:
+    description:
+      - With O(state=absent) on O(backend=kubevirt), also delete the DataVolumes the VM owns (from its
+        C(dataVolumeTemplates)). By default they are kept (orphaned). Claims named by O(disks[].claim) are never deleted.
+    type: bool
+    default: false
 notes:
   - Volumes are never deleted by this module; see M(converge.virt.volume).
 requirements:
-  - libvirt-python
+  - libvirt-python for O(backend=libvirt)
 seealso:
   - module: converge.virt.vm_info
 '''
@@ -239,6 +301,21 @@ EXAMPLES = r'''
     shutdown_timeout: 120
     force_stop: false
 
+- name: A KubeVirt VM from a container disk, running
+  converge.virt.vm:
+    backend: kubevirt
+    kubeconfig: ~/.kube/config
+    namespace: demo
+    name: web-1
+    vcpus: 2
+    memory: 2Gi
+    disks:
+      - name: root
+        image: quay.io/containerdisks/fedora:40
+    interfaces:
+      - name: default
+    state: running
+
 - name: A fleet in one task
   converge.virt.vm:
     vms:
@@ -260,7 +337,11 @@ vm:
     task_state: {description: The task in flight (null when idle)., type: str, returned: always}
     status: {description: "One word for a person: Running, Stopped, Paused, Starting, Stopping, Migrating, ...", type: str, returned: always}
     phase: {description: "Instance phase: Pending, Scheduling, Scheduled, Running, Succeeded, Failed, Unknown.", type: str, returned: always}
-    state_reason: {description: "libvirt's reason for the current state: booted, destroyed, shutdown, migrated, ...", type: str, returned: when exists}
+    state_reason: {description: "libvirt's reason for the current state: booted, destroyed, shutdown, ...", type: str, returned: when exists on libvirt}
+    printable_status: {description: "KubeVirt's own status.printableStatus, next to RV(vm.status) (ours).", type: str, returned: on kubevirt}
+    run_strategy: {description: The VirtualMachine's run strategy., type: str, returned: on kubevirt}
+    vmi_uid: {description: UID of the VirtualMachineInstance (changes with every restart)., type: str, returned: on kubevirt}
+    namespace: {description: Namespace of the VM., type: str, returned: on kubevirt}
     pending_restart: {description: The running guest runs an older definition., type: bool, returned: when exists}
 steps:
   description: The actions taken (or that would be taken in check mode), in order, with the states around each.
@@ -289,36 +370,105 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import (
     BEHAVIOUR_ARGS, DEFINITION_ARGS, LIBVIRT_CONNECTION_ARGS, STATE_CHOICES, WAIT_ARGS, spec_of)
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend as kubevirt_backend
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS, client_from_params, import_kubernetes
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, bulk_snapshot, converge_vm, new_task_id
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
 
 
+KUBEVIRT_DEFINITION_ARGS = dict(
+    spec=dict(type='dict'),
+    instancetype=dict(type='str'),
+    preference=dict(type='str'),
+    data_volume_templates=dict(type='list', elements='dict'),
+    labels=dict(type='dict'),
+)
+KUBEVIRT_DISK_KEYS = ('name', 'image', 'claim', 'data_volume')
+
+
+def definition_args():
+    """The definition options of both backends (disks and interfaces with the kubevirt suboptions)."""
+    args = dict(DEFINITION_ARGS)
+    disk_options = dict(DEFINITION_ARGS['disks']['options'])
+    disk_options.update(name=dict(type='str'), image=dict(type='str'), claim=dict(type='str'), data_volume=dict(type='str'))
+    args['disks'] = dict(DEFINITION_ARGS['disks'], options=disk_options)
+    iface_options = dict(DEFINITION_ARGS['interfaces']['options'])
+    iface_options.update(name=dict(type='str'))
+    args['interfaces'] = dict(DEFINITION_ARGS['interfaces'], options=iface_options)
+    args.update(KUBEVIRT_DEFINITION_ARGS)
+    return args
+
+
 def _fleet_item_options():
     options = dict(name=dict(type='str', required=True), state=dict(type='str', choices=STATE_CHOICES, default='present'))
-    options.update(DEFINITION_ARGS)
+    options.update(definition_args())
     return options
 
 
 def argument_spec():
     """The module's argument spec."""
     spec = dict(
-        backend=dict(type='str', choices=['libvirt'], default='libvirt'),
+        backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
+        delete_volumes=dict(type='bool', default=False),
         name=dict(type='str'),
         state=dict(type='str', choices=STATE_CHOICES, default='present'),
         vms=dict(type='list', elements='dict'),
         parallel=dict(type='int', default=8),
     )
     spec.update(LIBVIRT_CONNECTION_ARGS)
+    spec.update(KUBEVIRT_CONNECTION_ARGS)
     spec.update(WAIT_ARGS)
-    spec.update(DEFINITION_ARGS)
+    spec.update(definition_args())
     spec.update(BEHAVIOUR_ARGS)
     return spec
 
 
+def _refuse_other_backend(params, backend, prefix=''):
+    """Options of the other backend are an error naming them (nothing is silently ignored)."""
+    if backend == 'libvirt':
+        for key in KUBEVIRT_DEFINITION_ARGS:
+            if params.get(key) is not None:
+                raise InvalidDeclaration(prefix + key, 'is a kubevirt option; set backend: kubevirt')
+        for index, disk in enumerate(params.get('disks') or []):
+            for key in KUBEVIRT_DISK_KEYS:
+                if disk.get(key) is not None:
+                    raise InvalidDeclaration('%sdisks[%d].%s' % (prefix, index, key), 'is a kubevirt option; set backend: kubevirt')
+        for index, iface in enumerate(params.get('interfaces') or []):
+            if iface.get('name') is not None:
+                raise InvalidDeclaration('%sinterfaces[%d].name' % (prefix, index), 'is a kubevirt option; set backend: kubevirt')
+    else:
+        for key in kubevirt_backend.LIBVIRT_ONLY:
+            if params.get(key) is not None:
+                raise InvalidDeclaration(prefix + key, 'is a libvirt option and is not supported with backend kubevirt')
+
+
+def kubevirt_declaration(params, namespace):
+    """Validate one kubevirt declaration before anything is touched; return (VmDeclaration, declared manifest, name)."""
+    _refuse_other_backend(params, 'kubevirt')
+    name = params.get('name')
+    if not name:
+        raise InvalidDeclaration('name', 'is required (or give vms)')
+    if params['state'] == 'suspended':
+        raise InvalidDeclaration('state', 'suspended is not available on backend kubevirt (use paused or stopped)')
+    spec = spec_of(params)
+    for key in KUBEVIRT_DEFINITION_ARGS:
+        if params.get(key) is not None:
+            spec[key] = params[key]
+    for key in ('disks', 'interfaces'):
+        if params.get(key) is not None:
+            spec[key] = [dict((k, v) for k, v in item.items() if v is not None) for item in params[key]]
+    declared = kubevirt_backend.declared_vm(spec, namespace)
+    decl = VmDeclaration(state=params['state'], autostart=None, restart_on_change=params.get('restart_on_change', False))
+    return decl, declared, name
+
+
 def declaration(params):
     """Validate one declaration before anything is touched; return (VmDeclaration, spec, name)."""
+    _refuse_other_backend(params, 'libvirt')
     spec = spec_of(params)
     try:
         normalized = domain_xml.normalize_spec(spec)
@@ -350,8 +500,8 @@ def options_from(params):
                      force_stop=params['force_stop'], lock_timeout=params['lock_timeout'])
 
 
-def run_fleet(module, connection, options):
-    """Converge every item of ``vms``; return (changed, results, failed)."""
+def fleet_items(module, make):
+    """Validate every item of ``vms`` with ``make(params)``; return the declarations (nothing touched yet)."""
     items = []
     validator = ArgumentSpecValidator(_fleet_item_options())
     for index, item in enumerate(module.params['vms']):
@@ -361,7 +511,7 @@ def run_fleet(module, connection, options):
         params = dict(checked.validated_parameters)
         params['restart_on_change'] = module.params['restart_on_change']
         try:
-            items.append(declaration(params))
+            items.append(make(params))
         except InvalidDeclaration as exc:
             raise InvalidDeclaration('vms[%d].%s' % (index, exc.field), exc.reason)
     names = [name for _decl, _spec, name in items]
@@ -370,6 +520,12 @@ def run_fleet(module, connection, options):
         raise InvalidDeclaration('vms', 'the same VM is declared more than once: %s' % ', '.join(duplicates))
     if module.params['parallel'] < 1:
         raise InvalidDeclaration('parallel', 'must be at least 1')
+    return items
+
+
+def run_fleet(module, connection, options):
+    """Converge every item of ``vms``; return (changed, results)."""
+    items = fleet_items(module, declaration)
 
     bulk = bulk_snapshot(connection)
 
@@ -394,10 +550,63 @@ def _error_result(connection, exc):
     return result
 
 
+def kubevirt_options(params):
+    """Execution options on kubevirt, validated."""
+    base = options_from(params)
+    return kubevirt_backend.KubevirtOptions(wait=base.wait, wait_timeout=base.wait_timeout, shutdown_timeout=base.shutdown_timeout,
+                                            force_stop=base.force_stop, lock_timeout=base.lock_timeout,
+                                            delete_volumes=params['delete_volumes'])
+
+
+def main_kubevirt(module):
+    """The module on backend kubevirt."""
+    if import_kubernetes() is None:
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
+    client = None
+    namespace = module.params['namespace']
+    secrets = [module.params.get('api_key'), os.environ.get('K8S_AUTH_API_KEY')]
+
+    def redact(value):
+        text = client.redact(value) if client is not None else value
+        return redact_text(text, secrets)
+
+    def failure(exc):
+        return dict((k, redact(v) if isinstance(v, str) else v) for k, v in exc.to_result().items())
+    try:
+        options = kubevirt_options(module.params)
+        _refuse_other_backend(module.params, 'kubevirt')
+        single = items = None
+        if module.params['vms']:
+            items = fleet_items(module, lambda params: kubevirt_declaration(params, namespace))
+        else:
+            single = kubevirt_declaration(module.params, namespace)
+        client = client_from_params(module.params)
+        with client:
+            if module.params['vms']:
+                results = kubevirt_backend.converge_fleet(client, namespace, items, options, module.check_mode, module.params['parallel'])
+                changed = any(r['changed'] for r in results)
+                failed = [r['name'] for r in results if r['failed']]
+                if failed:
+                    module.fail_json(msg='%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed)), changed=changed,
+                                     results=results)
+                module.exit_json(changed=changed, results=results, steps=[], changes=[])
+            decl, declared, name = single
+            changed, result = kubevirt_backend.converge_vm(kubevirt_backend.KubevirtVm(client, namespace, name), decl, declared, options,
+                                                           module.check_mode)
+    except ConvergeError as exc:
+        module.fail_json(**failure(exc))
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_json(msg='unexpected error: %s' % redact(str(exc)), exception=redact(traceback.format_exc()))
+    module.exit_json(changed=changed, **result)
+
+
 def main():
     """Entry point."""
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'vms'), ('xml', 'vms')],
                            required_one_of=[('name', 'vms', 'xml')])
+    if module.params['backend'] == 'kubevirt':
+        main_kubevirt(module)
+        return
     if not HAS_LIBVIRT:
         module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
     connection = None

@@ -13,10 +13,16 @@ description:
   - Reports one VM, a list of VMs, or every VM of a connection, with exactly the state words the
     M(converge.virt.vm) module returns (vm_state, power_state, task_state, status, phase, state reason).
   - Reads all domains with one bulk call, so it stays fast on hosts with thousands of VMs.
+  - With O(backend=kubevirt) it reports the C(VirtualMachines) of O(namespace) (four list calls for the whole namespace), with
+    the same words computed from the VM, its VirtualMachineInstance and the DataVolumes and claims it references, and
+    KubeVirt's own C(printableStatus) next to them as RV(vms[].printable_status).
+  - "libvirt only: O(uri), O(username), O(password). kubevirt only: O(kubeconfig), O(context), O(host), O(api_key), O(ca_cert),
+    O(validate_certs), O(namespace)."
 author:
   - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
   - converge.virt.libvirt_connection
+  - converge.virt.kubevirt_connection
 attributes:
   check_mode:
     support: full
@@ -28,7 +34,7 @@ options:
   backend:
     description: Where the VMs live.
     type: str
-    choices: [libvirt]
+    choices: [libvirt, kubevirt]
     default: libvirt
   name:
     description: Names of the VMs to report (all when not given). A name that does not exist is reported with C(exists=false).
@@ -43,7 +49,7 @@ options:
     type: list
     elements: str
 requirements:
-  - libvirt-python
+  - libvirt-python for O(backend=libvirt)
 seealso:
   - module: converge.virt.vm
 '''
@@ -58,6 +64,12 @@ EXAMPLES = r'''
   converge.virt.vm_info:
     status: [Stopped, CrashLoopBackOff, Unknown]
   register: down
+
+- name: The KubeVirt VMs of a namespace
+  converge.virt.vm_info:
+    backend: kubevirt
+    namespace: demo
+  register: kubevirt_vms
 '''
 
 RETURN = r'''
@@ -74,7 +86,12 @@ vms:
     task_state: {description: The task in flight or null., type: str, returned: always}
     status: {description: Printable status., type: str, returned: always}
     phase: {description: Instance phase., type: str, returned: always}
-    state_reason: {description: libvirt's reason., type: str, returned: when exists}
+    state_reason: {description: libvirt's reason., type: str, returned: when exists on libvirt}
+    printable_status: {description: "KubeVirt's status.printableStatus (RV(vms[].status) is ours, computed independently).", type: str, returned: on kubevirt}
+    run_strategy: {description: The VirtualMachine's run strategy., type: str, returned: on kubevirt}
+    vmi_uid: {description: UID of the VirtualMachineInstance., type: str, returned: on kubevirt}
+    namespace: {description: Namespace., type: str, returned: on kubevirt}
+    node: {description: Node the instance runs on., type: str, returned: on kubevirt}
     vcpus: {description: Virtual CPUs., type: int, returned: when exists}
     memory_kib: {description: Maximum memory in KiB., type: int, returned: when exists}
     autostart: {description: Autostart flag., type: bool, returned: when exists}
@@ -88,22 +105,60 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kubevirt_observe
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import list_vms
 from ansible_collections.converge.virt.plugins.module_utils._phase.views import absent_view
 
 
+def list_kubevirt(module):
+    """Every VM of the namespace (or only the named ones) with the state words; fails the module on errors."""
+    if kubevirt_client.import_kubernetes() is None:
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
+    client = None
+    secrets = [module.params.get('api_key'), os.environ.get('K8S_AUTH_API_KEY')]
+
+    def redact(value):
+        return redact_text(client.redact(value) if client is not None else value, secrets)
+    try:
+        client = kubevirt_client.client_from_params(module.params)
+        with client:
+            snapshot = kubevirt_observe.NamespaceSnapshot(client, module.params['namespace'])
+            names = module.params['name'] or snapshot.names()
+            vms = []
+            for name in names:
+                view = kubevirt_observe.public_view(snapshot.observe(name))
+                view.pop('effective_vm_state', None)
+                vms.append(view)
+            return vms
+    except ConvergeError as exc:
+        module.fail_json(**dict((k, redact(v) if isinstance(v, str) else v) for k, v in exc.to_result().items()))
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_json(msg='unexpected error: %s' % redact(str(exc)), exception=redact(traceback.format_exc()))
+    return []
+
+
 def main():
     """Entry point."""
     spec = dict(
-        backend=dict(type='str', choices=['libvirt'], default='libvirt'),
+        backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
         name=dict(type='list', elements='str'),
         status=dict(type='list', elements='str'),
         vm_state=dict(type='list', elements='str'),
     )
     spec.update(LIBVIRT_CONNECTION_ARGS)
+    spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    if module.params['backend'] == 'kubevirt':
+        vms = list_kubevirt(module)
+        if module.params['status']:
+            vms = [vm for vm in vms if vm.get('status') in module.params['status']]
+        if module.params['vm_state']:
+            vms = [vm for vm in vms if vm.get('vm_state') in module.params['vm_state']]
+        module.exit_json(changed=False, vms=sorted(vms, key=lambda vm: vm['name']))
     if not HAS_LIBVIRT:
         module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
     connection = None

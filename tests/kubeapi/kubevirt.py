@@ -926,8 +926,12 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
             return 'Paused'
         if vmi is not None and vmi_phase(vmi) == 'Running':
             return 'Running'
+        # KubeVirt's printable words are ErrorPvcNotFound / ErrorDataVolumeNotFound
+        # (VirtualMachineStatusPvcNotFound, ...DataVolumeNotFound); the condition reasons are Failed*
         if vmi is not None and cond_is(vmi, 'Synchronized', 'False', 'FailedPvcNotFound'):
-            return 'FailedPvcNotFound'
+            return 'ErrorPvcNotFound'
+        if vmi is not None and cond_is(vmi, 'Synchronized', 'False', 'FailedDataVolumeNotFound'):
+            return 'ErrorDataVolumeNotFound'
         for vol in volumes:
             if vol.get('dataVolume'):
                 dv = self.store.peek(self.t_dv, ns, vol['dataVolume'].get('name'))

@@ -303,7 +303,7 @@ def test_missing_pvc_then_created(kv):
     kv.create(vm_body('pv', volumes=vol, disks=[{'name': 'data', 'disk': {'bus': 'virtio'}}]))
     kv.ctrl.settle()
     vm = kv.vm('pv')
-    assert vm['status']['printableStatus'] == 'FailedPvcNotFound'
+    assert vm['status']['printableStatus'] == 'ErrorPvcNotFound'
     assert cond(vm, 'Synchronized') == {**cond(vm, 'Synchronized'), 'status': 'False', 'reason': 'FailedPvcNotFound'}
     assert 'PVC default/later does not exist' in cond(vm, 'Synchronized')['message']
     kv.pvcs.create(namespace='default', body=pvc_body('later'))
@@ -319,7 +319,7 @@ def test_missing_datavolume_condition(kv):
     kv.ctrl.settle()
     vm = kv.vm('mdv')
     assert cond(vm, 'Synchronized')['reason'] == 'FailedDataVolumeNotFound'
-    assert vm['status']['printableStatus'] == 'Starting'
+    assert vm['status']['printableStatus'] == 'ErrorDataVolumeNotFound'
 
 
 def test_waiting_for_volume_binding(kv):

@@ -1,0 +1,52 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Connection options shared by the KubeVirt side of every module."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:  # pylint: disable=too-few-public-methods
+    """Documentation fragment."""
+
+    DOCUMENTATION = r'''
+options:
+  kubeconfig:
+    description:
+      - Path of a kubeconfig file (O(backend=kubevirt) only).
+      - Defaults to the E(K8S_AUTH_KUBECONFIG) environment variable, then E(KUBECONFIG) / C(~/.kube/config),
+        then the in-cluster service account.
+    type: path
+  context:
+    description:
+      - Context of the kubeconfig to use (O(backend=kubevirt) only).
+      - Defaults to the E(K8S_AUTH_CONTEXT) environment variable, then the kubeconfig's current context.
+    type: str
+  host:
+    description:
+      - URL of the Kubernetes API server, overriding the kubeconfig's (O(backend=kubevirt) only).
+      - Defaults to the E(K8S_AUTH_HOST) environment variable.
+    type: str
+  api_key:
+    description:
+      - Bearer token for the API server (O(backend=kubevirt) only). Never logged nor returned.
+      - Defaults to the E(K8S_AUTH_API_KEY) environment variable.
+    type: str
+  ca_cert:
+    description:
+      - Path of the CA certificate that signed the API server's certificate (O(backend=kubevirt) only).
+      - Defaults to the E(K8S_AUTH_SSL_CA_CERT) environment variable.
+    type: path
+  validate_certs:
+    description:
+      - Verify the API server's TLS certificate (O(backend=kubevirt) only).
+      - Defaults to the E(K8S_AUTH_VERIFY_SSL) environment variable, then to the kubeconfig's setting (verify).
+    type: bool
+  namespace:
+    description:
+      - Namespace of the VirtualMachines (O(backend=kubevirt) only).
+    type: str
+    default: default
+requirements:
+  - kubernetes (Python library) for O(backend=kubevirt)
+'''

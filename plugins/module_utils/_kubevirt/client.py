@@ -1,0 +1,282 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A Kubernetes API connection for the KubeVirt backend.
+
+Built from the module options ``kubeconfig``, ``context``, ``host``,
+``api_key``, ``ca_cert`` and ``validate_certs`` with the usual
+``K8S_AUTH_*`` environment fallbacks. The ``kubernetes`` package is imported
+lazily (:func:`import_kubernetes`), so a module can fail with a clear
+``missing_required_lib`` message. Requests go through the client's REST layer
+with plain dicts (no model classes, no discovery round trips), and every
+failure becomes one of the collection's :class:`ConvergeError` classes with
+the token redacted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import traceback
+
+try:
+    from urllib.parse import quote, urlencode
+except ImportError:  # pragma: no cover
+    from urllib import quote, urlencode  # type: ignore
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
+
+KUBERNETES_IMPORT_ERROR = None
+
+CONNECTION_OPTIONS = ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs')
+ENV_FALLBACKS = {
+    'kubeconfig': 'K8S_AUTH_KUBECONFIG',
+    'context': 'K8S_AUTH_CONTEXT',
+    'host': 'K8S_AUTH_HOST',
+    'api_key': 'K8S_AUTH_API_KEY',
+    'ca_cert': 'K8S_AUTH_SSL_CA_CERT',
+    'validate_certs': 'K8S_AUTH_VERIFY_SSL',
+}
+
+KUBEVIRT_API = '/apis/kubevirt.io/v1'
+SUBRESOURCE_API = '/apis/subresources.kubevirt.io/v1'
+CDI_API = '/apis/cdi.kubevirt.io/v1beta1'
+CORE_API = '/api/v1'
+
+
+def import_kubernetes():
+    """Return the ``kubernetes`` package, or None (with :data:`KUBERNETES_IMPORT_ERROR` set)."""
+    global KUBERNETES_IMPORT_ERROR  # pylint: disable=global-statement
+    try:
+        import kubernetes  # pylint: disable=import-outside-toplevel
+        from kubernetes import client, config  # noqa: F401 pylint: disable=import-outside-toplevel,unused-import
+    except ImportError:
+        KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+        return None
+    return kubernetes
+
+
+class ApiStatusError(BackendError):
+    """The API server answered with an error Status (code, reason, message)."""
+
+    def __init__(self, message, code=None, reason=None, **details):
+        super().__init__(message, status_code=code, status_reason=reason, **details)
+        self.code = code
+        self.reason = reason
+
+
+class NotFound(ApiStatusError):
+    """404."""
+
+
+class Conflict(ApiStatusError):
+    """409: a stale resourceVersion, or a refusal of virt-api."""
+
+
+def _bool(value):
+    if isinstance(value, bool) or value is None:
+        return value
+    return str(value).strip().lower() in ('1', 'true', 'yes', 'on', 'y')
+
+
+def connection_params(params, environ=None):
+    """The connection options with the K8S_AUTH_* fallbacks applied (explicit options win)."""
+    environ = os.environ if environ is None else environ
+    result = {}
+    for key in CONNECTION_OPTIONS:
+        value = params.get(key)
+        if value is None and environ.get(ENV_FALLBACKS[key]) not in (None, ''):
+            value = environ[ENV_FALLBACKS[key]]
+        result[key] = value
+    result['validate_certs'] = _bool(result['validate_certs'])
+    return result
+
+
+class KubeClient:
+    """One API server connection: JSON in, JSON out."""
+
+    def __init__(self, kubeconfig=None, context=None, host=None, api_key=None, ca_cert=None, validate_certs=None, timeout=30):
+        self.secrets = [api_key] if api_key else []
+        self.timeout = timeout
+        kubernetes = import_kubernetes()
+        if kubernetes is None:
+            raise BackendError('the kubernetes Python library is required for backend kubevirt', exception=KUBERNETES_IMPORT_ERROR)
+        from kubernetes import client, config  # pylint: disable=import-outside-toplevel
+        self.exceptions = client.exceptions
+        cfg = client.Configuration()
+        try:
+            if kubeconfig or not host:
+                if kubeconfig and not os.path.exists(os.path.expanduser(kubeconfig)):
+                    raise BackendError('kubeconfig: file %s does not exist' % kubeconfig)
+                try:
+                    config.load_kube_config(config_file=os.path.expanduser(kubeconfig) if kubeconfig else None, context=context,
+                                            client_configuration=cfg)
+                except config.ConfigException:
+                    if kubeconfig or context:
+                        raise
+                    config.load_incluster_config(client_configuration=cfg)
+        except config.ConfigException as exc:
+            raise BackendError('cannot load the Kubernetes configuration: %s' % self.redact(str(exc)))
+        if host:
+            cfg.host = host.rstrip('/')
+        if api_key:
+            cfg.api_key = {'authorization': 'Bearer ' + api_key}
+            cfg.api_key_prefix = {}
+        if ca_cert:
+            cfg.ssl_ca_cert = os.path.expanduser(ca_cert)
+        if validate_certs is not None:
+            cfg.verify_ssl = bool(validate_certs)
+        for value in (cfg.api_key or {}).values():
+            if value:
+                self.secrets.append(value.split(' ', 1)[-1])
+        self.config = cfg
+        self.host = cfg.host
+        self.api_client = client.ApiClient(cfg)
+
+    def close(self):
+        """Release the connection pool."""
+        try:
+            self.api_client.close()
+        except Exception:  # pylint: disable=broad-except
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    # -------------------------------------------------------------- secrets
+    def redact(self, text):
+        """``text`` without the token (or any bearer token)."""
+        return redact_text(text, self.secrets)
+
+    def _headers(self, content_type=None):
+        cfg = self.config
+        if getattr(cfg, 'refresh_api_key_hook', None):
+            cfg.refresh_api_key_hook(cfg)
+        headers = {'Accept': 'application/json', 'User-Agent': 'converge.virt'}
+        key = (cfg.api_key or {}).get('authorization') or (cfg.api_key or {}).get('BearerToken')
+        if key:
+            prefix = (cfg.api_key_prefix or {}).get('authorization') or (cfg.api_key_prefix or {}).get('BearerToken')
+            headers['authorization'] = '%s %s' % (prefix, key) if prefix else key
+        elif getattr(cfg, 'username', None) and getattr(cfg, 'password', None):
+            headers['authorization'] = cfg.get_basic_auth_token()
+        if content_type:
+            headers['Content-Type'] = content_type
+        return headers
+
+    # ------------------------------------------------------------- requests
+    def request(self, method, path, body=None, query=None, content_type=None, what=None):
+        """One request; returns the decoded JSON (or None). Errors become :class:`ApiStatusError`."""
+        url = self.host + path
+        if query:
+            url += '?' + urlencode([(k, v) for k, v in query.items() if v is not None])
+        if body is not None and content_type is None:
+            content_type = 'application/json'
+        try:
+            response = self.api_client.rest_client.request(method, url, headers=self._headers(content_type), body=body,
+                                                           _request_timeout=self.timeout)
+            status = response.status
+            data = response.data if getattr(response, 'data', None) is not None else response.read()
+        except self.exceptions.ApiException as exc:
+            status, data = exc.status, exc.body
+        except ConvergeError:
+            raise
+        except Exception as exc:  # pylint: disable=broad-except
+            # urllib3 / ssl errors: no status; the URL is safe, the token is redacted anyway
+            raise BackendError(self.redact('%s: cannot reach the Kubernetes API at %s: %s' % (what or method, self.host, exc)))
+        if isinstance(data, bytes):
+            data = data.decode('utf-8', 'replace')
+        try:
+            decoded = json.loads(data) if data else None
+        except ValueError:
+            decoded = None
+        if status is None or not 200 <= int(status) <= 299:
+            raise self._error(status, decoded, data, what or '%s %s' % (method, path))
+        return decoded
+
+    def _error(self, status, decoded, raw, what):
+        message = reason = None
+        if isinstance(decoded, dict):
+            message = decoded.get('message')
+            reason = decoded.get('reason')
+        code = '%s %s' % (status, reason) if reason else status
+        detail = ': %s' % message if message else (': %s' % raw[:300] if raw else '')
+        text = self.redact('%s failed: %s%s' % (what, code, detail))
+        cls = NotFound if status == 404 else Conflict if status == 409 else ApiStatusError
+        return cls(text, code=status, reason=reason, api_message=self.redact(message) if message else None)
+
+    # --------------------------------------------------------- conveniences
+    @staticmethod
+    def path(api, namespace, plural, name=None, sub=None):
+        """``/apis/.../namespaces/NS/PLURAL[/NAME[/SUB]]``."""
+        path = '%s/namespaces/%s/%s' % (api, quote(namespace, safe=''), plural)
+        if name:
+            path += '/' + quote(name, safe='')
+        if sub:
+            path += '/' + sub
+        return path
+
+    def get(self, api, namespace, plural, name, what=None):
+        """The object, or None when it does not exist."""
+        try:
+            return self.request('GET', self.path(api, namespace, plural, name), what=what or 'read %s %s/%s' % (plural, namespace, name))
+        except NotFound:
+            return None
+
+    def list(self, api, namespace, plural, label_selector=None):
+        """Every object of ``plural`` in ``namespace`` (follows pagination)."""
+        items, token = [], None
+        while True:
+            query = {'labelSelector': label_selector, 'continue': token, 'limit': 500}
+            data = self.request('GET', self.path(api, namespace, plural), query=query, what='list %s in %s' % (plural, namespace))
+            items.extend((data or {}).get('items') or [])
+            token = ((data or {}).get('metadata') or {}).get('continue')
+            if not token:
+                return items
+
+    def create(self, api, namespace, plural, body, dry_run=False):
+        """POST; returns the created object."""
+        return self.request('POST', self.path(api, namespace, plural), body=body, query={'dryRun': 'All' if dry_run else None},
+                            what='create %s %s/%s' % (plural, namespace, (body.get('metadata') or {}).get('name')))
+
+    def merge_patch(self, api, namespace, plural, name, patch, dry_run=False):
+        """JSON merge patch; returns the patched object."""
+        return self.request('PATCH', self.path(api, namespace, plural, name), body=patch, content_type='application/merge-patch+json',
+                            query={'dryRun': 'All' if dry_run else None}, what='patch %s %s/%s' % (plural, namespace, name))
+
+    def delete(self, api, namespace, plural, name, propagation=None, dry_run=False):
+        """DELETE; returns the Status (or the object being finalized); None when already gone."""
+        body = {'kind': 'DeleteOptions', 'apiVersion': 'v1'}
+        if propagation:
+            body['propagationPolicy'] = propagation
+        if dry_run:
+            body['dryRun'] = ['All']
+        try:
+            return self.request('DELETE', self.path(api, namespace, plural, name), body=body, what='delete %s %s/%s' % (plural, namespace, name))
+        except NotFound:
+            return None
+
+    def subresource(self, plural, namespace, name, action, body=None):
+        """PUT a virt-api subresource (start, stop, restart, pause, unpause, ...)."""
+        return self.request('PUT', self.path(SUBRESOURCE_API, namespace, plural, name, action), body=body or {},
+                            what='%s of %s %s/%s' % (action, plural.rstrip('s'), namespace, name))
+
+
+def client_from_params(params, environ=None):
+    """A :class:`KubeClient` from module params (with env fallbacks)."""
+    return KubeClient(**connection_params(params, environ))
+
+
+# Argument specs of the KubeVirt connection (documented by the converge.virt.kubevirt_connection fragment).
+KUBEVIRT_CONNECTION_ARGS = dict(
+    kubeconfig=dict(type='path'),
+    context=dict(type='str'),
+    host=dict(type='str'),
+    api_key=dict(type='str', no_log=True),
+    ca_cert=dict(type='path'),
+    validate_certs=dict(type='bool'),
+    namespace=dict(type='str', default='default'),
+)

@@ -1,0 +1,630 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The KubeVirt backend of the vm module: observe one VirtualMachine, execute one step.
+
+The phase logic decides (``_phase.vm_plan``, the same planner as libvirt);
+this file reads the objects, builds the VirtualMachine from the simple
+options, and runs the action a step names through the API server and virt-api
+subresources, under the task protocol of ``_phase.tasks`` (the record lives in
+the VM's annotations, see :mod:`.taskstore`).
+
+Differences from a plain "apply": only the fields the user declared are
+compared (defaults and fields webhooks add are never changes); a 409 of virt-api
+that refuses an action is an error naming the state; a start or stop KubeVirt
+already carries out is waited for, not requested twice; a restart waits for a
+new instance (new uid); a start that runs into an error status
+(ErrorUnschedulable, ErrImagePull, CrashLoopBackOff, ...) fails at once with
+that word and the condition's message instead of waiting for the deadline.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import socket
+import time
+import uuid as uuidlib
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
+    BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused, WaitTimeout)
+from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, KUBEVIRT_API, Conflict, NotFound
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore, annotations_from_record
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.units import parse_size
+from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks, views, vm_plan
+from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
+
+API_VERSION = 'kubevirt.io/v1'
+# options of the vm module that only the libvirt backend understands
+LIBVIRT_ONLY = ('xml', 'uuid', 'title', 'description', 'machine', 'arch', 'domain_type', 'firmware', 'boot', 'serial', 'graphics',
+                'on_poweroff', 'on_reboot', 'on_crash', 'autostart')
+DISK_LIBVIRT_ONLY = ('dev', 'target', 'source', 'pool', 'volume', 'path', 'format', 'device')
+STOPPED_STATUSES = ('Stopped',)
+_QUANTITY = re.compile(r'^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$')
+_QUANTITY_FACTORS = {None: 1, 'Ki': 1024, 'Mi': 1024 ** 2, 'Gi': 1024 ** 3, 'Ti': 1024 ** 4, 'Pi': 1024 ** 5, 'Ei': 1024 ** 6,
+                     'k': 1000, 'M': 1000 ** 2, 'G': 1000 ** 3, 'T': 1000 ** 4, 'P': 1000 ** 5, 'E': 1000 ** 6, 'm': 0.001}
+
+
+def owner_id():
+    """Who holds a task: host and process."""
+    return '%s:%d' % (socket.gethostname(), os.getpid())
+
+
+def new_task_id():
+    """A fresh task id."""
+    return uuidlib.uuid4().hex[:16]
+
+
+class KubevirtOptions:  # pylint: disable=too-few-public-methods
+    """Execution options of the vm module on KubeVirt."""
+
+    def __init__(self, wait=True, wait_timeout=300, shutdown_timeout=60, force_stop=True, lock_timeout=0, delete_volumes=False,
+                 lease_seconds=None):
+        self.wait = wait
+        self.wait_timeout = wait_timeout
+        self.shutdown_timeout = shutdown_timeout
+        self.force_stop = force_stop
+        self.lock_timeout = lock_timeout
+        self.delete_volumes = delete_volumes
+        self.lease_seconds = lease_seconds or max(120.0, float(wait_timeout) + float(shutdown_timeout) + 30.0)
+
+
+# ------------------------------------------------------------------ manifest
+def quantity_bytes(value):
+    """Bytes of a Kubernetes quantity ('64Mi', '1G', 1073741824), or None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    match = _QUANTITY.match(str(value).strip()) if value is not None else None
+    if not match:
+        return None
+    return float(match.group(1)) * _QUANTITY_FACTORS[match.group(2)]
+
+
+def memory_quantity(value, field='memory'):
+    """The declared memory as a Kubernetes quantity: a quantity is kept, '2GiB' / 512 (MiB) are converted."""
+    if isinstance(value, str) and _QUANTITY.match(value.strip()) and value.strip()[-1:] == 'i':
+        return value.strip()
+    try:
+        size = parse_size(value, field=field, default_unit='MiB', minimum=1024 * 1024)
+    except ValueError as exc:
+        raise InvalidDeclaration(field, str(exc).split(':', 1)[-1].strip())
+    for unit, factor in (('Gi', 1024 ** 3), ('Mi', 1024 ** 2), ('Ki', 1024)):
+        if size % factor == 0:
+            return '%d%s' % (size // factor, unit)
+    return str(size)
+
+
+def _clean(item):
+    return dict((k, v) for k, v in (item or {}).items() if v is not None)
+
+
+def _disk_and_volume(index, disk):
+    field = 'disks[%d]' % index
+    disk = _clean(disk)
+    for key in DISK_LIBVIRT_ONLY:
+        if key in disk:
+            raise InvalidDeclaration('%s.%s' % (field, key), 'is a libvirt option; on kubevirt a disk takes name, bus, readonly, serial and '
+                                     'one of image, claim or data_volume')
+    sources = [k for k in ('image', 'claim', 'data_volume') if disk.get(k)]
+    if len(sources) != 1:
+        raise InvalidDeclaration(field, 'give exactly one of image (containerDisk), claim (persistentVolumeClaim) or data_volume')
+    name = disk.get('name') or 'disk%d' % index
+    if not re.match(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$', name):
+        raise InvalidDeclaration('%s.name' % field, 'must be a DNS label (lower case letters, digits, -), got %r' % name)
+    target = {'bus': disk.get('bus') or 'virtio'}
+    if disk.get('readonly') is not None:
+        target['readonly'] = bool(disk['readonly'])
+    device = {'name': name, 'disk': target}
+    if disk.get('serial'):
+        device['serial'] = disk['serial']
+    source = sources[0]
+    if source == 'image':
+        volume = {'name': name, 'containerDisk': {'image': disk['image']}}
+    elif source == 'claim':
+        volume = {'name': name, 'persistentVolumeClaim': {'claimName': disk['claim']}}
+    else:
+        volume = {'name': name, 'dataVolume': {'name': disk['data_volume']}}
+    return device, volume
+
+
+def _interface_and_network(index, iface):
+    iface = _clean(iface)
+    if iface.get('bridge') or iface.get('network') not in (None, 'pod', 'default'):
+        raise InvalidDeclaration('interfaces[%d]' % index, 'on kubevirt the simple form supports the pod network (masquerade); '
+                                 'put other networks in spec')
+    name = iface.get('name') or ('default' if index == 0 else 'net%d' % index)
+    device = {'name': name, 'masquerade': {}}
+    if iface.get('model'):
+        device['model'] = iface['model']
+    if iface.get('mac'):
+        device['macAddress'] = iface['mac']
+    return device, {'name': name, 'pod': {}}
+
+
+def _deep_merge(base, extra):
+    result = copy.deepcopy(base)
+    for key, value in (extra or {}).items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = _deep_merge(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def declared_vm(spec, namespace):
+    """The VirtualMachine the user declared: only the fields they set (plus the name/kind).
+
+    ``spec``: name, vcpus, memory, disks, interfaces, instancetype, preference,
+    data_volume_templates, labels, spec (a passthrough merged into spec).
+    Raises :class:`InvalidDeclaration` naming the field.
+    """
+    name = spec.get('name')
+    for key in LIBVIRT_ONLY:
+        if spec.get(key) is not None:
+            raise InvalidDeclaration(key, 'is a libvirt option and is not supported with backend kubevirt')
+    body = {}
+    template = {}
+    domain = {}
+    if spec.get('vcpus') is not None:
+        if spec['vcpus'] < 1:
+            raise InvalidDeclaration('vcpus', 'must be at least 1, got %d' % spec['vcpus'])
+        domain['cpu'] = {'cores': spec['vcpus']}
+    if spec.get('memory') is not None:
+        domain['resources'] = {'requests': {'memory': memory_quantity(spec['memory'])}}
+    volumes = []
+    if spec.get('disks') is not None:
+        pairs = [_disk_and_volume(i, d) for i, d in enumerate(spec['disks'])]
+        names = [d['name'] for d, _v in pairs]
+        if len(set(names)) != len(names):
+            raise InvalidDeclaration('disks', 'disk names must be unique, got %s' % ', '.join(names))
+        domain.setdefault('devices', {})['disks'] = [d for d, _v in pairs]
+        volumes = [v for _d, v in pairs]
+    if spec.get('interfaces') is not None:
+        pairs = [_interface_and_network(i, n) for i, n in enumerate(spec['interfaces'])]
+        domain.setdefault('devices', {})['interfaces'] = [d for d, _n in pairs]
+        template['networks'] = [n for _d, n in pairs]
+    if domain:
+        template['domain'] = domain
+    if spec.get('disks') is not None:
+        template['volumes'] = volumes
+    if template:
+        body['template'] = {'spec': template}
+    if spec.get('instancetype'):
+        body['instancetype'] = {'name': spec['instancetype'], 'kind': 'VirtualMachineClusterInstancetype'}
+    if spec.get('preference'):
+        body['preference'] = {'name': spec['preference'], 'kind': 'VirtualMachineClusterPreference'}
+    if spec.get('data_volume_templates') is not None:
+        dvts = []
+        for index, dvt in enumerate(spec['data_volume_templates']):
+            if not isinstance(dvt, dict) or not (dvt.get('metadata') or {}).get('name') or not isinstance(dvt.get('spec'), dict):
+                raise InvalidDeclaration('data_volume_templates[%d]' % index, 'needs metadata.name and spec')
+            dvts.append(dvt)
+        body['dataVolumeTemplates'] = dvts
+    if spec.get('spec') is not None:
+        if not isinstance(spec['spec'], dict):
+            raise InvalidDeclaration('spec', 'must be a dict (merged into the VirtualMachine spec)')
+        for key in ('runStrategy', 'running'):
+            if key in spec['spec']:
+                raise InvalidDeclaration('spec.%s' % key, 'power is declared with state, not in spec')
+        body = _deep_merge(body, spec['spec'])
+    manifest = {'apiVersion': API_VERSION, 'kind': 'VirtualMachine', 'metadata': {'name': name, 'namespace': namespace}, 'spec': body}
+    if spec.get('labels'):
+        manifest['metadata']['labels'] = dict(spec['labels'])
+    return manifest
+
+
+def manifest_for_create(declared):
+    """The VirtualMachine to create: the declaration plus what KubeVirt needs (Halted, a template, labels)."""
+    body = copy.deepcopy(declared)
+    spec = body['spec']
+    spec['runStrategy'] = 'Halted'
+    template = spec.setdefault('template', {})
+    template.setdefault('metadata', {}).setdefault('labels', {}).setdefault('kubevirt.io/vm', body['metadata']['name'])
+    tspec = template.setdefault('spec', {})
+    domain = tspec.setdefault('domain', {})
+    domain.setdefault('devices', {})
+    if not spec.get('instancetype') and 'memory' not in domain and 'resources' not in domain:
+        raise InvalidDeclaration('memory', 'is required to create a VM without an instancetype')
+    return body
+
+
+def _named(items):
+    return isinstance(items, list) and all(isinstance(i, dict) and 'name' in i for i in items)
+
+
+def _same_scalar(want, have):
+    if want == have:
+        return True
+    if isinstance(want, (str, int)) and isinstance(have, (str, int)) and not isinstance(want, bool):
+        want_q, have_q = quantity_bytes(want), quantity_bytes(have)
+        return want_q is not None and have_q is not None and want_q == have_q
+    return False
+
+
+def declared_differences(want, have, path='spec'):
+    """Changes between the declared fields and the object: list of {path, before, after}.
+
+    Only what is declared is compared: keys the user did not set, and items a
+    webhook added inside a declared dict, are never changes. Lists of named
+    items are compared by name (an item that is not declared is kept).
+    """
+    changes = []
+    if isinstance(want, dict):
+        if not isinstance(have, dict):
+            return [{'path': path, 'before': have, 'after': want}]
+        for key in sorted(want):
+            changes.extend(declared_differences(want[key], have.get(key), '%s.%s' % (path, key)))
+        return changes
+    if _named(want) and (have is None or _named(have)):
+        existing = dict((i['name'], i) for i in have or [])
+        for item in want:
+            changes.extend(declared_differences(item, existing.get(item['name']), '%s[%s]' % (path, item['name'])))
+        return changes
+    if isinstance(want, list):
+        if not isinstance(have, list) or len(want) != len(have):
+            return [{'path': path, 'before': have, 'after': want}]
+        for index, (one, other) in enumerate(zip(want, have)):
+            changes.extend(declared_differences(one, other, '%s[%d]' % (path, index)))
+        return changes
+    if not _same_scalar(want, have):
+        return [{'path': path, 'before': have, 'after': want}]
+    return []
+
+
+def merged_for_patch(want, have):
+    """The merge-patch value of ``want`` over ``have``: named lists merged by name (JSON merge patch replaces lists)."""
+    if isinstance(want, dict):
+        have = have if isinstance(have, dict) else {}
+        return dict((k, merged_for_patch(v, have.get(k))) for k, v in want.items())
+    if _named(want) and _named(have or []):
+        declared = dict((i['name'], i) for i in want)
+        result = []
+        for item in have or []:
+            if item['name'] in declared:
+                result.append(_deep_merge(item, declared.pop(item['name'])))
+            else:
+                result.append(item)
+        result.extend(i for i in want if i['name'] in declared)
+        return result
+    return copy.deepcopy(want)
+
+
+def _brief(obs):
+    return dict((k, obs.get(k)) for k in ('vm_state', 'power_state', 'task_state', 'status', 'printable_status', 'phase', 'vmi_uid',
+                                          'message'))
+
+
+# ---------------------------------------------------------------- one VM
+class KubevirtVm:
+    """One VirtualMachine in one namespace."""
+
+    def __init__(self, client, namespace, name):
+        self.client = client
+        self.namespace = namespace
+        self.name = name
+        self.owner = owner_id()
+
+    def observe(self, declared=None, snapshot=None):
+        """The observation dict (with ``diff`` against ``declared`` when given)."""
+        obs = snapshot.observe(self.name) if snapshot is not None else kobserve.observe_vm(self.client, self.namespace, self.name)
+        if declared is not None and obs['exists']:
+            obs['diff'] = declared_differences(declared['spec'], obs['vm'].get('spec'))
+            labels = (declared.get('metadata') or {}).get('labels')
+            if labels:
+                obs['diff'] += declared_differences(labels, (obs['vm'].get('metadata') or {}).get('labels'), 'metadata.labels')
+        return obs
+
+    def store(self, obs):
+        """The task store of the observed VM."""
+        return KubevirtTaskStore(self.client, self.namespace, self.name, inferred_vm_state=obs.get('effective_vm_state'), vm=obs.get('vm'))
+
+    def refused(self, action, obs, exc):
+        """A virt-api 409 for ``action``: an error naming the state (never "unchanged")."""
+        return TransitionRefused(action, obs.get('effective_vm_state') or obs.get('vm_state'), obs.get('task_state'),
+                                 reason='KubeVirt refused it: %s; status %s, run strategy %s'
+                                 % (getattr(exc, 'details', {}).get('api_message') or exc, obs.get('status'), obs.get('run_strategy')))
+
+    # -------------------------------------------------------- task control
+    def recover_stale(self, obs, now):
+        """Clear a task left behind by a killed run; return a note or None."""
+        store = self.store(obs)
+        record, _version = store.load()
+        if record.idle() or not record.stale(now):
+            return None
+        recovery = reconcile.recover_stale_task(record.task_state, record.vm_state, record.action, obs['power_state'])
+        vm_state = recovery.vm_state
+        if recovery.action in (reconcile.REDO, reconcile.RESET_AFTER_LOCATING, reconcile.CLEAR, reconcile.FINISH_DELETE):
+            vm_state = views.effective_vm_state(record.vm_state, obs['power_state'])
+        tasks.clear_stale_task(store, record.task_id, vm_state, name=self.name)
+        return {'recovered_task': record.task_state, 'recovered_task_id': record.task_id, 'recovery': recovery.action, 'vm_state': vm_state}
+
+    def wait_idle(self, obs, options, declared=None):
+        """Wait for another task in flight to end (``lock_timeout``), or fail naming it."""
+        if obs.get('task_state') is None:
+            return obs
+        if options.lock_timeout <= 0:
+            raise TaskConflict(self.name, obs.get('task_id'), obs.get('task_state'), owner=obs.get('task_owner'))
+
+        def idle(value):
+            return value.get('task_state') is None or not value.get('exists')
+        try:
+            return wait_for(lambda: self.observe(declared), idle, options.lock_timeout, 'the task in flight on %s to end' % self.name,
+                            describe=_brief)
+        except WaitTimeout:
+            raise TaskConflict(self.name, obs.get('task_id'), obs.get('task_state'), owner=obs.get('task_owner'), waited=options.lock_timeout)
+
+    # ----------------------------------------------------------- execution
+    def run_step(self, step, declared, obs, options, task_id):
+        """Execute one planned step under the task protocol; return the new observation."""
+        if step.action == 'create':
+            return self._create(declared, options)
+        store = self.store(obs)
+        record = tasks.take_task(store, step.action, task_id, time.time(), lease_seconds=options.lease_seconds, owner=self.owner, name=self.name)
+        del record
+        try:
+            handler = getattr(self, '_do_' + step.action, None)
+            if handler is None:
+                raise TransitionRefused(step.action, obs.get('effective_vm_state'), None, reason='not supported on KubeVirt')
+            handler(declared, obs, options)
+        except ConvergeError:
+            self._abandon(task_id)
+            raise
+        if step.action == 'delete':
+            return self.observe(declared)
+        tasks.finish_task(self.store({}), task_id, name=self.name, vm_state=step.vm_state_after)
+        return self.observe(declared)
+
+    def _abandon(self, task_id):
+        try:
+            tasks.abandon_task(self.store({}), task_id, name=self.name, rolled_back=True)
+        except ConvergeError:
+            pass
+
+    def _create(self, declared, options):
+        body = manifest_for_create(declared)
+        record = TaskRecord(vm_state='STOPPED')
+        annotations = dict((k, v) for k, v in annotations_from_record(record, last_action='create').items() if v is not None)
+        body['metadata'].setdefault('annotations', {}).update(annotations)
+        try:
+            self.client.create(KUBEVIRT_API, self.namespace, 'virtualmachines', body)
+        except Conflict as exc:
+            raise TaskConflict(self.name, 'another run', 'SPAWNING', reason=str(exc))
+        del options
+        return self.observe(declared)
+
+    def validate_create(self, declared):
+        """Server-side dry run of the create (check mode): webhook and schema errors show up without a change."""
+        body = manifest_for_create(declared)
+        self.client.create(KUBEVIRT_API, self.namespace, 'virtualmachines', body, dry_run=True)
+
+    @staticmethod
+    def _update_patch(declared, current):
+        patch = {'spec': merged_for_patch(declared['spec'], current.get('spec'))}
+        labels = (declared.get('metadata') or {}).get('labels')
+        if labels:
+            patch['metadata'] = {'labels': labels}
+        return patch
+
+    def validate_update(self, declared, current):
+        """Server-side dry run of the update (check mode)."""
+        self.client.merge_patch(KUBEVIRT_API, self.namespace, 'virtualmachines', self.name, self._update_patch(declared, current), dry_run=True)
+
+    def _do_update(self, declared, obs, options):
+        del obs, options
+        current = self.client.get(KUBEVIRT_API, self.namespace, 'virtualmachines', self.name)
+        if current is None:
+            raise NotFound('VirtualMachine %s/%s disappeared' % (self.namespace, self.name), code=404)
+        self.client.merge_patch(KUBEVIRT_API, self.namespace, 'virtualmachines', self.name, self._update_patch(declared, current))
+
+    # waits --------------------------------------------------------------
+    def wait_status(self, targets, timeout, what, fail_fast=True, predicate=None):
+        """Observe until the status is one of ``targets`` (and ``predicate``); error statuses fail at once."""
+        def done(obs):
+            if obs.get('status') in targets and (predicate is None or predicate(obs)):
+                return True
+            if fail_fast and obs.get('status') in kobserve.ERROR_STATUSES:
+                raise BackendError('VM %s/%s did not reach %s: status is %s%s' % (
+                    self.namespace, self.name, what, obs.get('status'), ' (%s)' % obs['message'] if obs.get('message') else ''),
+                    status=obs.get('status'), printable_status=obs.get('printable_status'), vm=kobserve.public_view(obs))
+            return False
+        return wait_for(self.observe, done, timeout, '%s/%s to be %s' % (self.namespace, self.name, what), describe=_brief)
+
+    def _start_underway(self, obs):
+        vm = obs['vm']
+        strategy = views.kubevirt_run_strategy(vm)
+        vmi = obs.get('vmi')
+        live = vmi is not None and not (vmi.get('metadata') or {}).get('deletionTimestamp') and \
+            ((vmi.get('status') or {}).get('phase') not in ('Succeeded', 'Failed'))
+        requests = (vm.get('status') or {}).get('stateChangeRequests') or []
+        if requests and requests[0].get('action') == 'Start':
+            return True
+        return strategy in ('Always', 'RerunOnFailure') and (live or vmi is None)
+
+    def _do_start(self, declared, obs, options):
+        del declared
+        if not self._start_underway(obs):
+            try:
+                self.client.subresource('virtualmachines', self.namespace, self.name, 'start')
+            except Conflict as exc:
+                raise self.refused('start', obs, exc)
+        if options.wait:
+            self.wait_status(('Running',), options.wait_timeout, 'Running')
+
+    def _stop_underway(self, obs):
+        return views.kubevirt_run_strategy(obs['vm']) == 'Halted'
+
+    def _do_stop(self, declared, obs, options):
+        del declared
+        if not self._stop_underway(obs):
+            try:
+                self.client.subresource('virtualmachines', self.namespace, self.name, 'stop')
+            except Conflict as exc:
+                if obs.get('vmi') is not None or views.kubevirt_run_strategy(obs['vm']) != 'Manual':
+                    raise self.refused('stop', obs, exc)
+        if not options.wait:
+            return
+        graceful = options.shutdown_timeout if options.shutdown_timeout > 0 else 0
+        try:
+            self.wait_status(STOPPED_STATUSES, graceful, 'Stopped', fail_fast=False, predicate=lambda o: o.get('vmi') is None)
+        except WaitTimeout as exc:
+            if not options.force_stop:
+                raise WaitTimeout('graceful stop of %s/%s did not complete within %ss and force_stop is false'
+                                  % (self.namespace, self.name, options.shutdown_timeout), **exc.details)
+            try:
+                self.client.subresource('virtualmachines', self.namespace, self.name, 'stop', {'gracePeriod': 0})
+            except Conflict:
+                pass    # already stopping with a shorter grace period, or already stopped
+            self.wait_status(STOPPED_STATUSES, options.wait_timeout, 'Stopped', fail_fast=False, predicate=lambda o: o.get('vmi') is None)
+
+    def _restart(self, obs, options, hard):
+        vmi = obs.get('vmi')
+        if vmi is None or (vmi.get('status') or {}).get('phase') in ('Succeeded', 'Failed'):
+            return self._do_start(None, obs, options)
+        old_uid = vmi['metadata']['uid']
+        try:
+            self.client.subresource('virtualmachines', self.namespace, self.name, 'restart', {'gracePeriodSeconds': 0} if hard else {})
+        except Conflict as exc:
+            raise self.refused('reboot_hard' if hard else 'reboot_soft', obs, exc)
+        if options.wait:
+            self.wait_status(('Running',), options.wait_timeout, 'Running with a new instance',
+                             predicate=lambda o: o.get('vmi_uid') not in (None, old_uid))
+        return None
+
+    def _do_reboot_soft(self, declared, obs, options):
+        del declared
+        self._restart(obs, options, hard=False)
+
+    def _do_reboot_hard(self, declared, obs, options):
+        del declared
+        self._restart(obs, options, hard=True)
+
+    def _do_pause(self, declared, obs, options):
+        del declared
+        try:
+            self.client.subresource('virtualmachineinstances', self.namespace, self.name, 'pause', {})
+        except (Conflict, NotFound) as exc:
+            raise self.refused('pause', obs, exc)
+        if options.wait:
+            self.wait_status(('Paused',), options.wait_timeout, 'Paused')
+
+    def _do_unpause(self, declared, obs, options):
+        del declared
+        try:
+            self.client.subresource('virtualmachineinstances', self.namespace, self.name, 'unpause', {})
+        except (Conflict, NotFound) as exc:
+            raise self.refused('unpause', obs, exc)
+        if options.wait:
+            self.wait_status(('Running',), options.wait_timeout, 'Running')
+
+    def _do_delete(self, declared, obs, options):
+        del declared
+        vm = obs['vm']
+        uid = (vm.get('metadata') or {}).get('uid')
+        if not options.delete_volumes:
+            # keep the DataVolumes the VM owns: the garbage collector would delete them with it
+            for dvt in (vm.get('spec') or {}).get('dataVolumeTemplates') or []:
+                dv_name = (dvt.get('metadata') or {}).get('name')
+                dv = self.client.get(CDI_API, self.namespace, 'datavolumes', dv_name) if dv_name else None
+                if dv is None:
+                    continue
+                refs = (dv.get('metadata') or {}).get('ownerReferences') or []
+                kept = [r for r in refs if r.get('uid') != uid]
+                if len(kept) != len(refs):
+                    self.client.merge_patch(CDI_API, self.namespace, 'datavolumes', dv_name,
+                                            {'metadata': {'ownerReferences': kept or None,
+                                                          'resourceVersion': dv['metadata'].get('resourceVersion')}})
+        self.client.delete(KUBEVIRT_API, self.namespace, 'virtualmachines', self.name, propagation='Background')
+        if options.wait:
+            wait_for(lambda: kobserve.observe_vm(self.client, self.namespace, self.name),
+                     lambda o: not o['exists'] and o.get('vmi') is None, options.wait_timeout,
+                     '%s/%s to be deleted' % (self.namespace, self.name), describe=_brief)
+
+
+# ---------------------------------------------------------------- converge
+def settle_targets(state):
+    """Status words a declared state means once reached (None: nothing to wait for)."""
+    return {'running': ('Running',), 'restarted': ('Running',), 'paused': ('Paused',), 'stopped': STOPPED_STATUSES}.get(state)
+
+
+def _diffable(view):
+    keys = ('exists', 'vm_state', 'power_state', 'status', 'run_strategy', 'vcpus', 'memory', 'pending_restart')
+    return dict((k, view.get(k)) for k in keys if k in view)
+
+
+def converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=None):
+    """Plan and (unless ``check_mode``) execute; return (changed, result dict)."""
+    obs = vm.observe(declared if decl.state != 'absent' else None, snapshot=snapshot)
+    notes = {}
+    if obs['exists'] and obs.get('task_state') and not check_mode:
+        recovered = vm.recover_stale(obs, time.time())
+        if recovered:
+            notes['recovered'] = recovered
+        obs = vm.observe(declared if decl.state != 'absent' else None)
+        if decl.state != 'absent':
+            obs = vm.wait_idle(obs, options, declared)
+    before = kobserve.public_view(obs)
+    diff = obs.get('diff') or []
+    plan_obs = vm_plan.VmObservation(
+        exists=obs['exists'], vm_state=obs.get('effective_vm_state') or 'DELETED', task_state=obs.get('task_state'),
+        definition_differs=bool(diff), restart_needed=bool(obs.get('pending_restart')), autostart=None)
+    steps = vm_plan.plan_vm(decl, plan_obs)
+    result = {'steps': [s.as_dict() for s in steps], 'changes': diff if obs['exists'] else []}
+    result.update(notes)
+    if check_mode or not steps:
+        if check_mode and steps and steps[0].action == 'create':
+            vm.validate_create(declared)
+        if check_mode and any(s.action == 'update' for s in steps):
+            vm.validate_update(declared, obs['vm'])
+        predicted = dict(before)
+        if steps:
+            predicted['vm_state'] = steps[-1].vm_state_after
+            predicted['exists'] = steps[-1].action != 'delete'
+        if not check_mode and options.wait and obs['exists'] and settle_targets(decl.state):
+            after = kobserve.public_view(_settle(vm, decl, obs, options))
+            predicted = after
+        result['vm'] = predicted
+        result['diff'] = {'before': _diffable(before), 'after': _diffable(predicted)}
+        return bool(steps), result
+    task_id = task_id or new_task_id()
+    for step in steps:
+        obs = vm.run_step(step, declared, obs, options, task_id + '-' + step.action)
+    if options.wait and obs.get('exists') and settle_targets(decl.state):
+        obs = _settle(vm, decl, obs, options)
+    after = kobserve.public_view(obs)
+    result['vm'] = after
+    result['diff'] = {'before': _diffable(before), 'after': _diffable(after)}
+    return True, result
+
+
+def _settle(vm, decl, obs, options):
+    """The declared power is carried out by KubeVirt: wait until the status shows it (error words fail at once)."""
+    targets = settle_targets(decl.state)
+    if obs.get('status') in targets:
+        return obs
+    predicate = (lambda o: o.get('vmi') is None) if decl.state == 'stopped' else None
+    return vm.wait_status(targets, options.wait_timeout, '/'.join(targets), fail_fast=decl.state != 'stopped', predicate=predicate)
+
+
+def converge_fleet(client, namespace, items, options, check_mode, parallel):
+    """Converge every (VmDeclaration, declared manifest, name) of ``items``; one namespace snapshot for all."""
+    snapshot = kobserve.NamespaceSnapshot(client, namespace)
+
+    def one(item):
+        decl, declared, name = item
+        try:
+            changed, result = converge_vm(KubevirtVm(client, namespace, name), decl, declared, options, check_mode, new_task_id(),
+                                          snapshot=snapshot)
+            result.update(name=name, changed=changed, failed=False)
+        except ConvergeError as exc:
+            result = dict(name=name, changed=False, failed=True)
+            result.update(dict((k, client.redact(v) if isinstance(v, str) else v) for k, v in exc.to_result().items()))
+        return result
+
+    with ThreadPoolExecutor(max_workers=min(parallel, max(1, len(items)))) as pool:
+        return list(pool.map(one, items))
