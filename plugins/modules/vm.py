@@ -365,6 +365,8 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
@@ -604,6 +606,7 @@ def main():
     """Entry point."""
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'vms'), ('xml', 'vms')],
                            required_one_of=[('name', 'vms', 'xml')])
+    hide_uri_secrets(module, module.params.get('uri'))
     if module.params['backend'] == 'kubevirt':
         main_kubevirt(module)
         return

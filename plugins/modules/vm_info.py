@@ -104,6 +104,8 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
@@ -152,6 +154,7 @@ def main():
     spec.update(LIBVIRT_CONNECTION_ARGS)
     spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    hide_uri_secrets(module, module.params.get('uri'))
     if module.params['backend'] == 'kubevirt':
         vms = list_kubevirt(module)
         if module.params['status']:

@@ -257,6 +257,9 @@ def test_password_in_uri_is_never_shown(host):
     result = run_module('vm', {'uri': uri, 'name': 'x', 'state': 'present', 'password': canary})
     assert result.get('failed')
     assert canary not in repr(result)
+    for module in ('vm', 'vm_info'):
+        only_in_uri = run_module(module, {'uri': uri, 'name': 'x'} if module == 'vm' else {'uri': uri})
+        assert only_in_uri.get('failed') and canary not in repr(only_in_uri), (module, only_in_uri)
 
 
 def test_vm_info_reports_the_words_the_vm_module_returns(host, conn):
