@@ -1,0 +1,199 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+name: kubevirt
+short_description: KubeVirt VirtualMachines with the collection's state words
+version_added: 0.1.0
+description:
+  - Adds every KubeVirt VirtualMachine of the given namespaces (optionally only those matching label
+    selectors) to the inventory, with host variables that carry exactly the words the
+    M(converge.virt.vm) module returns with O(ignore:backend=kubevirt) - C(vm_state), C(power_state),
+    C(task_state), C(status), C(phase) - plus KubeVirt's own C(printable_status).
+  - Reads each namespace with one list call per kind (VMs, VMIs, and DataVolumes/PVCs when referenced).
+  - Groups by vm_state, power_state, status, namespace and node; C(compose), C(groups), C(keyed_groups).
+  - An API server that cannot be read costs one warning; with an inventory cache, its VMs are still
+    reported from the cache with status C(Unknown).
+  - Every value read from the cluster is marked unsafe; labels holding Jinja are never evaluated.
+  - The inventory file name must end in C(.converge_kubevirt.yml) or C(.converge_kubevirt.yaml) (AWX).
+author:
+  - converge.virt developers (@converge-virt)
+requirements:
+  - kubernetes
+extends_documentation_fragment:
+  - constructed
+  - inventory_cache
+options:
+  plugin:
+    description: The name of this plugin.
+    type: str
+    required: true
+    choices: [converge.virt.kubevirt]
+  kubeconfig:
+    description: Path of a kubeconfig file. Falls back to E(K8S_AUTH_KUBECONFIG), then the default kubeconfig.
+    type: path
+  context:
+    description: Context of the kubeconfig. Falls back to E(K8S_AUTH_CONTEXT).
+    type: str
+  host:
+    description: API server URL. Falls back to E(K8S_AUTH_HOST).
+    type: str
+  api_key:
+    description: Bearer token. Falls back to E(K8S_AUTH_API_KEY). Never shown.
+    type: str
+  ca_cert:
+    description: CA bundle of the API server. Falls back to E(K8S_AUTH_SSL_CA_CERT).
+    type: path
+  validate_certs:
+    description: Verify the API server's certificate. Falls back to E(K8S_AUTH_VERIFY_SSL).
+    type: bool
+  namespaces:
+    description: Namespaces to read.
+    type: list
+    elements: str
+    default: [default]
+  label_selectors:
+    description: Only VMs matching at least one of these label selectors (all VMs when empty).
+    type: list
+    elements: str
+    default: []
+  host_format:
+    description: Inventory host name of a VM; C({name}) and C({namespace}) are replaced.
+    type: str
+    default: '{namespace}-{name}'
+'''
+
+EXAMPLES = r'''
+# cluster.converge_kubevirt.yml
+plugin: converge.virt.kubevirt
+namespaces: [prod, staging]
+label_selectors: ['app=web']
+cache: true
+cache_plugin: ansible.builtin.jsonfile
+cache_connection: /tmp/converge-kubevirt-cache
+keyed_groups:
+  - key: status
+    prefix: status
+'''
+
+import os
+
+from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
+from ansible.utils.display import Display
+from ansible.utils.unsafe_proxy import wrap_var
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, client_from_params
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.observe import NamespaceSnapshot, public_view
+
+display = Display()
+
+GROUP_WORDS = ('vm_state', 'power_state', 'status', 'namespace', 'node')
+HOST_VARS = ('vm_state', 'power_state', 'task_state', 'task_id', 'status', 'printable_status', 'phase', 'run_strategy', 'namespace', 'uid',
+             'node', 'vcpus', 'memory', 'ready', 'pending_restart', 'message', 'labels', 'ansible_host', 'stale')
+
+
+def _address(vmi):
+    for iface in ((vmi or {}).get('status') or {}).get('interfaces') or ():
+        if iface.get('ipAddress'):
+            return iface['ipAddress']
+    return None
+
+
+class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
+    """The converge.virt.kubevirt inventory plugin."""
+
+    NAME = 'converge.virt.kubevirt'
+
+    def verify_file(self, path):
+        """Accept *.converge_kubevirt.yml / .yaml."""
+        if not super().verify_file(path):
+            return False
+        base = os.path.basename(path)
+        return base.endswith(('.converge_kubevirt.yml', '.converge_kubevirt.yaml')) or base in ('converge_kubevirt.yml', 'converge_kubevirt.yaml')
+
+    def parse(self, inventory, loader, path, cache=True):
+        super().parse(inventory, loader, path, cache)
+        self._read_config_data(path)
+        cache_key = self.get_cache_key(path)
+        cached = None
+        if self.get_option('cache'):
+            try:
+                cached = self._cache[cache_key]
+            except KeyError:
+                cached = None
+        if self.get_option('cache') and cache and cached is not None:
+            data = cached
+        else:
+            data = self._read(cached or {})
+            if self.get_option('cache'):
+                self._cache[cache_key] = data
+        self._populate(data)
+
+    def _read(self, cached):
+        params = dict((key, self.get_option(key)) for key in ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs'))
+        data = {}
+        try:
+            client = client_from_params(params)
+        except ConvergeError as exc:
+            return self._unreachable(cached, exc.message)
+        with client:
+            for namespace in self.get_option('namespaces'):
+                try:
+                    snapshot = NamespaceSnapshot(client, namespace)
+                    names = snapshot.names()
+                    selectors = self.get_option('label_selectors')
+                    if selectors:
+                        wanted = set()
+                        for selector in selectors:
+                            wanted.update(vm['metadata']['name'] for vm in client.list(KUBEVIRT_API, namespace, 'virtualmachines', label_selector=selector))
+                        names = [name for name in names if name in wanted]
+                except ConvergeError as exc:
+                    display.warning('converge.virt.kubevirt: cannot read namespace %s (%s)%s' % (
+                        namespace, client.redact(exc.message), '; its VMs are reported from the cache with status Unknown' if namespace in cached else ''))
+                    if namespace in cached:
+                        data[namespace] = [dict(vm, status='Unknown', power_state='NOSTATE', phase='Unknown', stale=True) for vm in cached[namespace]]
+                    continue
+                vms = []
+                for name in names:
+                    obs = snapshot.observe(name)
+                    view = public_view(obs)
+                    view['labels'] = ((obs.get('vm') or {}).get('metadata') or {}).get('labels') or {}
+                    address = _address(obs.get('vmi'))
+                    if address:
+                        view['ansible_host'] = address
+                    vms.append(view)
+                data[namespace] = vms
+        return data
+
+    def _unreachable(self, cached, message):
+        display.warning('converge.virt.kubevirt: cannot reach the API server (%s)%s' % (
+            message, '; VMs are reported from the cache with status Unknown' if cached else ''))
+        return dict((ns, [dict(vm, status='Unknown', power_state='NOSTATE', phase='Unknown', stale=True) for vm in vms]) for ns, vms in cached.items())
+
+    def _group(self, word, value):
+        return self.inventory.add_group(self._sanitize_group_name('%s_%s' % (word, str(value).lower())))
+
+    def _populate(self, data):
+        strict = self.get_option('strict')
+        compose, groups, keyed = self.get_option('compose'), self.get_option('groups'), self.get_option('keyed_groups')
+        fmt = self.get_option('host_format')
+        for namespace in sorted(data):
+            for vm in data[namespace]:
+                name = fmt.replace('{namespace}', namespace).replace('{name}', vm['name'])
+                self.inventory.add_host(name)
+                for key in HOST_VARS:
+                    if key in vm:
+                        self.inventory.set_variable(name, key, wrap_var(vm[key]))
+                self.inventory.set_variable(name, 'kubevirt_name', wrap_var(vm['name']))
+                for word in GROUP_WORDS:
+                    if vm.get(word):
+                        self.inventory.add_child(self._group(word, vm[word]), name)
+                if compose or groups or keyed:
+                    hostvars = self.inventory.get_host(name).get_vars()
+                    self._set_composite_vars(compose, hostvars, name, strict=strict)
+                    self._add_host_to_composed_groups(groups, hostvars, name, strict=strict)
+                    self._add_host_to_keyed_groups(keyed, hostvars, name, strict=strict)

@@ -1,0 +1,98 @@
+"""converge.virt.kubevirt inventory plugin against the Kubernetes API test server.
+
+Words agree with vm_info (backend kubevirt) and with KubeVirt's printableStatus,
+groups by state/namespace/node, label selectors, Jinja in a label is never
+evaluated, the cache serves a second run, an API server that went away costs
+one warning and its cached VMs are reported Unknown.
+"""
+# pylint: disable=redefined-outer-name,unused-import
+
+import json
+import os
+import subprocess
+
+import yaml
+
+from tests.integration.ansible_run import BIN, ansible_env, run_module
+from tests.kubeapi.fixtures import kube_server  # noqa: F401  (pytest fixture)
+
+INJECTED = "{{ lookup('pipe', 'id') }}"
+
+
+def _vm(srv, name, state, namespace='default', labels=None):
+    args = dict(backend='kubevirt', kubeconfig=srv.kubeconfig_path, namespace=namespace, wait_timeout=60, name=name, vcpus=1,
+                memory='64Mi', disks=[{'name': 'root', 'image': 'quay.io/containerdisks/fedora:40'}], state=state)
+    if labels:
+        args['labels'] = labels
+    result = run_module('vm', args)
+    assert not result.get('failed'), result
+    return result['vm']
+
+
+def _inventory(path, flush=False):
+    cmd = [os.path.join(BIN, 'ansible-inventory'), '-i', path, '--list', '--export'] + (['--flush-cache'] if flush else [])
+    proc = subprocess.run(cmd, env=ansible_env({'ANSIBLE_INVENTORY_ENABLED': 'converge.virt.kubevirt'}), capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return _plain(json.loads(proc.stdout)), proc.stderr
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        if set(value) == {'__ansible_unsafe'}:
+            return value['__ansible_unsafe']
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _config(tmp_path, srv, **extra):
+    config = {'plugin': 'converge.virt.kubevirt', 'kubeconfig': srv.kubeconfig_path, 'namespaces': ['default', 'demo']}
+    config.update(extra)
+    path = tmp_path / 'cluster.converge_kubevirt.yml'
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def test_words_groups_selectors_and_injection(kube_server, tmp_path):
+    srv = kube_server
+    _vm(srv, 'web', 'running', labels={'app': 'web'})
+    # a label holding Jinja, written by someone else (not through a module, whose arguments ansible templates)
+    from kubernetes import client as k8s
+    k8s.CustomObjectsApi(srv.api_client()).patch_namespaced_custom_object(
+        'kubevirt.io', 'v1', 'default', 'virtualmachines', 'web', {'metadata': {'annotations': {}, 'labels': {'note': INJECTED}}})
+    _vm(srv, 'db', 'stopped', labels={'app': 'db'})
+    _vm(srv, 'batch', 'running', namespace='demo', labels={'app': 'batch'})
+    data, _stderr = _inventory(_config(tmp_path, srv))
+    hostvars = data['_meta']['hostvars']
+    assert set(hostvars) == {'default-web', 'default-db', 'demo-batch'}
+    info = run_module('vm_info', {'backend': 'kubevirt', 'kubeconfig': srv.kubeconfig_path, 'namespace': 'default'})
+    for vm in info['vms']:
+        host = hostvars['default-' + vm['name']]
+        for word in ('vm_state', 'power_state', 'task_state', 'status', 'printable_status', 'phase'):
+            assert host[word] == vm[word], (vm['name'], word)
+    assert hostvars['default-web']['status'] == 'Running' == hostvars['default-web']['printable_status']
+    assert hostvars['default-db']['vm_state'] == 'STOPPED'
+    assert hostvars['default-web']['labels']['note'] == INJECTED
+    assert 'default-web' in data['status_running']['hosts'] and 'demo-batch' in data['namespace_demo']['hosts']
+    assert 'default-db' in data['vm_state_stopped']['hosts']
+    selected, _stderr = _inventory(_config(tmp_path, srv, label_selectors=['app in (web,batch)']))
+    assert set(selected['_meta']['hostvars']) == {'default-web', 'demo-batch'}
+
+
+def test_cache_and_unreachable_server(kube_server, tmp_path):
+    srv = kube_server
+    _vm(srv, 'cached', 'running')
+    path = _config(tmp_path, srv, namespaces=['default'], cache=True, cache_plugin='ansible.builtin.jsonfile',
+                   cache_connection=str(tmp_path / 'cache'), cache_timeout=3600)
+    first, _stderr = _inventory(path)
+    assert first['_meta']['hostvars']['default-cached']['status'] == 'Running'
+    _vm(srv, 'later', 'stopped')
+    second, _stderr = _inventory(path)
+    assert 'default-later' not in second['_meta']['hostvars'], 'the second run must come from the cache'
+    srv.stop()
+    third, stderr = _inventory(path, flush=True)
+    assert stderr.count('converge.virt.kubevirt: cannot') == 1, stderr
+    gone = third['_meta']['hostvars']['default-cached']
+    assert gone['status'] == 'Unknown' and gone['stale'] is True
