@@ -79,21 +79,14 @@ keyed_groups:
     prefix: status
 '''
 
-import os
-
-from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.display import Display
-from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, client_from_params
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.observe import NamespaceSnapshot, public_view
+from ansible_collections.converge.virt.plugins.plugin_utils._state_inventory import StateInventory, stale_copy
 
 display = Display()
-
-GROUP_WORDS = ('vm_state', 'power_state', 'status', 'namespace', 'node')
-HOST_VARS = ('vm_state', 'power_state', 'task_state', 'task_id', 'status', 'printable_status', 'phase', 'run_strategy', 'namespace', 'uid',
-             'node', 'vcpus', 'memory', 'ready', 'pending_restart', 'message', 'labels', 'ansible_host', 'stale')
 
 
 def _address(vmi):
@@ -103,37 +96,20 @@ def _address(vmi):
     return None
 
 
-class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
+class InventoryModule(StateInventory):
     """The converge.virt.kubevirt inventory plugin."""
 
     NAME = 'converge.virt.kubevirt'
+    FILE_SUFFIX = 'converge_kubevirt'
+    HOST_VARS = ('vm_state', 'power_state', 'task_state', 'task_id', 'status', 'printable_status', 'phase', 'run_strategy', 'namespace', 'uid',
+                 'node', 'vcpus', 'memory', 'ready', 'pending_restart', 'message', 'labels', 'ansible_host', 'stale')
+    GROUP_WORDS = (('vm_state', 'vm_state'), ('power_state', 'power_state'), ('status', 'status'), ('namespace', 'namespace'), ('node', 'node'))
+    NAME_VAR = 'kubevirt_name'
 
-    def verify_file(self, path):
-        """Accept *.converge_kubevirt.yml / .yaml."""
-        if not super().verify_file(path):
-            return False
-        base = os.path.basename(path)
-        return base.endswith(('.converge_kubevirt.yml', '.converge_kubevirt.yaml')) or base in ('converge_kubevirt.yml', 'converge_kubevirt.yaml')
+    def host_name(self, source, vm):
+        return self.get_option('host_format').replace('{namespace}', source).replace('{name}', vm['name'])
 
-    def parse(self, inventory, loader, path, cache=True):
-        super().parse(inventory, loader, path, cache)
-        self._read_config_data(path)
-        cache_key = self.get_cache_key(path)
-        cached = None
-        if self.get_option('cache'):
-            try:
-                cached = self._cache[cache_key]
-            except KeyError:
-                cached = None
-        if self.get_option('cache') and cache and cached is not None:
-            data = cached
-        else:
-            data = self._read(cached or {})
-            if self.get_option('cache'):
-                self._cache[cache_key] = data
-        self._populate(data)
-
-    def _read(self, cached):
+    def read_sources(self, cached):
         params = dict((key, self.get_option(key)) for key in ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs'))
         data = {}
         try:
@@ -155,7 +131,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                     display.warning('converge.virt.kubevirt: cannot read namespace %s (%s)%s' % (
                         namespace, client.redact(exc.message), '; its VMs are reported from the cache with status Unknown' if namespace in cached else ''))
                     if namespace in cached:
-                        data[namespace] = [dict(vm, status='Unknown', power_state='NOSTATE', phase='Unknown', stale=True) for vm in cached[namespace]]
+                        data[namespace] = stale_copy(cached[namespace])
                     continue
                 vms = []
                 for name in names:
@@ -172,28 +148,4 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def _unreachable(self, cached, message):
         display.warning('converge.virt.kubevirt: cannot reach the API server (%s)%s' % (
             message, '; VMs are reported from the cache with status Unknown' if cached else ''))
-        return dict((ns, [dict(vm, status='Unknown', power_state='NOSTATE', phase='Unknown', stale=True) for vm in vms]) for ns, vms in cached.items())
-
-    def _group(self, word, value):
-        return self.inventory.add_group(self._sanitize_group_name('%s_%s' % (word, str(value).lower())))
-
-    def _populate(self, data):
-        strict = self.get_option('strict')
-        compose, groups, keyed = self.get_option('compose'), self.get_option('groups'), self.get_option('keyed_groups')
-        fmt = self.get_option('host_format')
-        for namespace in sorted(data):
-            for vm in data[namespace]:
-                name = fmt.replace('{namespace}', namespace).replace('{name}', vm['name'])
-                self.inventory.add_host(name)
-                for key in HOST_VARS:
-                    if key in vm:
-                        self.inventory.set_variable(name, key, wrap_var(vm[key]))
-                self.inventory.set_variable(name, 'kubevirt_name', wrap_var(vm['name']))
-                for word in GROUP_WORDS:
-                    if vm.get(word):
-                        self.inventory.add_child(self._group(word, vm[word]), name)
-                if compose or groups or keyed:
-                    hostvars = self.inventory.get_host(name).get_vars()
-                    self._set_composite_vars(compose, hostvars, name, strict=strict)
-                    self._add_host_to_composed_groups(groups, hostvars, name, strict=strict)
-                    self._add_host_to_keyed_groups(keyed, hostvars, name, strict=strict)
+        return dict((ns, stale_copy(vms)) for ns, vms in cached.items())

@@ -84,60 +84,37 @@ compose:
   needs_attention: status not in ['Running', 'Stopped']
 '''
 
-import os
-
 from ansible.errors import AnsibleError
-from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.display import Display
-from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, Connection
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import guest_addresses, list_vms
+from ansible_collections.converge.virt.plugins.plugin_utils._state_inventory import StateInventory, stale_copy
 
 display = Display()
 
-GROUP_WORDS = ('vm_state', 'power_state', 'status')
-# the host variables, in the modules' own words (fewer variables: faster --list at 10,000 VMs)
-HOST_VARS = ('vm_state', 'power_state', 'task_state', 'task_id', 'status', 'phase', 'state_reason', 'vcpus', 'memory_kib', 'uuid',
-             'autostart', 'pending_restart', 'host', 'libvirt_uri', 'title', 'ansible_host', 'stale')
 
-
-class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
+class InventoryModule(StateInventory):
     """The converge.virt.libvirt inventory plugin."""
 
     NAME = 'converge.virt.libvirt'
+    FILE_SUFFIX = 'converge_libvirt'
+    # the host variables, in the modules' own words (fewer variables: faster --list at 10,000 VMs)
+    HOST_VARS = ('vm_state', 'power_state', 'task_state', 'task_id', 'status', 'phase', 'state_reason', 'vcpus', 'memory_kib', 'uuid',
+                 'autostart', 'pending_restart', 'host', 'libvirt_uri', 'title', 'ansible_host', 'stale')
+    GROUP_WORDS = (('vm_state', 'vm_state'), ('power_state', 'power_state'), ('status', 'status'), ('libvirt_host', 'host'))
+    NAME_VAR = 'libvirt_name'
 
-    def verify_file(self, path):
-        """Accept *.converge_libvirt.yml / .yaml and converge_libvirt.yml."""
-        if not super().verify_file(path):
-            return False
-        base = os.path.basename(path)
-        return base.endswith(('.converge_libvirt.yml', '.converge_libvirt.yaml')) or base in ('converge_libvirt.yml', 'converge_libvirt.yaml')
-
-    def parse(self, inventory, loader, path, cache=True):
-        super().parse(inventory, loader, path, cache)
-        self._read_config_data(path)
+    def check_requirements(self):
         if not HAS_LIBVIRT:
             raise AnsibleError('the converge.virt.libvirt inventory needs the Python package libvirt-python')
-        cache_key = self.get_cache_key(path)
-        use_cache = self.get_option('cache') and cache
-        cached = None
-        if self.get_option('cache'):
-            try:
-                cached = self._cache[cache_key]
-            except KeyError:
-                cached = None
-        if use_cache and cached is not None:
-            data = cached
-        else:
-            data = self._read_hosts(cached or {})
-            if self.get_option('cache'):
-                self._cache[cache_key] = data
-        self._populate(data)
 
-    def _read_hosts(self, cached):
+    def group_prefix(self):
+        return self.get_option('group_prefix') or ''
+
+    def read_sources(self, cached):
         data = {}
         for uri in self.get_option('uris'):
             shown = redact_uri(uri)
@@ -147,7 +124,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 display.warning('converge.virt.libvirt: cannot reach %s (%s); its VMs are %s' % (
                     shown, exc.message, 'reported from the cache with status Unknown' if shown in cached else 'left out'))
                 if shown in cached:
-                    data[shown] = [dict(vm, status='Unknown', power_state='NOSTATE', phase='Unknown', stale=True) for vm in cached[shown]]
+                    data[shown] = stale_copy(cached[shown])
                 continue
             with connection:
                 try:
@@ -161,37 +138,11 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
                 except ConvergeError as exc:
                     display.warning('converge.virt.libvirt: reading %s failed (%s)' % (shown, exc.message))
                     continue
+                except Exception as exc:  # pylint: disable=broad-except
+                    # libvirt's own errors (the daemon went away mid-read): one warning, the other hosts go on
+                    display.warning('converge.virt.libvirt: reading %s failed (%s)' % (shown, connection.redact(str(exc))))
+                    continue
             for vm in vms:
                 vm['libvirt_uri'] = shown
             data[shown] = vms
         return data
-
-    def _group(self, word, value):
-        prefix = self.get_option('group_prefix') or ''
-        return self.inventory.add_group(self._sanitize_group_name('%s%s_%s' % (prefix, word, str(value).lower())))
-
-    def _populate(self, data):
-        strict = self.get_option('strict')
-        compose, groups, keyed = self.get_option('compose'), self.get_option('groups'), self.get_option('keyed_groups')
-        group_cache = {}
-        for uri in sorted(data):
-            for vm in data[uri]:
-                name = vm['name']
-                self.inventory.add_host(name)
-                for key in HOST_VARS:
-                    if key in vm:
-                        self.inventory.set_variable(name, key, wrap_var(vm[key]))
-                self.inventory.set_variable(name, 'libvirt_name', wrap_var(name))
-                for word in GROUP_WORDS + ('libvirt_host',):
-                    value = vm.get('host' if word == 'libvirt_host' else word)
-                    if not value:
-                        continue
-                    group = group_cache.get((word, value))
-                    if group is None:
-                        group = group_cache[(word, value)] = self._group(word, value)
-                    self.inventory.add_child(group, name)
-                if compose or groups or keyed:
-                    hostvars = self.inventory.get_host(name).get_vars()
-                    self._set_composite_vars(compose, hostvars, name, strict=strict)
-                    self._add_host_to_composed_groups(groups, hostvars, name, strict=strict)
-                    self._add_host_to_keyed_groups(keyed, hostvars, name, strict=strict)
