@@ -23,8 +23,12 @@ def playbook(tasks):
     return [{'name': 'bench', 'hosts': 'localhost', 'gather_facts': False, 'tasks': tasks}]
 
 
-def run_playbook(bin_dir, plays, env, expect_no_change=True):
-    """Wall-clock seconds of one ansible-playbook run; fails on error (and on a change when none is expected)."""
+def run_playbook(bin_dir, plays, env, expect_changed=False):
+    """Wall-clock seconds of one ansible-playbook run.
+
+    Fails on error; ``expect_changed`` False: the run must change nothing,
+    True: it must change something, None: either.
+    """
     with tempfile.NamedTemporaryFile('w', suffix='.yml', delete=False) as handle:
         json.dump(plays, handle)
         path = handle.name
@@ -37,8 +41,10 @@ def run_playbook(bin_dir, plays, env, expect_no_change=True):
         os.unlink(path)
     if proc.returncode != 0:
         raise RuntimeError('playbook failed:\n%s\n%s' % (proc.stdout[-4000:], proc.stderr[-2000:]))
-    if expect_no_change and 'changed=0' not in proc.stdout:
-        raise RuntimeError('a no-op benchmark task reported a change:\n%s' % proc.stdout[-4000:])
+    if expect_changed is False and 'changed=0' not in proc.stdout:
+        raise RuntimeError('a no-op benchmark run reported a change:\n%s' % proc.stdout[-4000:])
+    if expect_changed is True and 'changed=0' in proc.stdout:
+        raise RuntimeError('a changing benchmark run reported no change:\n%s' % proc.stdout[-4000:])
     return elapsed
 
 

@@ -18,44 +18,16 @@ at least 20x). Needs ``make bench-venv`` and root.
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
 import xml.etree.ElementTree as ET
 
 import libvirt
 
+from bench.common import ROOT, playbook, report, run_playbook
 from tools.virtlab import hosts
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIB = 1024 * 1024
-
-
-def playbook(tasks):
-    return [{'name': 'bench', 'hosts': 'localhost', 'gather_facts': False, 'tasks': tasks}]
-
-
-def run_playbook(bin_dir, plays, env, expect_changed):
-    with tempfile.NamedTemporaryFile('w', suffix='.yml', delete=False) as handle:
-        json.dump(plays, handle)
-        path = handle.name
-    try:
-        start = time.perf_counter()
-        proc = subprocess.run([os.path.join(bin_dir, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local', path],
-                              env=env, capture_output=True, text=True, check=False)
-        elapsed = time.perf_counter() - start
-    finally:
-        os.unlink(path)
-    if proc.returncode != 0:
-        raise RuntimeError('playbook failed:\n%s\n%s' % (proc.stdout[-4000:], proc.stderr[-2000:]))
-    if expect_changed is False and 'changed=0' not in proc.stdout:
-        raise RuntimeError('a no-op benchmark run reported a change:\n%s' % proc.stdout[-4000:])
-    if expect_changed is True and 'changed=0' in proc.stdout:
-        raise RuntimeError('a create run reported no change:\n%s' % proc.stdout[-4000:])
-    return elapsed
 
 
 def volume_xml(name, capacity):
@@ -132,10 +104,7 @@ def main(argv=None):
                                                                  / seconds['converge.virt.volume no-op'], 1),
             },
         }
-        os.makedirs(os.path.join(ROOT, 'bench', 'results'), exist_ok=True)
-        with open(os.path.join(ROOT, 'bench', 'results', 'volume_converge.json'), 'w', encoding='utf-8') as handle:
-            json.dump(results, handle, indent=2)
-        print(json.dumps(results, indent=2))
+        report('volume_converge', results)
         conn.close()
     finally:
         hosts.stop_hosts(args.state_dir)
