@@ -109,6 +109,7 @@ bench: bench-venv
 > $(BUILD)/bench-venv/bin/python -m bench.inventory_libvirt --vms 10000
 > $(BUILD)/bench-venv/bin/python -m bench.migration_vs_virsh
 > $(BUILD)/bench-venv/bin/python -m bench.kubevirt_fleet --vms 200
+> $(BUILD)/bench-venv/bin/python -m bench.inventory_kubevirt --vms 5000
 
 clean:
 > -$(VPY) -m tools.virtlab hosts stop --state-dir $(BUILD)/lab 2>/dev/null
