@@ -23,9 +23,12 @@ from tests.kubeapi import KubeTestServer
 
 def vm_body(name, running):
     return {'apiVersion': 'kubevirt.io/v1', 'kind': 'VirtualMachine', 'metadata': {'name': name, 'labels': {'app': 'bench'}},
-            'spec': {'runStrategy': 'Always' if running else 'Halted', 'template': {'metadata': {'labels': {'kubevirt.io/domain': name}}, 'spec': {
-                'domain': {'cpu': {'cores': 1}, 'resources': {'requests': {'memory': '64Mi'}}, 'devices': {'disks': [{'name': 'root', 'disk': {'bus': 'virtio'}}]}},
-                'volumes': [{'name': 'root', 'containerDisk': {'image': 'quay.io/containerdisks/fedora:40'}}]}}}}
+            'spec': {'runStrategy': 'Always' if running else 'Halted', 'template': {
+                'metadata': {'labels': {'kubevirt.io/domain': name}},
+                'spec': {
+                    'domain': {'cpu': {'cores': 1}, 'resources': {'requests': {'memory': '64Mi'}},
+                               'devices': {'disks': [{'name': 'root', 'disk': {'bus': 'virtio'}}]}},
+                    'volumes': [{'name': 'root', 'containerDisk': {'image': 'quay.io/containerdisks/fedora:40'}}]}}}}
 
 
 def timed(bin_dir, path, enabled):
