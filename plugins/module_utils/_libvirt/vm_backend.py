@@ -113,6 +113,7 @@ class LibvirtVm:
         result = {
             'exists': True, 'name': self.name, 'uuid': root.findtext('uuid'), 'persistent': persistent,
             'autostart': autostart, 'managed_save': managed, 'lease_until': meta.get('lease_until'),
+            'recorded_vm_state': meta.get('vm_state') or None,
             'task_owner': meta.get('owner'), 'last_action': meta.get('last_action'),
             'pending_restart': bool(meta.get('pending_restart')) and state not in SHUTOFF_STATES,
             'vcpus': int(root.findtext('vcpu') or 0), 'memory_kib': int(root.findtext('memory') or 0),
@@ -165,7 +166,7 @@ class LibvirtVm:
             raise TaskConflict(self.name, obs.get('task_id'), obs.get('task_state'), owner=obs.get('task_owner'))
 
         def idle_or_stale(value):
-            return value.get('task_state') is None or not value.get('exists') or _lease_expired(value)
+            return value.get('task_state') is None or not value.get('exists') or tasks.lease_expired(value.get('lease_until'), time.time())
         try:
             return wait_for(self.observe, idle_or_stale, options.lock_timeout, 'the task in flight on %s to end' % self.name,
                             describe=_brief)
@@ -364,13 +365,6 @@ def _after_state(step, record):
     return step.vm_state_after
 
 
-def _lease_expired(value):
-    try:
-        return float(value.get('lease_until') or 0) < time.time()
-    except ValueError:
-        return True
-
-
 def _brief(obs):
     return {k: obs.get(k) for k in ('vm_state', 'power_state', 'task_state', 'task_id', 'status')}
 
@@ -497,7 +491,7 @@ def _recorded_drift(obs):
     """(recorded, effective) when an idle VM's record disagrees with the hypervisor, else None."""
     if not obs.get('exists') or obs.get('task_state'):
         return None
-    recorded = domain_xml.read_converge_metadata(obs['inactive_xml']).get('vm_state')
+    recorded = obs.get('recorded_vm_state')
     effective = obs.get('effective_vm_state')
     if recorded and effective and recorded != effective:
         return recorded, effective

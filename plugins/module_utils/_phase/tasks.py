@@ -27,6 +27,17 @@ from ansible_collections.converge.virt.plugins.module_utils._phase import action
 DEFAULT_LEASE_SECONDS = 120.0
 
 
+def lease_expired(lease_until, now):
+    """True when a recorded lease (a number, its text as stored in metadata, or None) ran out at ``now``.
+
+    A missing or unreadable lease counts as expired: nobody can prove the task is alive.
+    """
+    try:
+        return lease_until is None or lease_until == '' or float(lease_until) < now
+    except (TypeError, ValueError):
+        return True
+
+
 @dataclass(frozen=True)
 class TaskRecord:
     """The collection's record on a VM. ``task_state`` None means idle."""
@@ -46,7 +57,7 @@ class TaskRecord:
 
     def stale(self, now):
         """True when a task is recorded but its lease ran out: its run is gone."""
-        return not self.idle() and (self.lease_until is None or self.lease_until < now)
+        return not self.idle() and lease_expired(self.lease_until, now)
 
 
 class TaskStore(abc.ABC):

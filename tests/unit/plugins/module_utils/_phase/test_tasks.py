@@ -91,3 +91,8 @@ def test_suspend_remembers_previous_for_resume():
     assert tasks.finish_task(store, 'a').vm_state == 'SUSPENDED'
     tasks.take_task(store, 'resume', 'b', now=1.0)
     assert tasks.finish_task(store, 'b').vm_state == 'ACTIVE'
+
+
+@pytest.mark.parametrize('lease,expected', [(None, True), ('', True), ('garbage', True), ('99.5', False), (99.5, False), ('10', True), (10.0, True)])
+def test_lease_expired(lease, expected):
+    assert tasks.lease_expired(lease, now=50.0) is expected
