@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r'''
 module: volume
-short_description: Converge libvirt storage volumes and their attachments to VMs
+short_description: Converge storage volumes (libvirt volumes, KubeVirt claims and DataVolumes) and their attachments to VMs
 version_added: 0.1.0
 description:
   - Declares volumes (size, format, content) and which VM each one is plugged into; the module observes the pools
@@ -21,10 +21,23 @@ description:
     M(converge.virt.vm) on the same VM. A live detach asks the guest to release the disk and waits for it,
     asking again between attempts.
   - Converge many volumes in one task with O(volumes); the other options then serve as defaults of every item.
+  - With O(backend=kubevirt) a volume is a C(PersistentVolumeClaim) of O(namespace), or a CDI C(DataVolume) when it is
+    imported (O(import_from) an V(http://), V(https://) or V(docker://) URL), cloned (O(clone_from) another claim) or
+    O(data_volume=true) (blank). The same planner runs - the same operations, refusals and words as on libvirt. Growing
+    raises C(spec.resources.requests.storage) and waits for the resizer; deleting removes the DataVolume or the claim and
+    is refused while a VirtualMachine or its instance references it, naming the VM (declare O(attachments=[]), and
+    O(force=true) for a running VM, to unplug it first). An attachment hotplugs the claim into a running VM with the
+    C(addvolume) subresource (kept in C(spec.template)) and waits for the volume phases Pending, Bound, AttachedToNode,
+    MountedToPod and Ready; for a stopped VM C(spec.template) is edited. A detach uses C(removevolume) and waits for
+    the instance to release the volume. Check mode sends every write with C(dryRun=All).
+  - "Options for libvirt only: O(pool), O(pool_path), O(format), O(preallocation), O(import_format), O(backing_volume),
+    O(wipe), O(uri), O(username), O(password). For kubevirt only: the connection options, O(data_volume), O(storage_class),
+    O(access_modes), O(volume_mode), O(wait_timeout). Giving an option of the other backend fails naming it."
 author:
   - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
   - converge.virt.libvirt_connection
+  - converge.virt.kubevirt_connection
 attributes:
   check_mode:
     support: full
@@ -34,12 +47,14 @@ attributes:
     description: Shows each volume's existence, capacity, format and attachments before and after.
 options:
   backend:
-    description: Where the volumes live.
+    description: Where the volumes live. V(libvirt) (storage pools of a libvirt host) or V(kubevirt) (claims and DataVolumes of a namespace).
     type: str
-    choices: [libvirt]
+    choices: [libvirt, kubevirt]
     default: libvirt
   name:
-    description: Name of the volume in O(pool). Required unless O(volumes) is given.
+    description:
+      - Name of the volume in O(pool). Required unless O(volumes) is given.
+      - On O(backend=kubevirt), the name of the C(PersistentVolumeClaim) (and of the C(DataVolume) that owns it).
     type: str
   pool:
     description:
@@ -58,6 +73,8 @@ options:
   capacity:
     description:
       - Size with a unit (V(10GiB), V(512MiB), V(1G), V(10GB)); a bare number means bytes.
+      - On O(backend=kubevirt) a Kubernetes quantity (V(10Gi), V(512Mi), V(1G) = 10^9 bytes) is read as Kubernetes
+        reads it; sizes with a B unit are read as above. Not required to clone.
       - Required to create an empty volume. A larger size grows the volume (online through the guest when
         a running VM uses it); a smaller one is refused.
     type: raw
@@ -72,12 +89,16 @@ options:
     type: str
     choices: ['off', metadata, full]
   clone_from:
-    description: Create the volume as a copy of this volume (a name in O(pool), or C(pool/name)).
+    description:
+      - Create the volume as a copy of this volume (a name in O(pool), or C(pool/name)).
+      - On O(backend=kubevirt), a claim to clone (C(name) in O(namespace), or C(namespace/name)); a DataVolume with a pvc source.
     type: str
   import_from:
     description:
       - Create the volume with the content of this image file on the machine running the module; its format is
         detected with C(qemu-img info) (or O(import_format)). The content is read back and its sha256 compared.
+      - On O(backend=kubevirt), an V(http://) or V(https://) URL (DataVolume http source) or a V(docker://) image
+        (registry source), imported by CDI; the task waits for the import to succeed and fails with CDI's message.
     type: str
   import_format:
     description: Format of the O(import_from) image; it must match what C(qemu-img) detects.
@@ -95,6 +116,8 @@ options:
         (from a running guest only with O(force)); a listed one is added to the persistent definition and,
         when the VM runs, hot-plugged.
       - Not given means the volume's attachments are left alone.
+      - On O(backend=kubevirt), hotplugged into a running VM (and kept in its C(spec.template)), or added to the
+        C(spec.template) of a stopped VM.
     type: list
     elements: dict
     suboptions:
@@ -103,11 +126,15 @@ options:
         type: str
         required: true
       dev:
-        description: Target device, for example V(vdb) or V(sdb).
+        description:
+          - Target device, for example V(vdb) or V(sdb).
+          - On O(backend=kubevirt), the name of the disk and volume in the VM (a DNS label).
         type: str
         required: true
       bus:
-        description: Disk bus (default from the device name, V(virtio) for V(vd*)).
+        description:
+          - Disk bus (default from the device name, V(virtio) for V(vd*)).
+          - On O(backend=kubevirt) V(scsi) (default), V(virtio) or V(sata).
         type: str
         choices: [virtio, scsi, sata, ide, usb]
       readonly:
@@ -121,6 +148,28 @@ options:
     description: Allow detaching a disk from a running guest.
     type: bool
     default: false
+  data_volume:
+    description:
+      - Create a CDI C(DataVolume) (O(backend=kubevirt) only). Defaults to V(true) with O(import_from) or O(clone_from)
+        (a blank DataVolume otherwise), else a plain C(PersistentVolumeClaim).
+    type: bool
+  storage_class:
+    description: Storage class of a new claim (O(backend=kubevirt) only; the cluster default when not given).
+    type: str
+  access_modes:
+    description: Access modes of a new claim (O(backend=kubevirt) only; default V(ReadWriteOnce), or the storage profile's for a DataVolume).
+    type: list
+    elements: str
+    choices: [ReadWriteOnce, ReadOnlyMany, ReadWriteMany, ReadWriteOncePod]
+  volume_mode:
+    description: Volume mode of a new claim (O(backend=kubevirt) only).
+    type: str
+    choices: [Filesystem, Block]
+  wait_timeout:
+    description:
+      - Seconds to wait for a claim to bind, an import to finish, a resize, a deletion, or a hotplug to reach Ready or
+        be released (O(backend=kubevirt) only; default 300). V(0) does not wait.
+    type: int
   detach_timeout:
     description: Seconds to wait for a running guest to release a disk (the request is repeated during that time).
     type: int
@@ -183,7 +232,7 @@ options:
             type: str
             required: true
           dev:
-            description: Target device.
+            description: Target device (on kubevirt, the disk name in the VM).
             type: str
             required: true
           bus:
@@ -197,9 +246,24 @@ options:
           serial:
             description: Disk serial number.
             type: str
+      data_volume:
+        description: See O(data_volume).
+        type: bool
+      storage_class:
+        description: See O(storage_class).
+        type: str
+      access_modes:
+        description: See O(access_modes).
+        type: list
+        elements: str
+        choices: [ReadWriteOnce, ReadOnlyMany, ReadWriteMany, ReadWriteOncePod]
+      volume_mode:
+        description: See O(volume_mode).
+        type: str
+        choices: [Filesystem, Block]
 requirements:
-  - libvirt-python
-  - qemu-img (only for O(import_from))
+  - libvirt-python for O(backend=libvirt)
+  - qemu-img (only for O(import_from) on libvirt)
 seealso:
   - module: converge.virt.volume_info
   - module: converge.virt.vm
@@ -238,6 +302,33 @@ EXAMPLES = r'''
     attachments: []
     force: true
     wipe: true
+
+- name: A claim in namespace vms, hotplugged into the running VM web-1 (waits for the phase Ready)
+  converge.virt.volume:
+    backend: kubevirt
+    namespace: vms
+    name: web-1-data
+    capacity: 20Gi
+    storage_class: standard
+    attachments:
+      - {vm: web-1, dev: data, bus: scsi, serial: web1data}
+
+- name: Import a disk image with CDI (a DataVolume), then grow it
+  converge.virt.volume:
+    backend: kubevirt
+    namespace: vms
+    volumes:
+      - {name: fedora-root, import_from: "https://example.com/images/fedora-40.qcow2", capacity: 10Gi}
+      - {name: web-1-data, capacity: 40Gi}
+
+- name: Unplug from the running VM and delete (refused while a VM uses it unless unplugged here)
+  converge.virt.volume:
+    backend: kubevirt
+    namespace: vms
+    name: web-1-data
+    state: absent
+    attachments: []
+    force: true
 '''
 
 RETURN = r'''
@@ -246,8 +337,15 @@ volume:
   returned: when O(name) is given
   type: dict
   contains:
-    key: {description: C(pool/name)., type: str, returned: always}
-    pool: {description: Pool name., type: str, returned: always}
+    key: {description: C(pool/name) (C(namespace/name) on kubevirt)., type: str, returned: always}
+    pool: {description: Pool name., type: str, returned: on libvirt}
+    namespace: {description: Namespace of the claim., type: str, returned: on kubevirt}
+    kind: {description: C(PersistentVolumeClaim) or C(DataVolume)., type: str, returned: on kubevirt when exists}
+    phase: {description: "Phase of the claim (Pending, Bound, Lost).", type: str, returned: on kubevirt when exists}
+    dv_phase: {description: "Phase of the DataVolume (Pending, ImportScheduled, ImportInProgress, Succeeded, Failed, ...).", type: str,
+               returned: on kubevirt when exists}
+    bound_capacity: {description: "Bytes of the bound volume (C(status.capacity)); RV(volume.capacity) is the size asked for.", type: int,
+                     returned: on kubevirt when exists}
     name: {description: Volume name., type: str, returned: always}
     exists: {description: Whether the volume exists., type: bool, returned: always}
     path: {description: Path on the host., type: str, returned: when exists}
@@ -256,14 +354,18 @@ volume:
     format: {description: raw or qcow2., type: str, returned: when exists}
     backing_chain: {description: "The backing files below the volume, each with path, format and volume.", type: list, returned: when exists}
     used_by: {description: Names of the VMs whose live or persistent definition uses the volume., type: list, returned: when exists}
-    attachments: {description: "Where it is plugged in (vm, dev, bus, readonly, serial, live, persistent, vm_running).", type: list, returned: when exists}
+    attachments: {description: "Where it is plugged in (vm, dev, bus, readonly, serial, live, persistent, vm_running; on kubevirt also
+                  hotpluggable and hotplug_phase).", type: list, returned: when exists}
 volumes:
   description: With O(volumes), the state of each volume (the same fields as RV(volume)).
   returned: when O(volumes) is given
   type: list
   elements: dict
 operations:
-  description: The operations run (planned in check mode), in order, each with op, volume, and vm and target for attachments.
+  description:
+    - The operations run (planned in check mode), in order, each with op, volume, and vm and target for attachments.
+    - On kubevirt an operation also carries what was waited for - C(phases) (the hotplug phases seen up to C(Ready), or
+      C(Detached); the DataVolume phases of an import), C(phase) of a new claim, C(dv_phase), C(bound_capacity) after a grow.
   returned: always
   type: list
   elements: dict
@@ -294,29 +396,86 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets, redact_text
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_args import VOLUME_OPTIONS, declared
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS, client_from_params, import_kubernetes
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
+
+
+KUBEVIRT_VOLUME_OPTIONS = dict(
+    data_volume=dict(type='bool'),
+    storage_class=dict(type='str'),
+    access_modes=dict(type='list', elements='str', choices=list(volume_backend.ACCESS_MODES)),
+    volume_mode=dict(type='str', choices=list(volume_backend.VOLUME_MODES)),
+)
+KUBEVIRT_ONLY_TOP = ('wait_timeout', 'kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs')
 
 
 def argument_spec():
     """The module's argument spec."""
     item = dict(name=dict(type='str', required=True))
     item.update(VOLUME_OPTIONS)
+    item.update(KUBEVIRT_VOLUME_OPTIONS)
     spec = dict(
-        backend=dict(type='str', choices=['libvirt'], default='libvirt'),
+        backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
         name=dict(type='str'),
         force=dict(type='bool', default=False),
         detach_timeout=dict(type='int', default=30),
+        wait_timeout=dict(type='int'),
         volumes=dict(type='list', elements='dict', options=item),
     )
     spec.update(VOLUME_OPTIONS)
+    spec.update(KUBEVIRT_VOLUME_OPTIONS)
     spec.update(LIBVIRT_CONNECTION_ARGS)
+    spec.update(KUBEVIRT_CONNECTION_ARGS)
     return spec
+
+
+def _kubevirt_declared(params):
+    """The declaration keys of ``params`` that are set, kubevirt options included."""
+    out = declared(params)
+    out.update((k, params.get(k)) for k in KUBEVIRT_VOLUME_OPTIONS if params.get(k) is not None)
+    return out
+
+
+def refuse_other_backend(params):
+    """Options of the other backend are an error naming them (nothing is silently ignored)."""
+    items = [('', params)] + [('volumes[%d].' % i, item) for i, item in enumerate(params.get('volumes') or [])]
+    if params['backend'] == 'libvirt':
+        for key in KUBEVIRT_ONLY_TOP:
+            if params.get(key) is not None:
+                raise InvalidDeclaration(key, 'is a kubevirt option; set backend: kubevirt')
+        for prefix, item in items:
+            for key in KUBEVIRT_VOLUME_OPTIONS:
+                if item.get(key) is not None:
+                    raise InvalidDeclaration(prefix + key, 'is a kubevirt option; set backend: kubevirt')
+        return
+    for prefix, item in items:
+        for key in volume_backend.LIBVIRT_ONLY:
+            if item.get(key) is not None:
+                raise InvalidDeclaration(prefix + key, 'is a libvirt option and is not supported with backend kubevirt')
+
+
+def kubevirt_declarations(params):
+    """Validate every kubevirt declaration before anything is touched; return normalized specs."""
+    if params['wait_timeout'] is not None and params['wait_timeout'] < 0:
+        raise InvalidDeclaration('wait_timeout', 'must be 0 or more')
+    if params['volumes'] is None:
+        return [volume_backend.normalize_volume(_kubevirt_declared(params))]
+    defaults = dict((k, v) for k, v in _kubevirt_declared(params).items() if k != 'name')
+    specs = [volume_backend.normalize_volume(_kubevirt_declared(item), 'volumes[%d].' % index, defaults)
+             for index, item in enumerate(params['volumes'])]
+    names = [s['key'] for s in specs]
+    twice = sorted(set(n for n in names if names.count(n) > 1))
+    if twice:
+        raise InvalidDeclaration('volumes', 'the same volume is declared more than once: %s' % ', '.join(twice))
+    return specs
 
 
 def declarations(params):
@@ -346,15 +505,65 @@ def _refusal_text(refusals):
     return 'refused, nothing was changed for these volumes: ' + '; '.join(parts)
 
 
+def _finish(module, result, redact):
+    """exit_json / fail_json from a converge result (the same on both backends)."""
+    out = dict(changed=result['changed'], operations=result['operations'], pool_operations=result['pool_operations'],
+               refusals=result['refusals'], deferred=result['deferred'], uncertain=result['uncertain'])
+    if module.params['volumes'] is None:
+        out['volume'] = result['volumes'][0]
+    else:
+        out['volumes'] = result['volumes']
+    if module._diff:  # pylint: disable=protected-access
+        out['diff'] = result['diff']
+    error = result['error']
+    if error is not None:
+        details = dict((k, redact(v) if isinstance(v, str) else v) for k, v in error.to_result().items() if k != 'msg')
+        details.update(out)
+        module.fail_json(msg=redact(error.message), **details)
+    if result['refusals']:
+        module.fail_json(msg=_refusal_text(result['refusals']), **out)
+    module.exit_json(**out)
+
+
+def main_kubevirt(module):
+    """The module on backend kubevirt."""
+    if import_kubernetes() is None:
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
+    client = None
+    secrets = [module.params.get('api_key'), os.environ.get('K8S_AUTH_API_KEY')]
+
+    def redact(value):
+        text = client.redact(value) if client is not None else value
+        return redact_text(text, secrets)
+    try:
+        refuse_other_backend(module.params)
+        specs = kubevirt_declarations(module.params)
+        wait_timeout = module.params['wait_timeout']
+        client = client_from_params(module.params)
+        with client:
+            result = volume_backend.converge_volumes(client, module.params['namespace'], specs, force=module.params['force'],
+                                                     check_mode=module.check_mode,
+                                                     wait_timeout=volume_backend.DEFAULT_WAIT_TIMEOUT if wait_timeout is None else wait_timeout)
+    except ConvergeError as exc:
+        module.fail_json(**dict((k, redact(v) if isinstance(v, str) else v) for k, v in exc.to_result().items()))
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_json(msg='unexpected error: %s' % redact(str(exc)), exception=redact(traceback.format_exc()))
+    _finish(module, result, redact)
+
+
 def main():
     """Entry point."""
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'volumes')],
                            required_one_of=[('name', 'volumes')])
     hide_uri_secrets(module, module.params.get('uri'))
+    if module.params['backend'] == 'kubevirt':
+        main_kubevirt(module)
+        return
     if not HAS_LIBVIRT:
         module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
     connection = None
     try:
+        refuse_other_backend(module.params)
         specs = declarations(module.params)
         uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
         connection = Connection(uri, module.params['username'], module.params['password'])
@@ -369,22 +578,7 @@ def main():
     except Exception as exc:  # pylint: disable=broad-except
         text = connection.redact(str(exc)) if connection else str(exc)
         module.fail_json(msg='unexpected error: %s' % text, exception=connection.redact(traceback.format_exc()) if connection else None)
-    out = dict(changed=result['changed'], operations=result['operations'], pool_operations=result['pool_operations'],
-               refusals=result['refusals'], deferred=result['deferred'], uncertain=result['uncertain'])
-    if module.params['volumes'] is None:
-        out['volume'] = result['volumes'][0]
-    else:
-        out['volumes'] = result['volumes']
-    if module._diff:  # pylint: disable=protected-access
-        out['diff'] = result['diff']
-    error = result['error']
-    if error is not None:
-        details = dict((k, v) for k, v in error.to_result().items() if k != 'msg')
-        details.update(out)
-        module.fail_json(msg=connection.redact(error.message), **details)
-    if result['refusals']:
-        module.fail_json(msg=_refusal_text(result['refusals']), **out)
-    module.exit_json(**out)
+    _finish(module, result, connection.redact)
 
 
 if __name__ == '__main__':

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 DOCUMENTATION = r'''
 module: volume_info
-short_description: Report libvirt storage volumes and the VMs that use them
+short_description: Report storage volumes (libvirt volumes, KubeVirt claims and DataVolumes) and the VMs that use them
 version_added: 0.1.0
 description:
   - Reports the volumes of one pool, or of every active pool of a connection, with capacity, allocation,
     format, path, backing chain, and which VMs use each one in their live or persistent definition.
   - The same observation as M(converge.virt.volume) uses to plan.
+  - With O(backend=kubevirt), the C(PersistentVolumeClaims) and CDI C(DataVolumes) of O(namespace) with the size asked for,
+    the bound size, the claim and DataVolume phases, import progress, which VMs use each one (C(spec.template) or the
+    running instance) and, for hotplugged disks, the hotplug phase (Pending, Bound, AttachedToNode, MountedToPod, Ready).
 author:
   - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
   - converge.virt.libvirt_connection
+  - converge.virt.kubevirt_connection
 attributes:
   check_mode:
     support: full
@@ -26,19 +30,21 @@ attributes:
     description: Reads only.
 options:
   backend:
-    description: Where the volumes live.
+    description: Where the volumes live. V(libvirt) or V(kubevirt) (claims and DataVolumes of O(namespace)).
     type: str
-    choices: [libvirt]
+    choices: [libvirt, kubevirt]
     default: libvirt
   pool:
-    description: Only the volumes of this pool (every active pool when not given).
+    description: Only the volumes of this pool (every active pool when not given). libvirt only.
     type: str
   name:
-    description: Only these volume names. A name that does not exist is reported with C(exists=false) (needs O(pool)).
+    description:
+      - Only these volume names. A name that does not exist is reported with C(exists=false) (needs O(pool) on libvirt).
+      - On O(backend=kubevirt), claim or DataVolume names in O(namespace) (every one when not given).
     type: list
     elements: str
 requirements:
-  - libvirt-python
+  - libvirt-python for O(backend=libvirt)
 seealso:
   - module: converge.virt.volume
 '''
@@ -55,6 +61,15 @@ EXAMPLES = r'''
   register: data
 - ansible.builtin.debug:
     msg: "{{ data.volumes | selectattr('used_by', 'equalto', []) | map(attribute='name') | list }}"
+
+- name: Claims and DataVolumes of a namespace, with the hotplug phase of each attachment
+  converge.virt.volume_info:
+    backend: kubevirt
+    namespace: vms
+    name: [web-1-data, fedora-root]
+  register: claims
+- ansible.builtin.debug:
+    msg: "{{ claims.volumes | map(attribute='attachments') | flatten | map(attribute='hotplug_phase') | list }}"
 '''
 
 RETURN = r'''
@@ -64,8 +79,15 @@ volumes:
   type: list
   elements: dict
   contains:
-    key: {description: C(pool/name)., type: str, returned: always}
-    pool: {description: Pool name., type: str, returned: always}
+    key: {description: C(pool/name) (C(namespace/name) on kubevirt)., type: str, returned: always}
+    pool: {description: Pool name., type: str, returned: on libvirt}
+    namespace: {description: Namespace of the claim., type: str, returned: on kubevirt}
+    kind: {description: C(PersistentVolumeClaim) or C(DataVolume)., type: str, returned: on kubevirt when exists}
+    phase: {description: "Phase of the claim (Pending, Bound, Lost).", type: str, returned: on kubevirt when exists}
+    dv_phase: {description: Phase of the DataVolume., type: str, returned: on kubevirt when exists}
+    progress: {description: Import progress of the DataVolume., type: str, returned: on kubevirt when exists}
+    bound_capacity: {description: Bytes of the bound volume (C(status.capacity))., type: int, returned: on kubevirt when exists}
+    message: {description: The DataVolume's failure message., type: str, returned: on kubevirt when exists}
     name: {description: Volume name., type: str, returned: always}
     exists: {description: Whether the volume exists., type: bool, returned: always}
     path: {description: Path on the host., type: str, returned: when exists}
@@ -74,9 +96,10 @@ volumes:
     format: {description: raw or qcow2 (or what the pool reports)., type: str, returned: when exists}
     backing_chain: {description: "The backing files below the volume, each with path, format and volume.", type: list, returned: when exists}
     used_by: {description: Names of the VMs whose live or persistent definition uses the volume., type: list, returned: when exists}
-    attachments: {description: "Where it is plugged in (vm, dev, bus, readonly, serial, live, persistent, vm_running).", type: list, returned: when exists}
+    attachments: {description: "Where it is plugged in (vm, dev, bus, readonly, serial, live, persistent, vm_running; on kubevirt also
+                  hotpluggable and hotplug_phase).", type: list, returned: when exists}
 pools:
-  description: The pools reported (name, exists, active, type, path, autostart, capacity, allocation, available).
+  description: The pools reported (name, exists, active, type, path, autostart, capacity, allocation, available); empty on kubevirt.
   returned: always
   type: list
   elements: dict
@@ -87,10 +110,13 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets, redact_text
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS, client_from_params, import_kubernetes
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
 
@@ -98,18 +124,55 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection 
 def argument_spec():
     """The module's argument spec."""
     spec = dict(
-        backend=dict(type='str', choices=['libvirt'], default='libvirt'),
+        backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
         pool=dict(type='str'),
         name=dict(type='list', elements='str'),
     )
     spec.update(LIBVIRT_CONNECTION_ARGS)
+    spec.update(KUBEVIRT_CONNECTION_ARGS)
     return spec
+
+
+def refuse_other_backend(params):
+    """Options of the other backend are an error naming them."""
+    if params['backend'] == 'kubevirt':
+        for key in ('pool', 'uri', 'username', 'password'):
+            if params.get(key) is not None:
+                raise InvalidDeclaration(key, 'is a libvirt option and is not supported with backend kubevirt')
+    else:
+        for key in ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs'):
+            if params.get(key) is not None:
+                raise InvalidDeclaration(key, 'is a kubevirt option; set backend: kubevirt')
+
+
+def main_kubevirt(module):
+    """The module on backend kubevirt."""
+    if import_kubernetes() is None:
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
+    client = None
+    secrets = [module.params.get('api_key'), os.environ.get('K8S_AUTH_API_KEY')]
+
+    def redact(value):
+        text = client.redact(value) if client is not None else value
+        return redact_text(text, secrets)
+    try:
+        refuse_other_backend(module.params)
+        client = client_from_params(module.params)
+        with client:
+            volumes = volume_backend.report(client, module.params['namespace'], module.params['name'])
+    except ConvergeError as exc:
+        module.fail_json(**dict((k, redact(v) if isinstance(v, str) else v) for k, v in exc.to_result().items()))
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_json(msg='unexpected error: %s' % redact(str(exc)), exception=redact(traceback.format_exc()))
+    module.exit_json(changed=False, pools=[], volumes=volumes)
 
 
 def report(connection, pool, names):
     """``(pools, volumes)`` of the connection."""
     observer = storage.StorageObserver(connection)
     if pool is not None:
+        if '/' in pool or any(ord(char) < 32 for char in pool):
+            raise InvalidDeclaration('pool', '%r is not a valid pool name (no slash, no control character)' % pool)
         if observer.pool(pool) is None:
             raise InvalidDeclaration('pool', 'storage pool %s does not exist on this connection' % pool)
         pools = [pool]
@@ -140,10 +203,14 @@ def main():
     """Entry point."""
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
     hide_uri_secrets(module, module.params.get('uri'))
+    if module.params['backend'] == 'kubevirt':
+        main_kubevirt(module)
+        return
     if not HAS_LIBVIRT:
         module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
     connection = None
     try:
+        refuse_other_backend(module.params)
         uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
         connection = Connection(uri, module.params['username'], module.params['password'])
         with connection:

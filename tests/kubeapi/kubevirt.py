@@ -30,7 +30,8 @@ components do, so that a client can be tested against realistic objects:
   rules and messages (see ``SubresourceAPI``).
 * PVC binding (Immediate / WaitForFirstConsumer storage classes), PV creation,
   volume expansion; CDI DataVolume phases (Pending, ImportScheduled,
-  ImportInProgress with progress, Succeeded, Failed) creating a PVC.
+  ImportInProgress with progress, Succeeded, Failed; CloneScheduled, CloneInProgress
+  for a pvc source, sized like its source when no size is given) creating a PVC.
 
 It never imports the collection under test.
 
@@ -62,6 +63,12 @@ MAX_BACKOFF = 300
 FINAL = ('Succeeded', 'Failed')
 RUN_STRATEGIES = ('Always', 'Halted', 'Manual', 'RerunOnFailure', 'Once')
 MIGRATION_FINAL = ('Succeeded', 'Failed')
+# migration.go: defaultUnschedulablePendingTimeoutSeconds / defaultCatchAllPendingTimeoutSeconds, and the
+# annotations of a VirtualMachineInstanceMigration that override them
+MIGRATION_UNSCHEDULABLE_TIMEOUT = 300.0
+MIGRATION_PENDING_TIMEOUT = 900.0
+UNSCHEDULABLE_TIMEOUT_ANNOTATION = 'kubevirt.io/migrationUnschedulablePodTimeoutSeconds'
+PENDING_TIMEOUT_ANNOTATION = 'kubevirt.io/migrationPendingPodTimeoutSeconds'
 
 KUBEVIRT_TYPES = [
     ResourceType('kubevirt.io', 'v1', 'virtualmachines', 'VirtualMachine', short_names=('vm', 'vms'), custom=True, categories=('all',)),
@@ -212,6 +219,9 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
         self.vm_hotplugged = set()
         self.passes = 0
         self.errors = []
+        # pending timeouts of migration target pods (emulated clock seconds); tests may shorten them
+        self.migration_unschedulable_timeout = MIGRATION_UNSCHEDULABLE_TIMEOUT
+        self.migration_pending_timeout = MIGRATION_PENDING_TIMEOUT
         s = store
         self.t_vm = s.rtype('kubevirt.io', 'virtualmachines')
         self.t_vmi = s.rtype('kubevirt.io', 'virtualmachineinstances')
@@ -595,8 +605,13 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
         if not phase:
             if pvc is None:
                 storage = spec.get('storage') or spec.get('pvc') or {}
+                size = ((storage.get('resources') or {}).get('requests') or {}).get('storage')
+                if size is None and 'pvc' in source:
+                    # a clone without a size takes the size of its source claim (CDI storage API)
+                    src = self.store.peek(self.t_pvc, source['pvc'].get('namespace') or ns, source['pvc'].get('name') or '')
+                    size = ((((src or {}).get('spec') or {}).get('resources') or {}).get('requests') or {}).get('storage')
                 pvc_spec = {'accessModes': storage.get('accessModes') or ['ReadWriteOnce'],
-                            'resources': {'requests': {'storage': ((storage.get('resources') or {}).get('requests') or {}).get('storage', '1Gi')}},
+                            'resources': {'requests': {'storage': size or '1Gi'}},
                             'volumeMode': storage.get('volumeMode', 'Filesystem')}
                 if storage.get('storageClassName'):
                     pvc_spec['storageClassName'] = storage['storageClassName']
@@ -627,20 +642,21 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
                 return 0
 
             def scheduled(o):
-                o['status']['phase'] = 'ImportScheduled' if 'blank' not in source else 'Succeeded'
+                # host-assisted clone: CloneScheduled -> CloneInProgress (CDI datavolume phases), import otherwise
+                o['status']['phase'] = 'Succeeded' if 'blank' in source else 'CloneScheduled' if 'pvc' in source else 'ImportScheduled'
                 o['status']['progress'] = 'N/A' if 'blank' not in source else '100.0%'
                 cond_set(o, 'Bound', 'True', 'Bound', 'PVC %s Bound' % name, self.ts())
                 if 'blank' in source:
                     cond_set(o, 'Ready', 'True', '', '', self.ts())
             self._stepped(dv)
             return self._mutate(self.t_dv, dv, scheduled)
-        if phase == 'ImportScheduled':
+        if phase in ('ImportScheduled', 'CloneScheduled'):
             def inprog(o):
-                o['status'].update(phase='ImportInProgress', progress='0.00%')
+                o['status'].update(phase=phase.replace('Scheduled', 'InProgress'), progress='0.00%')
                 cond_set(o, 'Running', 'True', 'Pod is running', '', self.ts())
             self._stepped(dv)
             return self._mutate(self.t_dv, dv, inprog)
-        if phase == 'ImportInProgress':
+        if phase in ('ImportInProgress', 'CloneInProgress'):
             progress = float(str(status.get('progress', '0')).rstrip('%') or 0)
             if self.faults.consume('dv_fail', ns, name):
                 def fail(o):
@@ -720,6 +736,8 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
             created = self.store.create(self.t_vmi, meta['namespace'], vmi)
         except ApiError:
             return 0
+        # hotpluggable volumes of the template came from the VM: removing them from the VM unplugs them (declarative hotplug)
+        self.vm_hotplugged.update((created['metadata']['uid'], v['name']) for v in spec.get('volumes') or [] if is_hotplug(v))
         self._stepped(created)
         self.event(vm, 'SuccessfulCreate', 'Started the virtual machine by creating the new virtual machine instance %s' % meta['name'])
         return 1
@@ -1324,6 +1342,11 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
         source = (vmi.get('status') or {}).get('nodeName')
         if phase == 'Pending':
             pod = self._launcher_pod(vmi, target=True)
+            added = (mig.get('spec') or {}).get('addedNodeSelector') or {}
+            if added:
+                # spec.addedNodeSelector only adds constraints: the VMI's own nodeSelector wins on a shared key
+                pod = self.store.mutate(self.t_pod, ns, pod['metadata']['name'], lambda p: p['spec'].__setitem__(
+                    'nodeSelector', dict(added, **(p['spec'].get('nodeSelector') or {}))))
 
             def scheduling(o):
                 self._set_phase(o, 'Scheduling')
@@ -1340,8 +1363,14 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
             node = self._pick_node((pod or {}).get('spec') or {}, exclude=source) if pod else None
             if node is None:
                 msg = self._unschedulable_message((pod or {}).get('spec') or {}, exclude=source)
+                if self._pending_timed_out(mig):
+                    # handlePendingPodTimeout: the target pod is deleted, then the migration fails (pod removed)
+                    self.event(mig, 'SuccessfulDelete', 'unschedulable pod timeout period exceeded')
+                    return self._fail_migration(mig, None, 'Migration target pod was removed during active migration.', False)
                 if cond_is(mig, 'PodScheduled', 'False', 'Unschedulable'):
                     return 0
+                self.event(mig, 'MigrationTargetPodUnschedulable', 'Migration target pod for VMI [%s/%s] is currently unschedulable.'
+                           % (ns, vmi_name), 'Warning')
                 return self._mutate(self.t_mig, mig, lambda o: cond_set(o, 'PodScheduled', 'False', 'Unschedulable', msg, self.ts()))
             self.store.mutate(self.t_pod, ns, target_pod, lambda p: (p['spec'].update(nodeName=node), p.update(status={'phase': 'Running'})))
 
@@ -1366,6 +1395,8 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
         nxt = {'Scheduled': 'PreparingTarget', 'PreparingTarget': 'TargetReady', 'TargetReady': 'Running', 'Running': 'Succeeded'}.get(phase)
         if nxt is None:
             return 0
+        if phase == 'Running' and self.faults.active('migration_no_converge', ns, vmi_name):
+            return 0    # the guest dirties its memory faster than it is copied: the migration runs until aborted
         self._stepped(mig)
         if nxt == 'Running':
             self._mutate(self.t_vmi, vmi, lambda o: o['status']['migrationState'].update(
@@ -1385,10 +1416,27 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
 
         def advance(o):
             self._set_phase(o, nxt)
-            if nxt == 'Succeeded':
-                latest = self.store.peek(self.t_vmi, ns, vmi_name)
-                o['status']['migrationState'] = copy.deepcopy((latest.get('status') or {}).get('migrationState'))
+            latest = self.store.peek(self.t_vmi, ns, vmi_name)
+            vmi_state = (latest.get('status') or {}).get('migrationState') or {}
+            if vmi_state.get('migrationUid') == mig_uid:
+                # the migration object mirrors the VMI's migrationState (timestamps, nodes, mode, outcome)
+                o['status']['migrationState'] = copy.deepcopy(vmi_state)
         return self._mutate(self.t_mig, mig, advance)
+
+    def _pending_timed_out(self, mig):
+        """The target pod stayed unschedulable past the unschedulable (or catch-all) pending timeout (emulated clock)."""
+        annotations = mig['metadata'].get('annotations') or {}
+        timeouts = []
+        for key, default in ((UNSCHEDULABLE_TIMEOUT_ANNOTATION, self.migration_unschedulable_timeout),
+                             (PENDING_TIMEOUT_ANNOTATION, self.migration_pending_timeout)):
+            try:
+                timeouts.append(float(int(annotations[key])) if key in annotations else float(default))
+            except ValueError:
+                timeouts.append(float(default))     # upstream logs the parse error and keeps the default
+        since = [t for t in (mig.get('status') or {}).get('phaseTransitionTimestamps') or [] if t.get('phase') == 'Scheduling']
+        if not since:
+            return False
+        return self.now() - parse_ts(since[-1]['phaseTransitionTimestamp']) >= min(timeouts)
 
     def _fail_migration(self, mig, vmi, message, aborted):
         ns = mig['metadata']['namespace']
