@@ -44,7 +44,7 @@ options:
     type: bool
   namespace:
     description:
-      - Namespace of the VirtualMachines (O(backend=kubevirt) only).
+      - Namespace of the objects the task manages (VirtualMachines, claims and DataVolumes, migrations) (O(backend=kubevirt) only).
     type: str
     default: default
 requirements:
