@@ -41,11 +41,11 @@ options:
     type: list
     elements: str
   status:
-    description: Only VMs whose status is one of these words (for example V(Running), V(Stopped)).
+    description: Only VMs whose status is one of these words (for example V(Running), V(Stopped)); an unknown word is an error.
     type: list
     elements: str
   vm_state:
-    description: Only VMs whose vm_state is one of these words (for example V(ACTIVE), V(STOPPED)).
+    description: Only VMs whose vm_state is one of these words (for example V(ACTIVE), V(STOPPED)); an unknown word is an error.
     type: list
     elements: str
 requirements:
@@ -114,6 +114,8 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt import obs
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import list_vms
 from ansible_collections.converge.virt.plugins.module_utils._phase.views import absent_view
+from ansible_collections.converge.virt.plugins.module_utils._phase.states import VM_STATES
+from ansible_collections.converge.virt.plugins.module_utils._phase.status import STATUSES
 
 
 def list_kubevirt(module):
@@ -155,6 +157,10 @@ def main():
     spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     hide_uri_secrets(module, module.params.get('uri'))
+    for field, words in (('status', STATUSES), ('vm_state', VM_STATES)):
+        unknown = [word for word in module.params[field] or [] if word not in words]
+        if unknown:
+            module.fail_json(msg='%s: %r is not one of %s' % (field, unknown[0], ', '.join(words)), field=field)
     if module.params['backend'] == 'kubevirt':
         vms = list_kubevirt(module)
         if module.params['status']:

@@ -45,6 +45,10 @@ LIBVIRT_ONLY = ('xml', 'uuid', 'title', 'description', 'machine', 'arch', 'domai
 DISK_LIBVIRT_ONLY = ('dev', 'target', 'source', 'pool', 'volume', 'path', 'format', 'device')
 STOPPED_STATUSES = ('Stopped',)
 _QUANTITY = re.compile(r'^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$')
+MEMORY_MAX = 64 * 1024 ** 4  # as on libvirt (domain_xml.MEMORY_MAX)
+_DNS_LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')
+_LABEL_VALUE = re.compile(r'^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')
+_DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
 _QUANTITY_FACTORS = {None: 1, 'Ki': 1024, 'Mi': 1024 ** 2, 'Gi': 1024 ** 3, 'Ti': 1024 ** 4, 'Pi': 1024 ** 5, 'Ei': 1024 ** 6,
                      'k': 1000, 'M': 1000 ** 2, 'G': 1000 ** 3, 'T': 1000 ** 4, 'P': 1000 ** 5, 'E': 1000 ** 6, 'm': 0.001}
 
@@ -89,9 +93,11 @@ def quantity_bytes(value):
 def memory_quantity(value, field='memory'):
     """The declared memory as a Kubernetes quantity: a quantity is kept, '2GiB' / 512 (MiB) are converted."""
     if isinstance(value, str) and _QUANTITY.match(value.strip()) and value.strip()[-1:] == 'i':
+        if not 1024 * 1024 <= quantity_bytes(value) <= MEMORY_MAX:
+            raise InvalidDeclaration(field, '%r is out of range (1Mi to 64Ti)' % (value,))
         return value.strip()
     try:
-        size = parse_size(value, field=field, default_unit='MiB', minimum=1024 * 1024)
+        size = parse_size(value, field=field, default_unit='MiB', minimum=1024 * 1024, maximum=MEMORY_MAX)
     except ValueError as exc:
         raise InvalidDeclaration(field, str(exc).split(':', 1)[-1].strip())
     for unit, factor in (('Gi', 1024 ** 3), ('Mi', 1024 ** 2), ('Ki', 1024)):
@@ -115,8 +121,8 @@ def _disk_and_volume(index, disk):
     if len(sources) != 1:
         raise InvalidDeclaration(field, 'give exactly one of image (containerDisk), claim (persistentVolumeClaim) or data_volume')
     name = disk.get('name') or 'disk%d' % index
-    if not re.match(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$', name):
-        raise InvalidDeclaration('%s.name' % field, 'must be a DNS label (lower case letters, digits, -), got %r' % name)
+    if not isinstance(name, str) or len(name) > 63 or not _DNS_LABEL.fullmatch(name):
+        raise InvalidDeclaration('%s.name' % field, 'must be a DNS label of at most 63 characters (lower case letters, digits, -), got %r' % (name,))
     target = {'bus': disk.get('bus') or 'virtio'}
     if disk.get('readonly') is not None:
         target['readonly'] = bool(disk['readonly'])
@@ -165,6 +171,11 @@ def declared_vm(spec, namespace):
     Raises :class:`InvalidDeclaration` naming the field.
     """
     name = spec.get('name')
+    # at most 63: the name is also the value of the kubevirt.io/vm label of the instance
+    if not isinstance(name, str) or len(name) > 63 or not _DNS_SUBDOMAIN.fullmatch(name):
+        raise InvalidDeclaration('name', 'must be a DNS subdomain name of at most 63 characters (lower case letters, digits, - and .), got %r' % (name,))
+    if not isinstance(namespace, str) or len(namespace) > 63 or not _DNS_LABEL.fullmatch(namespace):
+        raise InvalidDeclaration('namespace', 'must be a DNS label (lower case letters, digits, -), got %r' % (namespace,))
     for key in LIBVIRT_ONLY:
         if spec.get(key) is not None:
             raise InvalidDeclaration(key, 'is a libvirt option and is not supported with backend kubevirt')
@@ -215,6 +226,12 @@ def declared_vm(spec, namespace):
         body = _deep_merge(body, spec['spec'])
     manifest = {'apiVersion': API_VERSION, 'kind': 'VirtualMachine', 'metadata': {'name': name, 'namespace': namespace}, 'spec': body}
     if spec.get('labels'):
+        for key, value in spec['labels'].items():
+            prefix, _slash, short = key.rpartition('/') if isinstance(key, str) else ('', '', None)
+            if not short or len(short) > 63 or not _LABEL_VALUE.fullmatch(short) or (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix))):
+                raise InvalidDeclaration('labels', '%r is not a valid label key ([prefix/]name: letters, digits, -_. ; at most 63)' % (key,))
+            if not isinstance(value, str) or len(value) > 63 or (value and not _LABEL_VALUE.fullmatch(value)):
+                raise InvalidDeclaration('labels.%s' % key, '%r is not a valid label value (letters, digits, -_. ; at most 63)' % (value,))
         manifest['metadata']['labels'] = dict(spec['labels'])
     return manifest
 

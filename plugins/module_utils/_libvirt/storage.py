@@ -40,6 +40,7 @@ STATES = ('present', 'absent')
 CAPACITY_MAX = 64 * 1024 ** 5
 _NAME_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.+@-]*$')
 _VM_RE = re.compile(r'^[^/\x00-\x1f]+$')
+_CONTROL_RE = re.compile(r'[\x00-\x1f\x7f]')
 MAX_CHAIN = 16
 
 
@@ -61,7 +62,7 @@ def split_key(key):
 def _name(value, field):
     if not isinstance(value, str) or not value:
         raise InvalidDeclaration(field, 'a non-empty name is required')
-    if not _NAME_RE.match(value) or value in ('.', '..'):
+    if not _NAME_RE.fullmatch(value) or value in ('.', '..'):
         raise InvalidDeclaration(field, '%r is not a valid name (letters, digits and _.+@- ; no slash)' % value)
     return value
 
@@ -84,7 +85,7 @@ def normalize_attachment(item, field, pool, name):
     if unknown:
         raise InvalidDeclaration(field, 'unknown keys %s' % ', '.join(unknown))
     vm = item.get('vm')
-    if not isinstance(vm, str) or not vm or not _VM_RE.match(vm):
+    if not isinstance(vm, str) or not vm or not _VM_RE.fullmatch(vm):
         raise InvalidDeclaration(field + '.vm', 'the name of the VM is required')
     disk = {'dev': item.get('dev') if item.get('dev') is not None else item.get('target'), 'bus': item.get('bus'),
             'readonly': item.get('readonly'), 'serial': item.get('serial'), 'pool': pool, 'volume': name}
@@ -113,6 +114,8 @@ def normalize_volume(item, field='volume', defaults=None):
     pool_path = merged.get('pool_path')
     if pool_path is not None and (not isinstance(pool_path, str) or not pool_path.startswith('/')):
         raise InvalidDeclaration(field + '.pool_path', 'must be an absolute path, got %r' % (pool_path,))
+    if pool_path is not None and (_CONTROL_RE.search(pool_path) or '..' in pool_path.split('/')):
+        raise InvalidDeclaration(field + '.pool_path', 'must be a plain absolute path (no .. component, no control character), got %r' % (pool_path,))
     out['pool_path'] = pool_path.rstrip('/') or '/' if pool_path else None
     state = merged.get('state') or 'present'
     if state not in STATES:
@@ -139,13 +142,14 @@ def normalize_volume(item, field='volume', defaults=None):
     out['backing_volume'] = _ref(merged['backing_volume'], field + '.backing_volume', pool) \
         if merged.get('backing_volume') is not None else None
     imp = merged.get('import_from')
-    if imp is not None and (not isinstance(imp, str) or not imp.startswith('/')):
+    if imp is not None and (not isinstance(imp, str) or not imp.startswith('/') or _CONTROL_RE.search(imp)):
         raise InvalidDeclaration(field + '.import_from', 'must be an absolute path of a local image file, got %r' % (imp,))
     out['import_from'] = imp
     if out['import_format'] and not imp:
         raise InvalidDeclaration(field + '.import_format', 'only applies with import_from')
-    if out['clone_from'] == out['key'] or out['backing_volume'] == out['key']:
-        raise InvalidDeclaration(field, 'a volume cannot be made from itself')
+    for key in ('clone_from', 'backing_volume'):
+        if out[key] == out['key']:
+            raise InvalidDeclaration(field, 'a volume cannot be made from itself (%s: %s)' % (key, out['key']))
     if out['backing_volume'] and out['format'] not in (None, 'qcow2'):
         raise InvalidDeclaration(field + '.format', 'an overlay on a backing volume must be qcow2')
     if out['backing_volume']:
@@ -470,6 +474,13 @@ def _upload(conn, vol, path, size):
     stream.finish()
 
 
+def _delete_partial(vol):
+    try:
+        vol.delete(0)
+    except libvirt.libvirtError:
+        pass
+
+
 def volume_sha256(conn, vol, length):
     """sha256 of the first ``length`` bytes of a volume, read back through libvirt."""
     digest = hashlib.sha256()
@@ -510,7 +521,12 @@ def _create(connection, observer, spec, op):
             raise InvalidDeclaration('capacity', 'smaller (%d bytes) than the image to import (%d bytes)' % (capacity, image['virtual_size']))
         vol = pool.createXML(volume_xml(name, image['virtual_size'], image['format']), 0)
         expected = sha256_of_file(spec['import_from'])
-        _upload(connection.conn, vol, spec['import_from'], image['file_size'])
+        try:
+            _upload(connection.conn, vol, spec['import_from'], image['file_size'])
+        except libvirt.libvirtError as exc:
+            # a half-written volume would pass for the imported one in the next run: the volume this run created goes
+            _delete_partial(vol)
+            raise connection.error(exc, 'import of %s into %s failed, the partial volume was removed' % (spec['import_from'], op.volume))
         actual, received = volume_sha256(connection.conn, vol, image['file_size'])
         if actual != expected or received != image['file_size']:
             raise BackendError('import of %s into %s: the content read back differs (sha256 %s, expected %s); the volume is left for inspection'

@@ -1,0 +1,57 @@
+"""Fixtures of the reliability suites (tests/reliability).
+
+* the private libvirt hosts of ``tests/integration/virtlab_fixtures.py`` and the
+  Kubernetes API test server fixtures of ``tests/kubeapi/fixtures.py``;
+* ``kube_module_server``: one API test server per test module (cheaper than
+  ``kube_server`` for the fuzzers, which only need it not to change);
+* the figures file (``figures.py``) is emptied when the session starts and,
+  when figures were recorded, ``tools/reliability_report.py`` writes
+  ``docs/reliability.md`` from them when it ends.
+"""
+
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+# pylint: disable=wrong-import-position,unused-import
+from tests.integration.virtlab_fixtures import guest_image, host_conns, libvirt_hosts, virtlab_layout, virtlab_state_dir  # noqa: E402,F401
+from tests.kubeapi import KubeTestServer  # noqa: E402
+from tests.kubeapi.fixtures import kube_api, kube_dyn, kube_server, kube_server_session  # noqa: E402,F401
+from tests.reliability import figures  # noqa: E402
+
+
+def pytest_sessionstart(session):  # pylint: disable=unused-argument
+    """Start every session with an empty figures file, so the report reflects one run."""
+    if getattr(session.config, 'workerinput', None) is not None:
+        return  # an xdist worker: the controller already started the file
+    path = figures.figures_path()
+    if os.path.exists(path):
+        os.replace(path, path + '.previous')
+
+
+def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argument
+    """Write docs/reliability.md from the figures this session recorded (nothing recorded: left alone)."""
+    if getattr(session.config, 'workerinput', None) is not None:
+        return  # an xdist worker: the controller writes the report
+    if not figures.read():
+        return
+    from tools import reliability_report  # pylint: disable=import-outside-toplevel
+    output = os.environ.get('RELIABILITY_REPORT') or os.path.join(ROOT, 'docs', 'reliability.md')
+    reliability_report.main(['--figures', figures.figures_path(), '--output', output,
+                             '--command', ' '.join(['pytest'] + [str(a) for a in session.config.invocation_params.args])])
+
+
+@pytest.fixture(scope='module')
+def kube_module_server(tmp_path_factory):
+    """A Kubernetes API test server shared by one test module."""
+    path = tmp_path_factory.mktemp('kubeapi') / 'kubeconfig'
+    srv = KubeTestServer(kubeconfig_path=str(path)).start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
