@@ -464,6 +464,8 @@ def refuse_other_backend(params):
 
 def kubevirt_declarations(params):
     """Validate every kubevirt declaration before anything is touched; return normalized specs."""
+    if params['detach_timeout'] < 0:
+        raise InvalidDeclaration('detach_timeout', 'must be 0 or more')
     if params['wait_timeout'] is not None and params['wait_timeout'] < 0:
         raise InvalidDeclaration('wait_timeout', 'must be 0 or more')
     if params['volumes'] is None:

@@ -61,9 +61,11 @@ LIBVIRT_ONLY = ('pool', 'pool_path', 'format', 'preallocation', 'import_format',
 # options only the kubevirt backend understands (the connection options are checked by the module)
 KUBEVIRT_ONLY = ('data_volume', 'storage_class', 'access_modes', 'volume_mode', 'wait_timeout')
 DEFAULT_WAIT_TIMEOUT = 300
-_NAME = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')
-_LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')
-_QUANTITY = re.compile(r'^([0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$')
+CAPACITY_MAX = 64 * 1024 ** 5   # as on libvirt: 64 PiB
+_NAME = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z')
+_SERIAL = re.compile(r'^[A-Za-z0-9_.+-]{1,64}\Z')
+_LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z')
+_QUANTITY = re.compile(r'^([0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?\Z')
 _FACTORS = {None: 1, 'Ki': 1024, 'Mi': 1024 ** 2, 'Gi': 1024 ** 3, 'Ti': 1024 ** 4, 'Pi': 1024 ** 5, 'Ei': 1024 ** 6,
             'k': 1000, 'M': 1000 ** 2, 'G': 1000 ** 3, 'T': 1000 ** 4, 'P': 1000 ** 5, 'E': 1000 ** 6}
 
@@ -101,9 +103,11 @@ def capacity_of(value, field='capacity'):
         size = quantity_bytes(value.strip())
         if not size:
             raise InvalidDeclaration(field, 'size must be greater than zero, got %r' % value)
+        if size > CAPACITY_MAX:
+            raise InvalidDeclaration(field, 'size must be at most 64PiB, got %r' % value)
         return size, value.strip()
     try:
-        size = parse_size(value, field=field)
+        size = parse_size(value, field=field, maximum=CAPACITY_MAX)
     except ValueError as exc:
         raise InvalidDeclaration(field, str(exc).split(':', 1)[-1].strip()) from None
     return size, bytes_quantity(size)
@@ -151,7 +155,10 @@ def normalize_attachment(att, index, field):
     bus = att.get('bus')
     if bus is not None and bus not in BUSES:
         raise InvalidDeclaration(where + '.bus', 'hotplugged disks on kubevirt take bus %s, got %r' % (', '.join(BUSES), bus))
-    return {'vm': vm, 'dev': dev, 'bus': bus, 'readonly': bool(att.get('readonly')), 'serial': att.get('serial')}
+    serial = att.get('serial')
+    if serial is not None and not (isinstance(serial, str) and _SERIAL.match(serial)):
+        raise InvalidDeclaration(where + '.serial', 'may only contain letters, digits and _.+- (at most 64), got %r' % (serial,))
+    return {'vm': vm, 'dev': dev, 'bus': bus, 'readonly': bool(att.get('readonly')), 'serial': serial}
 
 
 def normalize_volume(decl, field='', defaults=None):
@@ -350,6 +357,12 @@ class NamespaceVolumes:
         self.attachments, self.facts = actual_attachments(self.vms, self.vmis)
         return self
 
+    def claim_exists(self, namespace, name):
+        """Whether claim ``name`` exists in ``namespace`` (this namespace from the snapshot, another one asked)."""
+        if namespace in (None, self.namespace):
+            return name in self.pvcs
+        return self.client.get(CORE_API, namespace, 'persistentvolumeclaims', name) is not None
+
     def names(self):
         """Every claim or DataVolume name of the namespace."""
         return sorted(set(self.pvcs) | set(self.dvs))
@@ -471,6 +484,10 @@ def plan(specs, world, force=False):
             missing = check_create(spec)
             if missing:
                 refusals.append(missing)
+            clone = (spec['source'] or {}).get('pvc')
+            if clone and not world.claim_exists(clone.get('namespace'), clone['name']):
+                refusals.append({'volume': spec['key'], 'field': 'clone_from',
+                                 'reason': 'clone_from: claim %s does not exist in namespace %s' % (clone['name'], clone.get('namespace') or world.namespace)})
         if op.kind == phase.DETACH_LIVE and not (world.facts.get((op.vm, op.target)) or {}).get('hotpluggable'):
             refusals.append({'volume': op.volume, 'vm': op.vm, 'target': op.target,
                              'reason': 'disk %s of running VM %s was not hotplugged and cannot be unplugged live; stop the VM first' % (op.target, op.vm)})

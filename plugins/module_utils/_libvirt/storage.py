@@ -38,8 +38,8 @@ FORMATS = ('raw', 'qcow2')
 PREALLOCATIONS = ('off', 'metadata', 'full')
 STATES = ('present', 'absent')
 CAPACITY_MAX = 64 * 1024 ** 5
-_NAME_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.+@-]*$')
-_VM_RE = re.compile(r'^[^/\x00-\x1f]+$')
+_NAME_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.+@-]*\Z')
+_VM_RE = re.compile(r'^[^/\x00-\x1f]+\Z')
 _CONTROL_RE = re.compile(r'[\x00-\x1f\x7f]')
 MAX_CHAIN = 16
 

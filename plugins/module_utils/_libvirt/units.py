@@ -31,7 +31,7 @@ UNITS = {
     'kb': 1000, 'mb': 1000 ** 2, 'gb': 1000 ** 3, 'tb': 1000 ** 4, 'pb': 1000 ** 5,
 }
 
-_SIZE_RE = re.compile(r'^\s*(?P<num>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[A-Za-z]*)\s*$')
+_SIZE_RE = re.compile(r'^\s*(?P<num>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[A-Za-z]*)\s*\Z')
 
 _FORMAT_UNITS = (('PiB', PIB), ('TiB', TIB), ('GiB', GIB), ('MiB', MIB), ('KiB', KIB))
 
