@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r'''
 module: host
-short_description: Mark a libvirt host as draining (no VM placed or migrated onto it) or active, and report it
+short_description: Mark a libvirt host or a KubeVirt node as draining (no VM placed or migrated onto it) or active, and report it
 version_added: 0.1.0
 description:
   - V(drained) marks the host so that M(converge.virt.migration) refuses it as a target and placement never
@@ -18,10 +18,18 @@ description:
     the host at once create one mark.
   - Marking a host does not move its VMs; the role C(converge.virt.evacuate) does.
   - Always returns the host's free memory, drain mark and VMs.
+  - With O(backend=kubevirt) the host is the Kubernetes node O(node). V(drained) cordons it (C(spec.unschedulable)),
+    adds the taint C(converge.virt/draining=true:NoSchedule) unless O(taint=false), and records the reason, time and
+    controller in the annotation C(converge.virt/drain); V(active) uncordons it and removes that taint and annotation
+    (other taints stay). The scheduler then places no VM and no migration target on the node. The result lists the
+    VirtualMachineInstances running on the node (all namespaces) as C(namespace/name) in C(running_vms).
+  - "libvirt only: O(uri), O(username), O(password). kubevirt only: O(kubeconfig), O(context), O(host), O(api_key), O(ca_cert),
+    O(validate_certs), O(namespace), O(node), O(taint)."
 author:
   - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
   - converge.virt.libvirt_connection
+  - converge.virt.kubevirt_connection
 attributes:
   check_mode:
     support: full
@@ -30,6 +38,18 @@ attributes:
     support: full
     description: Shows the drain mark before and after.
 options:
+  backend:
+    description: Where the host is.
+    type: str
+    choices: [libvirt, kubevirt]
+    default: libvirt
+  node:
+    description: KubeVirt only (required there). Name of the Kubernetes node.
+    type: str
+  taint:
+    description: KubeVirt only. With O(state=drained), also taint the node C(converge.virt/draining=true:NoSchedule) besides cordoning it.
+    type: bool
+    default: true
   state:
     description: V(drained) sets the drain mark, V(active) removes it, V(present) only reports.
     type: str
@@ -55,6 +75,13 @@ EXAMPLES = r'''
   converge.virt.host:
     uri: qemu+ssh://root@hv1/system
     state: active
+
+- name: Cordon and taint a KubeVirt node
+  converge.virt.host:
+    backend: kubevirt
+    node: node01
+    state: drained
+    reason: firmware update
 '''
 
 RETURN = r'''
@@ -63,6 +90,9 @@ host:
     - The host after the task. C(hostname), C(host_uuid), C(free_memory) (bytes), C(draining), C(drain)
       (reason, since, by; null when not draining), C(vms) (name, vm_state, power_state, task_state, running,
       persistent, memory_kib), C(running_vms) and C(stopped_vms) (names).
+    - On kubevirt C(node), C(hostname), C(unschedulable), C(taints), C(ready), C(draining), C(drain), C(blockers)
+      (why the scheduler places no new pod there), C(allocatable_memory), C(vms) (name, namespace, phase, running,
+      migrating, memory) and C(running_vms) (C(namespace/name)); C(stopped_vms) is empty (a stopped VM has no node).
   returned: always
   type: dict
 '''
@@ -76,16 +106,61 @@ from ansible_collections.converge.virt.plugins.module_utils._common.redact impor
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection, libvirt
 
 
+def main_kubevirt(module):
+    """The module with backend kubevirt: cordon / taint / uncordon a node."""
+    params = module.params
+    for key in ('uri', 'username', 'password'):
+        if params.get(key) is not None:
+            module.fail_json(msg='%s: is a libvirt option and is not supported with backend kubevirt' % key)
+    if not params['node']:
+        module.fail_json(msg='node: is required with backend kubevirt')
+    if kubevirt_client.import_kubernetes() is None:
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
+    secrets = [params['api_key']] if params.get('api_key') else []
+    state = params['state']
+    try:
+        with kubevirt_client.client_from_params(params) as client:
+            secrets.extend(client.secrets)
+            node = kmb.read_node(client, params['node'])
+            if node is None:
+                module.fail_json(msg='node: no node called %r in the cluster' % params['node'])
+            before = kmb.node_draining(node)
+            changed = False
+            if state == 'drained':
+                changed = kmb.set_drain(client, params['node'], params['reason'], params['taint'], kmb.owner_id(), check_mode=module.check_mode)
+            elif state == 'active':
+                changed = kmb.clear_drain(client, params['node'], check_mode=module.check_mode)
+            host = kmb.node_summary(client, kmb.read_node(client, params['node']), params['namespace'])
+            if module.check_mode and changed:
+                host['draining'] = state == 'drained'
+    except ConvergeError as exc:
+        module.fail_json(msg=redact_text(exc.message, secrets))
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_json(msg=redact_text('unexpected error: %s' % exc, secrets))
+    diff = {'before': {'draining': before}, 'after': {'draining': host['draining']}}
+    module.exit_json(changed=changed, host=host, diff=diff)
+
+
 def main():
     """Entry point."""
-    spec = dict(state=dict(type='str', choices=['drained', 'active', 'present'], default='present'), reason=dict(type='str'))
+    spec = dict(state=dict(type='str', choices=['drained', 'active', 'present'], default='present'), reason=dict(type='str'),
+                backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'), node=dict(type='str'),
+                taint=dict(type='bool', default=True))
     spec.update(LIBVIRT_CONNECTION_ARGS)
+    spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     hide_uri_secrets(module, module.params.get('uri'))
+    if module.params['backend'] == 'kubevirt':
+        main_kubevirt(module)
+        return
+    if module.params['node'] is not None:
+        module.fail_json(msg='node: is a kubevirt option and is not supported with backend libvirt')
     if not HAS_LIBVIRT:
         module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
     uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'

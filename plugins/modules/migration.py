@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r'''
 module: migration
-short_description: Converge a VM onto another libvirt host (live or offline migration)
+short_description: Converge a VM onto another libvirt host or KubeVirt node (live or offline migration)
 version_added: 0.1.0
 description:
   - Declares that a VM, found on the host of O(uri), should run on the host of O(target_uri). A VM that
@@ -25,10 +25,20 @@ description:
   - A run that was interrupted (the controller died) is picked up by the next run, which attaches to the
     migration still running, or finishes the record of the one that completed.
   - A target host marked as draining (M(converge.virt.host) with O(converge.virt.host#module:state=drained)) is refused.
+  - With O(backend=kubevirt) the VM is a VirtualMachine of O(namespace); the module creates a
+    C(VirtualMachineInstanceMigration) (one per VM, a migration already in flight is followed, never duplicated)
+    and maps its phases and the instance's C(migrationState) to the same phase machine. O(target_node) is optional
+    (KubeVirt's scheduler picks a node; cordoned and tainted nodes are never chosen); O(state=cancelled) deletes the
+    migration object, which is KubeVirt's abort. The VM must have a running, C(LiveMigratable) instance.
+  - "libvirt only: O(uri), O(username), O(password), O(target_uri), O(target_uris), O(target_username), O(target_password),
+    O(mode), O(persistent), O(undefine_source), O(bandwidth), O(max_downtime), O(auto_converge), O(post_copy),
+    O(completion_timeout), O(completion_action), O(copy_storage), O(peer_to_peer). kubevirt only: O(kubeconfig), O(context),
+    O(host), O(api_key), O(ca_cert), O(validate_certs), O(namespace), O(target_node), O(source_node), O(pending_timeout)."
 author:
   - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
   - converge.virt.libvirt_connection
+  - converge.virt.kubevirt_connection
 attributes:
   check_mode:
     support: full
@@ -40,7 +50,7 @@ options:
   backend:
     description: Where the VM lives.
     type: str
-    choices: [libvirt]
+    choices: [libvirt, kubevirt]
     default: libvirt
   name:
     description: Name of the VM. Required unless O(names) is given.
@@ -49,8 +59,27 @@ options:
     description:
       - Migrate several VMs from O(uri) in one task (O(state=finished) only), O(parallel) at a time; one
         result per VM in RV(results). A failure of one VM never stops the others.
+      - With O(backend=kubevirt) an entry may be C(namespace/name) to name a VM of another namespace than O(namespace).
     type: list
     elements: str
+  target_node:
+    description:
+      - KubeVirt only. The node the VM should run on. A VM that already runs there is no change. A node that is
+        cordoned, tainted against the VM or not Ready is refused (reason C(the target host is being drained)).
+      - Passed to KubeVirt as the migration's C(spec.addedNodeSelector) on C(kubernetes.io/hostname).
+      - Without it KubeVirt's scheduler chooses the node, and every run moves the VM again unless O(source_node) says where it
+        should not run.
+    type: str
+  source_node:
+    description:
+      - KubeVirt only. The node the VM should leave. A VM that does not run there is no change (this makes
+        draining a node idempotent, see the role C(converge.virt.evacuate)).
+    type: str
+  pending_timeout:
+    description:
+      - KubeVirt only. Seconds the migration's target pod may stay unschedulable before KubeVirt fails the migration
+        (the annotation C(kubevirt.io/migrationUnschedulablePodTimeoutSeconds); KubeVirt's default is 300).
+    type: int
   target_uri:
     description:
       - libvirt URI of the host the VM should run on. With O(peer_to_peer) (the default) the source host's
@@ -193,6 +222,27 @@ EXAMPLES = r'''
       - qemu+ssh://root@hv2/system
       - qemu+ssh://root@hv3/system
     parallel: 2
+
+- name: Move a KubeVirt VM to node02 and wait
+  converge.virt.migration:
+    backend: kubevirt
+    namespace: prod
+    name: web-1
+    target_node: node02
+
+- name: Move every VM off node01 (KubeVirt picks the nodes; VMs already elsewhere are no change)
+  converge.virt.migration:
+    backend: kubevirt
+    names: [prod/web-1, prod/web-2, staging/db-1]
+    source_node: node01
+    parallel: 3
+
+- name: Abort the KubeVirt migration in flight (deletes its VirtualMachineInstanceMigration)
+  converge.virt.migration:
+    backend: kubevirt
+    namespace: prod
+    name: web-1
+    state: cancelled
 '''
 
 RETURN = r'''
@@ -237,6 +287,26 @@ results:
   returned: when O(names) is given
   type: list
   elements: dict
+kubevirt_phase:
+  description: The phase KubeVirt reports on the C(VirtualMachineInstanceMigration) (RV(phase) is ours, derived from it and the instance).
+  returned: on kubevirt, when a migration object exists
+  type: str
+migration:
+  description: Name of the C(VirtualMachineInstanceMigration) created or followed.
+  returned: on kubevirt
+  type: str
+source_node:
+  description: The node the VM ran on when the task started.
+  returned: on kubevirt
+  type: str
+target_node:
+  description: The declared target node, or the node KubeVirt chose.
+  returned: on kubevirt
+  type: str
+node:
+  description: The node the VM runs on after the task.
+  returned: on kubevirt
+  type: str
 '''
 
 import json
@@ -253,17 +323,27 @@ from ansible_collections.converge.virt.plugins.module_utils._common.redact impor
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
 
 STARTED_REPLY_TIMEOUT = 120.0
 
 
+def _kubevirt_backend():
+    """The KubeVirt migration backend, imported only with backend kubevirt (a libvirt run does not pay for compiling it)."""
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend  # pylint: disable=import-outside-toplevel
+    return migration_backend
+
+
 def argument_spec():
     """The module's argument spec."""
     spec = dict(
-        backend=dict(type='str', choices=['libvirt'], default='libvirt'),
+        backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
         name=dict(type='str'),
+        target_node=dict(type='str'),
+        source_node=dict(type='str'),
+        pending_timeout=dict(type='int'),
         names=dict(type='list', elements='str'),
         target_uri=dict(type='str'),
         target_uris=dict(type='list', elements='str'),
@@ -285,7 +365,75 @@ def argument_spec():
         parallel=dict(type='int', default=2),
     )
     spec.update(LIBVIRT_CONNECTION_ARGS)
+    spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
     return spec
+
+
+LIBVIRT_ONLY = ('uri', 'username', 'password', 'target_uri', 'target_uris', 'target_username', 'target_password', 'bandwidth',
+                'max_downtime', 'completion_timeout')
+KUBEVIRT_ONLY = ('target_node', 'source_node', 'pending_timeout', 'kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs')
+
+
+def kubevirt_options_from(params):
+    """Validated :class:`KubevirtMigrationOptions`; libvirt-only options are refused by name."""
+    for key in LIBVIRT_ONLY:
+        if params.get(key) is not None:
+            raise InvalidDeclaration(key, 'is a libvirt option and is not supported with backend kubevirt')
+    if params['mode'] != 'live':
+        raise InvalidDeclaration('mode', 'KubeVirt migrates running instances only (live); a stopped VM has no instance to move')
+    if params['names'] is not None and params['state'] != 'finished':
+        raise InvalidDeclaration('names', 'only with state finished (use name for %s)' % params['state'])
+    if params['parallel'] < 1:
+        raise InvalidDeclaration('parallel', 'must be at least 1')
+    kmb = _kubevirt_backend()
+    return kmb.validate_options(kmb.KubevirtMigrationOptions(
+        target_node=params['target_node'], source_node=params['source_node'], wait_timeout=params['wait_timeout'],
+        pending_timeout=params['pending_timeout']))
+
+
+def main_kubevirt(module):
+    """The module with backend kubevirt."""
+    kmb = _kubevirt_backend()
+    params = module.params
+    if kubevirt_client.import_kubernetes() is None:
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
+    secrets = [params['api_key']] if params.get('api_key') else []
+    client = None
+    try:
+        opts = kubevirt_options_from(params)
+        client = kubevirt_client.client_from_params(params)
+        secrets.extend(client.secrets)
+        if params['names'] is not None:
+            results = kmb.migrate_many(client, params['namespace'], params['names'], opts, module.check_mode, params['parallel'])
+            results = [dict((k, redact_text(v, secrets) if isinstance(v, str) else v) for k, v in r.items()) for r in results]
+            changed = any(r.get('changed') for r in results)
+            failed = ['%s/%s' % (r.get('namespace'), r['name']) for r in results if r.get('failed')]
+            if failed:
+                module.fail_json(msg='%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed)), changed=changed, results=results)
+            module.exit_json(changed=changed, results=results)
+
+        def make(on_started=None):
+            own = client if on_started is None else kubevirt_client.client_from_params(params)
+            return kmb.KubevirtMigration(own, params['namespace'], params['name'], opts, check_mode=module.check_mode, on_started=on_started)
+        if params['state'] == 'cancelled':
+            result = make().cancel()
+        elif params['state'] == 'started' and not module.check_mode:
+            client.close()
+            result = run_started(make)
+        else:
+            result = make().converge()
+    except ConvergeError as exc:
+        module.fail_json(**dict((k, redact_text(v, secrets) if isinstance(v, str) else v) for k, v in exc.to_result().items()))
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_json(msg=redact_text('unexpected error: %s' % exc, secrets), exception=redact_text(traceback.format_exc(), secrets))
+    finally:
+        if client is not None:
+            client.close()
+    result = dict((k, redact_text(v, secrets) if isinstance(v, str) else v) for k, v in result.items())
+    result.pop('name', None)
+    if result.pop('failed', False):
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 def options_from(params):
@@ -305,6 +453,10 @@ def options_from(params):
         raise InvalidDeclaration('target_uris', 'must name at least one host')
     if params['parallel'] < 1:
         raise InvalidDeclaration('parallel', 'must be at least 1')
+    named = [('name', params['name'])] if params['names'] is None else [('names[%d]' % i, n) for i, n in enumerate(params['names'])]
+    for field, name in named:
+        if name is not None and (not name or '/' in name or any(ord(char) < 32 for char in name)):
+            raise InvalidDeclaration(field, '%r is not a VM name (no slash, no control character)' % name)
     return opts
 
 
@@ -426,6 +578,12 @@ def main():
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
                            mutually_exclusive=[('name', 'names'), ('target_uri', 'target_uris')], required_one_of=[('name', 'names')])
     hide_uri_secrets(module, module.params.get('uri'), module.params.get('target_uri'), *(module.params.get('target_uris') or []))
+    if module.params['backend'] == 'kubevirt':
+        main_kubevirt(module)
+        return
+    for key in KUBEVIRT_ONLY:
+        if module.params.get(key) is not None:
+            module.fail_json(msg='%s: is a kubevirt option and is not supported with backend libvirt' % key)
     if not HAS_LIBVIRT:
         module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
     params = module.params

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r'''
 module: migration_info
-short_description: Report in-flight and recent migrations of VMs on libvirt hosts
+short_description: Report in-flight and recent migrations of VMs on libvirt hosts or KubeVirt
 version_added: 0.1.0
 description:
   - For every VM of the given hosts that is migrating or migrated recently, reports the migration in flight
@@ -15,10 +15,16 @@ description:
   - The history is a short JSON list (the last five migrations) kept in a metadata element of the domain
     (namespace C(https://converge.virt/xmlns/migration/1)), written by M(converge.virt.migration). It travels
     with the domain to its new host, so every controller reads the same history.
+  - With O(backend=kubevirt) it reads the C(VirtualMachineInstanceMigration) objects of O(namespace), which the cluster keeps,
+    and reports per VM the one in flight and the last five final ones, with KubeVirt's phases, our failure reason and outcome
+    (C(succeeded), C(failed), C(aborted)), source and target nodes, and the timestamps of the instance's C(migrationState).
+  - "libvirt only: O(uri), O(uris), O(username), O(password). kubevirt only: O(kubeconfig), O(context), O(host), O(api_key),
+    O(ca_cert), O(validate_certs), O(namespace)."
 author:
   - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
   - converge.virt.libvirt_connection
+  - converge.virt.kubevirt_connection
 attributes:
   check_mode:
     support: full
@@ -30,7 +36,7 @@ options:
   backend:
     description: Where the VMs live.
     type: str
-    choices: [libvirt]
+    choices: [libvirt, kubevirt]
     default: libvirt
   uris:
     description: Several hosts to read (instead of, or besides, O(uri)). Credentials of O(username) and O(password) apply to all.
@@ -62,6 +68,12 @@ EXAMPLES = r'''
   until: db.migrations | selectattr('in_flight') | list | length == 0
   retries: 60
   delay: 5
+
+- name: Migrations of the VMs of a KubeVirt namespace
+  converge.virt.migration_info:
+    backend: kubevirt
+    namespace: prod
+  register: kube_migs
 '''
 
 RETURN = r'''
@@ -72,6 +84,9 @@ migrations:
       C(data_processed), C(data_remaining), C(memory_dirty_rate), C(memory_iteration), C(downtime), ...);
       C(recent) lists the last migrations (C(id), C(source), C(target), C(mode), C(phase), C(phases),
       C(reason), C(started_at), C(finished_at), C(data_total), C(downtime)); C(last) is the newest of them.
+    - On kubevirt an entry is a VM of O(namespace) (C(node), state words); C(in_flight) and C(recent) entries have C(id) (the
+      migration object), C(phase) (KubeVirt's), C(phases), C(reason), C(outcome), C(message), C(source), C(target), C(mode),
+      C(created_at), C(started_at), C(finished_at), C(task_id) and C(progress).
   returned: always
   type: list
   elements: dict
@@ -91,17 +106,43 @@ from ansible_collections.converge.virt.plugins.module_utils._common.redact impor
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
 
 
+def main_kubevirt(module):
+    """The module with backend kubevirt."""
+    params = module.params
+    for key in ('uri', 'uris', 'username', 'password'):
+        if params.get(key) is not None:
+            module.fail_json(msg='%s: is a libvirt option and is not supported with backend kubevirt' % key)
+    if kubevirt_client.import_kubernetes() is None:
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
+    secrets = [params['api_key']] if params.get('api_key') else []
+    try:
+        with kubevirt_client.client_from_params(params) as client:
+            secrets.extend(client.secrets)
+            migrations = kmb.migrations_info(client, params['namespace'], params['name'])
+    except ConvergeError as exc:
+        module.fail_json(msg=redact_text(exc.message, secrets))
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_json(msg=redact_text('unexpected error: %s' % exc, secrets))
+    module.exit_json(changed=False, migrations=migrations, hosts=[{'namespace': params['namespace'], 'ok': True}])
+
+
 def main():
     """Entry point."""
-    spec = dict(backend=dict(type='str', choices=['libvirt'], default='libvirt'), uris=dict(type='list', elements='str'),
+    spec = dict(backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'), uris=dict(type='list', elements='str'),
                 name=dict(type='list', elements='str'))
     spec.update(LIBVIRT_CONNECTION_ARGS)
+    spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     hide_uri_secrets(module, module.params.get('uri'), *(module.params.get('uris') or []))
+    if module.params['backend'] == 'kubevirt':
+        main_kubevirt(module)
+        return
     if not HAS_LIBVIRT:
         module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
     uris = list(module.params['uris'] or [])

@@ -19,6 +19,8 @@ Two families of faults exist:
   ``dv_fail``                a DataVolume import fails (phase Failed,
                              Running condition reason Error); name = DV name
   ``migration_target_fail``  the target pod of a migration of that VMI fails
+  ``migration_no_converge``  a migration of that VMI stays Running (the guest dirties
+                             memory faster than it is copied) until it is aborted
   ``pvc_bind_stuck``         a PVC never binds; name = PVC name
 
   ``name`` may be ``'*'`` to match every object of the namespace, and
@@ -37,7 +39,8 @@ import threading
 class Faults:
     """Thread-safe fault registry."""
 
-    KINDS = ('unschedulable', 'image_pull', 'guest_crash', 'dv_fail', 'migration_target_fail', 'pvc_bind_stuck')
+    KINDS = ('unschedulable', 'image_pull', 'guest_crash', 'dv_fail', 'migration_target_fail', 'pvc_bind_stuck',
+             'migration_no_converge')
 
     def __init__(self):
         self.lock = threading.Lock()

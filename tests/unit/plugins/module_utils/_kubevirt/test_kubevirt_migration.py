@@ -1,0 +1,101 @@
+"""The KubeVirt migration backend's pure parts: VMIM + VMI -> the phase machine's observation and failure reason,
+node blockers (cordon, taints, tolerations, Ready), names with a namespace, and option validation."""
+
+# pylint: disable=missing-function-docstring
+
+import pytest
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
+from ansible_collections.converge.virt.plugins.module_utils._phase import migration
+
+UID = 'mig-uid'
+
+
+def vmim(phase, deleting=False, conditions=(), state=None):
+    obj = {'metadata': {'name': 'm', 'uid': UID}, 'spec': {'vmiName': 'vm'},
+           'status': {'phase': phase, 'conditions': list(conditions), 'migrationState': state or {}}}
+    if deleting:
+        obj['metadata']['deletionTimestamp'] = '2026-01-01T00:00:00Z'
+    return obj
+
+
+def vmi(phase='Running', state=None, uid=UID):
+    status = {'phase': phase, 'nodeName': 'node01'}
+    if state is not None:
+        status['migrationState'] = dict(state, migrationUid=uid)
+    return {'metadata': {'name': 'vm'}, 'status': status}
+
+
+@pytest.mark.parametrize('kphase', ['Pending', 'Scheduling', 'Scheduled', 'PreparingTarget', 'TargetReady', 'Running', 'Succeeded'])
+def test_every_kubevirt_phase_maps_to_the_same_phase(kphase):
+    started = {'startTimestamp': 't'} if kphase in ('Running', 'Succeeded') else {}
+    phase, reason, path = migration.run_to_phase(kmb.observation(migration.UNSET, vmim(kphase), vmi(state=started)))
+    assert phase == kphase and reason is None
+    assert path == ['', kphase]
+    # one phase short of what KubeVirt reports is never reached: the mapping needs KubeVirt's own phase (or the VMI's state)
+    before = migration.ORDER[migration.ORDER.index(kphase) - 1]
+    if before:
+        assert migration.run_to_phase(kmb.observation(migration.UNSET, vmim(before), vmi()))[0] == before
+
+
+@pytest.mark.parametrize('obj, instance, reason', [
+    (vmim('Failed', conditions=[{'type': 'Failed', 'status': 'True', 'message': 'target pod x failed'}]), vmi(), migration.TARGET_FAILED),
+    (vmim('Failed', conditions=[{'type': 'PodScheduled', 'status': 'False', 'reason': 'Unschedulable'}]), vmi(), migration.PENDING_TIMEOUT),
+    (vmim('Failed', deleting=True), vmi(), migration.ABORTED),
+    (vmim('Failed', state={'abortStatus': 'Succeeded'}), vmi(), migration.ABORTED),
+    (vmim('Failed'), vmi(state={'startTimestamp': 't', 'failed': True}), migration.SOURCE_FAILED),
+    (vmim('Failed'), vmi(phase='Failed'), migration.VM_GONE),
+    (vmim('Failed'), None, migration.VM_GONE),
+    (vmim('Succeeded'), vmi(), None),
+])
+def test_failure_reasons(obj, instance, reason):
+    assert kmb.migration_reason(obj, instance) == reason
+
+
+def test_a_vanished_migration_object():
+    done = kmb.observation(migration.RUNNING, None, vmi(state={'startTimestamp': 't', 'completed': True}), uid=UID, vmim_gone=True)
+    assert migration.next_phase(done) == (migration.SUCCEEDED, None)
+    gone = kmb.observation(migration.SCHEDULING, None, vmi(), uid=UID, vmim_gone=True)
+    assert migration.next_phase(gone) == (migration.FAILED, migration.ABORTED)
+
+
+def test_deletion_requested_is_an_abort_request():
+    obs = kmb.observation(migration.RUNNING, vmim('Running', deleting=True), vmi(state={'startTimestamp': 't'}))
+    assert obs.abort_requested and migration.next_phase(obs) == (migration.FAILED, migration.ABORTED)
+
+
+def test_the_vmi_state_of_another_migration_is_ignored():
+    obs = kmb.observation(migration.PENDING, vmim('Pending'), vmi(state={'startTimestamp': 't', 'targetNode': 'n2'}, uid='other'))
+    assert not obs.transfer_started and not obs.target_node_known
+
+
+def node(unschedulable=False, taints=(), ready='True'):
+    return {'metadata': {'name': 'n'}, 'spec': {'unschedulable': unschedulable, 'taints': list(taints)},
+            'status': {'conditions': [{'type': 'Ready', 'status': ready}]}}
+
+
+def test_node_blockers():
+    assert kmb.node_blockers(node()) == []
+    assert kmb.node_blockers(node(unschedulable=True)) == ['cordoned (spec.unschedulable)']
+    taint = {'key': 'converge.virt/draining', 'value': 'true', 'effect': 'NoSchedule'}
+    assert kmb.node_blockers(node(taints=[taint])) == ['taint converge.virt/draining=true:NoSchedule']
+    assert kmb.node_blockers(node(taints=[taint]), [{'key': 'converge.virt/draining', 'operator': 'Exists'}]) == []
+    assert kmb.node_blockers(node(taints=[dict(taint, effect='PreferNoSchedule')])) == []
+    assert kmb.node_blockers(node(ready='False')) == ['not Ready']
+    assert kmb.node_draining(node(taints=[taint])) and kmb.node_draining(node(unschedulable=True)) and not kmb.node_draining(node())
+
+
+def test_names_and_options():
+    assert kmb.split_name('a', 'default') == ('default', 'a')
+    assert kmb.split_name('prod/a', 'default') == ('prod', 'a')
+    for bad in ('/a', 'prod/', 'a/b/c'):
+        with pytest.raises(InvalidDeclaration) as err:
+            kmb.split_name(bad, 'default')
+        assert err.value.field == 'names'
+    for opts, field in ((kmb.KubevirtMigrationOptions(wait_timeout=-1), 'wait_timeout'),
+                        (kmb.KubevirtMigrationOptions(pending_timeout=0), 'pending_timeout'),
+                        (kmb.KubevirtMigrationOptions(target_node='n1', source_node='n1'), 'target_node')):
+        with pytest.raises(InvalidDeclaration) as err:
+            kmb.validate_options(opts)
+        assert err.value.field == field
