@@ -371,6 +371,9 @@ def argument_spec():
 
 LIBVIRT_ONLY = ('uri', 'username', 'password', 'target_uri', 'target_uris', 'target_username', 'target_password', 'bandwidth',
                 'max_downtime', 'completion_timeout')
+# libvirt settings whose KubeVirt counterpart is cluster-wide policy: only their defaults are accepted with backend kubevirt
+KUBEVIRT_POLICY_DEFAULTS = (('auto_converge', False), ('post_copy', False), ('completion_action', 'abort'), ('copy_storage', False),
+                            ('persistent', True), ('undefine_source', True), ('peer_to_peer', True))
 KUBEVIRT_ONLY = ('target_node', 'source_node', 'pending_timeout', 'kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs')
 
 
@@ -381,11 +384,21 @@ def kubevirt_options_from(params):
             raise InvalidDeclaration(key, 'is a libvirt option and is not supported with backend kubevirt')
     if params['mode'] != 'live':
         raise InvalidDeclaration('mode', 'KubeVirt migrates running instances only (live); a stopped VM has no instance to move')
+    for key, default in KUBEVIRT_POLICY_DEFAULTS:
+        if params.get(key) != default:
+            raise InvalidDeclaration(key, 'is not a per-migration setting on KubeVirt (a MigrationPolicy or the KubeVirt CR migrations '
+                                          'configuration sets it cluster-wide); leave it at %r with backend kubevirt' % (default,))
     if params['names'] is not None and params['state'] != 'finished':
         raise InvalidDeclaration('names', 'only with state finished (use name for %s)' % params['state'])
     if params['parallel'] < 1:
         raise InvalidDeclaration('parallel', 'must be at least 1')
     kmb = _kubevirt_backend()
+    if params['name'] is not None:
+        if '/' in params['name']:
+            raise InvalidDeclaration('name', 'is the name of a VirtualMachine in namespace (no slash), got %r' % params['name'])
+        kmb.split_name(params['name'], params['namespace'], 'name')
+    for index, entry in enumerate(params['names'] or []):
+        kmb.split_name(entry, params['namespace'], 'names[%d]' % index)
     return kmb.validate_options(kmb.KubevirtMigrationOptions(
         target_node=params['target_node'], source_node=params['source_node'], wait_timeout=params['wait_timeout'],
         pending_timeout=params['pending_timeout']))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import calendar
 import json
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -92,14 +93,18 @@ def validate_options(opts):
     return opts
 
 
-def split_name(entry, namespace):
-    """``namespace/name`` or ``name`` -> (namespace, name)."""
-    if '/' in entry:
-        ns, _sep, name = entry.partition('/')
-        if not ns or not name or '/' in name:
-            raise InvalidDeclaration('names', 'an entry is "name" or "namespace/name", got %r' % entry)
-        return ns, name
-    return namespace, entry
+_DNS_LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z')
+_DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z')
+
+
+def split_name(entry, namespace, field='names'):
+    """``namespace/name`` or ``name`` -> (namespace, name); both must be valid Kubernetes names."""
+    ns, _sep, name = entry.rpartition('/') if isinstance(entry, str) else ('', '', None)
+    ns = ns or namespace
+    if not (isinstance(name, str) and _DNS_SUBDOMAIN.match(name) and len(name) <= 253 and _DNS_LABEL.match(ns or '') and len(ns) <= 63
+            and entry.count('/') <= 1 and not entry.startswith('/')):
+        raise InvalidDeclaration(field, 'an entry is "name" or "namespace/name" (Kubernetes names: lower case a-z, 0-9, - and .), got %r' % (entry,))
+    return ns, name
 
 
 # ------------------------------------------------------------------ nodes
@@ -749,7 +754,7 @@ class KubevirtMigration:  # pylint: disable=too-many-instance-attributes
 
 def migrate_many(client, namespace, entries, opts, check_mode, parallel):
     """Migrate every VM of ``entries`` (name or namespace/name), ``parallel`` at a time; one result per VM."""
-    targets = [split_name(e, namespace) for e in entries]
+    targets = [split_name(e, namespace, 'names[%d]' % index) for index, e in enumerate(entries)]
     seen = set()
     for key in targets:
         if key in seen:
