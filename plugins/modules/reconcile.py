@@ -108,6 +108,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.errors impor
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import list_vms
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import owner_gone
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, converge_vm
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
@@ -118,7 +119,7 @@ def examine(vm, now, params):
     entry = {'name': vm['name'], 'vm_state': vm['vm_state'], 'power_state': vm['power_state'], 'task_state': vm['task_state'],
              'done': False}
     if vm['task_state']:
-        if not tasks.lease_expired(vm.get('lease_until'), now):
+        if not tasks.lease_expired(vm.get('lease_until'), now) and not owner_gone(vm.get('task_owner')):
             return None
         recovery = reconcile.recover_stale_task(vm['task_state'], vm['vm_state'], None, vm['power_state'])
         entry.update(kind='stale task', decision=recovery.action, action='recover')

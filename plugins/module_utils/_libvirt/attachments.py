@@ -194,6 +194,10 @@ class VmTask:
         self.owner = owner
 
     def __enter__(self):
+        record, _version = self.store.load()
+        if record.stale(time.time()) and record.action in ('attach_volume', 'detach_volume'):
+            # left by a killed volume run: vm_state is unchanged by these, and the operation was planned from the definitions as they are
+            tasks.clear_stale_task(self.store, record.task_id, record.vm_state, name=self.name)
         tasks.take_task(self.store, self.action, self.task_id, time.time(), owner=self.owner, name=self.name)
         return self
 
@@ -314,10 +318,14 @@ def converge_volumes(connection, specs, force=False, check_mode=False, detach_ti
             if pool_paths.setdefault(spec['pool'], spec['pool_path']) != spec['pool_path']:
                 raise InvalidDeclaration('pool_path', 'pool %s is declared with two paths' % spec['pool'])
     for pool in sorted(set(s['pool'] for s in specs)):
-        note = storage.ensure_pool(connection, observer, pool, pool_paths.get(pool), check_mode)
+        # a missing pool is created only once the plan needs it (a refused declaration changes nothing);
+        # an inactive one is started now, since its volumes must be observed
+        note = storage.ensure_pool(connection, observer, pool, pool_paths.get(pool), True)
+        if note and note['op'] == 'start_pool' and not check_mode:
+            note = storage.ensure_pool(connection, observer, pool, pool_paths.get(pool), False)
         if note:
             pool_ops.append(note)
-            if check_mode:
+            if check_mode or note['op'] == 'create_pool':
                 missing_pools.add(pool)
     views = observe_domains(connection)
     all_atts = actual_attachments(views, observer)
@@ -349,9 +357,20 @@ def converge_volumes(connection, specs, force=False, check_mode=False, detach_ti
         spec = by_key.get(op.volume)
         if op.kind == phase.CREATE and spec and spec['capacity'] is None and not storage.desired_source(spec):
             refusals.append({'volume': op.volume, 'field': 'capacity', 'reason': 'capacity is required to create volume %s' % op.volume})
+        for field in ('clone_from', 'backing_volume'):
+            source = spec[field] if op.kind == phase.CREATE and spec else None
+            # a source declared present in the same task is made first
+            if source and observer.volume(source) is None and not (source in by_key and by_key[source]['state'] == 'present'):
+                refusals.append({'volume': op.volume, 'field': field, 'reason': '%s: volume %s does not exist' % (field, source)})
     refusals.extend(plan.refusals)
     refused = set(r['volume'] for r in refusals)
     operations = [op for op in plan.operations if op.volume not in refused]
+    needed_pools = set(by_key[op.volume]['pool'] for op in operations if op.volume in by_key)
+    pool_ops = [note for note in pool_ops if note['op'] != 'create_pool' or note['pool'] in needed_pools]
+    if not check_mode:
+        for note in pool_ops:
+            if note['op'] == 'create_pool':
+                storage.ensure_pool(connection, observer, note['pool'], note['path'], False)
     before = _summary(actual_vols, [a for a in all_atts if a.volume in by_key])
     formats = dict((k, (observed.get(k) or {}).get('format') or by_key[k]['format']) for k in by_key)
     result = {'pool_operations': pool_ops, 'refusals': refusals, 'deferred': plan.deferred, 'uncertain': plan.uncertain}

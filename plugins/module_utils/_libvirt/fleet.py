@@ -119,7 +119,7 @@ def list_vms(connection, names=None, threads=READ_THREADS, with_title=False):
             name=name, exists=True, uuid=dom.UUIDString(), host=host, autostart=name in autostart, managed_save=name in managed,
             persistent=name in persistent, vcpus=int(stats.get('vcpu.maximum', stats.get('vcpu.current', 0)) or 0),
             memory_kib=int(stats.get('balloon.maximum', 0) or 0), pending_restart=bool(meta.get('pending_restart')) and state not in (0, 5, 6),
-            lease_until=meta.get('lease_until'), recorded=bool(meta.get('vm_state')),
+            lease_until=meta.get('lease_until'), task_owner=meta.get('owner') or None, recorded=bool(meta.get('vm_state')),
         )
         if with_title:
             view['title'] = _title(dom)

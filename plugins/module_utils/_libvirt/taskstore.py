@@ -16,7 +16,10 @@ not by the mutex, so a task survives daemon restarts and is visible to
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import socket
 import time
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
@@ -28,6 +31,8 @@ from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import 
 
 STALE_MUTEX_SECONDS = 30.0
 MUTEX_TIMEOUT = 15.0
+# names a file to which each acting task appends one JSON line when it begins and ends (an audit journal)
+AUDIT_JOURNAL_ENV = 'CONVERGE_VIRT_AUDIT_JOURNAL'
 
 
 def _mutex_xml(usage, owner):
@@ -68,7 +73,8 @@ class DomainMutex:
             since = float(desc.split('mutex ', 1)[1].split(' ', 1)[0])
         except (libvirt.libvirtError, ValueError, IndexError, ET.ParseError):
             return
-        if time.time() - since > STALE_MUTEX_SECONDS:
+        # a holder killed on this host (its process is gone) never releases it: broken at once
+        if time.time() - since > STALE_MUTEX_SECONDS or owner_gone(desc.rpartition(' held by ')[2]):
             try:
                 held.undefine()
             except libvirt.libvirtError:
@@ -81,6 +87,51 @@ class DomainMutex:
             except libvirt.libvirtError:
                 pass
             self.secret = None
+
+
+def audit(event, vm, task_id, action, **extra):
+    """Append one line to the audit journal named by ``$CONVERGE_VIRT_AUDIT_JOURNAL`` (nothing when unset).
+
+    ``begin`` is written once the task is held, ``end`` before it is released,
+    so the intervals of one VM never overlap while the task protocol holds.
+    One write() with O_APPEND per line: lines of concurrent runs do not mix.
+    """
+    path = os.environ.get(AUDIT_JOURNAL_ENV)
+    if not path:
+        return
+    entry = {'event': event, 'vm': vm, 'task_id': task_id, 'action': action, 'pid': os.getpid(), 'time': time.time(),
+             'monotonic': time.monotonic()}
+    entry.update(extra)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (json.dumps(entry, sort_keys=True) + '\n').encode('utf-8'))
+    finally:
+        os.close(fd)
+
+
+def owner_gone(owner):
+    """True when ``owner`` ("host:pid") ran on this host and its process is gone (killed): its task is stale at once.
+
+    A task's lease tells a live run from a dead one when nothing better is
+    known; a run killed on this very host is known dead without waiting for
+    its lease to run out.
+    """
+    if not owner or ':' not in owner:
+        return False
+    host, _sep, pid = owner.rpartition(':')
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    try:
+        with open('/proc/%s/stat' % pid, encoding='ascii') as handle:
+            return handle.read().rsplit(')', 1)[1].split()[0] == 'Z'
+    except (OSError, IndexError):
+        return False
 
 
 def _num(value):
@@ -146,6 +197,10 @@ class LibvirtTaskStore(TaskStore):
         meta = read_metadata(self.dom)
         self.pending_restart = meta.get('pending_restart', False)
         record = record_from_metadata(meta)
+        if record.task_state and owner_gone(record.owner):
+            # the run holding the task was killed: its lease is over now
+            record = TaskRecord(vm_state=record.vm_state, task_state=record.task_state, task_id=record.task_id, action=record.action,
+                                started_at=record.started_at, lease_until=0.0, previous_vm_state=record.previous_vm_state, owner=record.owner)
         if record.vm_state is None:
             record = TaskRecord(vm_state=self.inferred_vm_state or 'STOPPED', task_state=record.task_state, task_id=record.task_id)
         return record, int(_num(meta.get('generation')) or 0)

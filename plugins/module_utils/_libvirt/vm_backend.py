@@ -22,7 +22,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.errors impor
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import is_no_domain, libvirt
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, metadata_from_record
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, audit, metadata_from_record, owner_gone
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks, views, vm_plan
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 
@@ -166,7 +166,8 @@ class LibvirtVm:
             raise TaskConflict(self.name, obs.get('task_id'), obs.get('task_state'), owner=obs.get('task_owner'))
 
         def idle_or_stale(value):
-            return value.get('task_state') is None or not value.get('exists') or tasks.lease_expired(value.get('lease_until'), time.time())
+            return value.get('task_state') is None or not value.get('exists') or tasks.lease_expired(value.get('lease_until'), time.time()) \
+                or owner_gone(value.get('task_owner'))
         try:
             return wait_for(self.observe, idle_or_stale, options.lock_timeout, 'the task in flight on %s to end' % self.name,
                             describe=_brief)
@@ -182,15 +183,19 @@ class LibvirtVm:
         store = self.store(obs)
         record = tasks.take_task(store, step.action, task_id, time.time(), lease_seconds=options.lease_seconds, owner=self.owner,
                                  name=self.name)
+        audit('begin', self.name, task_id, step.action)
         try:
             handler = getattr(self, '_do_' + step.action)
             handler(dom, spec, obs, options)
         except ConvergeError as exc:
+            audit('end', self.name, task_id, step.action, outcome='failed')
             self._abandon(store, task_id, dom)
             raise exc
         except libvirt.libvirtError as exc:
+            audit('end', self.name, task_id, step.action, outcome='failed')
             self._abandon(store, task_id, dom)
             raise self.connection.error(exc, '%s of VM %r failed' % (step.action, self.name))
+        audit('end', self.name, task_id, step.action, outcome='done')
         if step.action == 'delete':
             return self.observe(spec)
         after = tasks.finish_task(store, task_id, name=self.name, vm_state=_after_state(step, record))
@@ -219,10 +224,12 @@ class LibvirtVm:
             if exc.get_error_code() in (libvirt.VIR_ERR_OPERATION_FAILED, libvirt.VIR_ERR_DOM_EXIST):
                 raise TaskConflict(self.name, 'another run', 'SPAWNING', reason=self.connection.redact(str(exc)))
             raise self.connection.error(exc, 'cannot define VM %r' % self.name)
+        audit('begin', self.name, task_id, 'create')
         autostart = domain_xml.spec_autostart(spec)
         if autostart is not None:
             dom.setAutostart(1 if autostart else 0)
         obs = self.observe(spec)
+        audit('end', self.name, task_id, 'create', outcome='done')
         tasks.finish_task(self.store(obs), task_id, name=self.name, vm_state='STOPPED')
         return self.observe(spec)
 
