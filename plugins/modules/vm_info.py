@@ -84,6 +84,9 @@ vms:
     vm_state: {description: Stable state., type: str, returned: always}
     power_state: {description: Hypervisor state., type: str, returned: always}
     task_state: {description: The task in flight or null., type: str, returned: always}
+    task_id: {description: Id of the task in flight (or of the last one recorded)., type: str, returned: when a task was recorded}
+    task_owner: {description: "Who runs the task in flight, C(host:pid) of the module process; a task whose owner on this host is gone is stale.",
+                 type: str, returned: when a task is in flight}
     status: {description: Printable status., type: str, returned: always}
     phase: {description: Instance phase., type: str, returned: always}
     state_reason: {description: libvirt's reason., type: str, returned: when exists on libvirt}

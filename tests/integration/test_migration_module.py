@@ -19,6 +19,7 @@ import libvirt
 import pytest
 
 from tests.integration.ansible_run import ansible_env, BIN, run_module, start_module, finish
+from tests.reliability.reliability_lab import kill_tree
 from tools.virtlab import domains, hosts as virtlab_hosts
 
 NS = 'https://converge.virt/xmlns/vm/1'
@@ -218,8 +219,9 @@ def test_interrupted_run_is_picked_up(lab, conns, guest_image):
     proc = subprocess.Popen(cmd, env=ansible_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     wait_job(conns[0], name)
     assert record(conns[0], name)['task_state'] == 'MIGRATING'
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    # the whole tree, module included (ansible's workers call setsid(), so killpg would miss the module)
+    killed = kill_tree(proc)
+    assert len(killed) >= 2, killed
     resumed = run_module('migration', mig(lab[0], lab[1], name, bandwidth=1000))
     assert resumed['_rc'] == 0 and resumed['changed'] and resumed['phase'] == 'Succeeded', resumed
     assert any('attached' in note or 'interrupted' in note for note in resumed['notes'])

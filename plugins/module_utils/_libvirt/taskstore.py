@@ -47,8 +47,9 @@ def _mutex_xml(usage, owner):
 class DomainMutex:
     """A daemon-side mutex for one domain (see the module docstring)."""
 
-    def __init__(self, conn, dom_uuid, owner, timeout=MUTEX_TIMEOUT):
+    def __init__(self, conn, dom_uuid, owner, timeout=MUTEX_TIMEOUT, name=None):
         self.conn = conn
+        self.name = name or dom_uuid
         self.usage = 'converge-lock:%s' % dom_uuid
         self.owner = owner
         self.timeout = timeout
@@ -63,7 +64,7 @@ class DomainMutex:
             except libvirt.libvirtError:
                 self._break_if_stale()
             if time.monotonic() > deadline:
-                raise TaskConflict(self.usage, 'mutex', 'busy', reason='the task mutex stayed taken for %ss' % self.timeout)
+                raise TaskConflict(self.name, 'mutex', 'busy', reason='its task mutex (%s) stayed taken for %ss' % (self.usage, self.timeout))
             time.sleep(random.uniform(0.005, 0.03))
 
     def _break_if_stale(self):
@@ -206,7 +207,7 @@ class LibvirtTaskStore(TaskStore):
         return record, int(_num(meta.get('generation')) or 0)
 
     def compare_and_swap(self, expected_version, record):
-        with DomainMutex(self.conn, self.dom.UUIDString(), self.owner):
+        with DomainMutex(self.conn, self.dom.UUIDString(), self.owner, name=self.dom.name()):
             _current, version = self.load()
             if version != expected_version:
                 return False
@@ -215,7 +216,7 @@ class LibvirtTaskStore(TaskStore):
 
     def set_pending_restart(self, value):
         """Record whether the running guest runs an older definition (under the mutex)."""
-        with DomainMutex(self.conn, self.dom.UUIDString(), self.owner):
+        with DomainMutex(self.conn, self.dom.UUIDString(), self.owner, name=self.dom.name()):
             meta = read_metadata(self.dom)
             if bool(meta.get('pending_restart')) == bool(value):
                 return
