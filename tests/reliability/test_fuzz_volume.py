@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from ansible_collections.converge.virt.plugins.modules import volume as volume_module
 from ansible_collections.converge.virt.plugins.modules import volume_info as volume_info_module
 
-from tests.reliability.fuzzing import (Tally, assert_clean_failure, bad_dicts, bad_sizes, bad_text, bad_types, kube_world, libvirt_world, noise, not_boolean, run_main,
-                                       traversal, world_diff)
+from tests.reliability.fuzzing import (Tally, assert_clean_failure, bad_dicts, bad_sizes, bad_text, bad_types, kube_world, libvirt_world, noise,
+                                       not_boolean, run_main, traversal, world_diff)
 
 EXAMPLES = 5000 if os.environ.get('RELIABILITY_LONG') == '1' else 500
 SETTINGS = dict(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

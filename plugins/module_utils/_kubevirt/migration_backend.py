@@ -682,10 +682,10 @@ class KubevirtMigration:  # pylint: disable=too-many-instance-attributes
         self._close_task(task_id, succeeded)
         obs = self._observe()
         if succeeded and self.opts.target_node and obs.get('node') != self.opts.target_node:
-            return self._result(changed=True, failed=True, obs=obs, msg=(
-                'migration %s of VM %s/%s succeeded but the VM runs on node %s, not on target_node %s (a KubeVirt without '
-                'spec.addedNodeSelector, before 1.5, lets its scheduler choose)' % (vmim_name, self.namespace, self.name, obs.get('node'),
-                                                                                   self.opts.target_node)))
+            text = ('migration %s of VM %s/%s succeeded but the VM runs on node %s, not on target_node %s (a KubeVirt without '
+                    'spec.addedNodeSelector, before 1.5, lets its scheduler choose)')
+            return self._result(changed=True, failed=True, obs=obs,
+                                msg=text % (vmim_name, self.namespace, self.name, obs.get('node'), self.opts.target_node))
         if succeeded:
             return self._result(changed=True, obs=obs)
         where = obs.get('node')
