@@ -58,10 +58,12 @@ DISK_FORMATS = ('raw', 'qcow2')
 NIC_MODELS = ('virtio', 'e1000', 'e1000e', 'rtl8139', 'vmxnet3')
 MACHINE_ALIASES = {'pc': 'pc-i440fx-', 'q35': 'pc-q35-'}
 
-_DEV_RE = re.compile(r'^(vd|sd|hd|xvd)[a-z]{1,3}$')
-_MAC_RE = re.compile(r'^([0-9a-f]{2}:){5}[0-9a-f]{2}$')
-_TOKEN_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._+-]*$')
-_SERIAL_RE = re.compile(r'^[A-Za-z0-9_.+ -]{1,64}$')
+_DEV_RE = re.compile(r'^(vd|sd|hd|xvd)[a-z]{1,3}\Z')
+_MAC_RE = re.compile(r'^([0-9a-f]{2}:){5}[0-9a-f]{2}\Z')
+_TOKEN_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._+-]*\Z')
+_SERIAL_RE = re.compile(r'^[A-Za-z0-9_.+ -]{1,64}\Z')
+# what a pool or volume name of a disk source can never contain (a slash would leave the pool's directory)
+_CONTROL_RE = re.compile(r'[\x00-\x1f\x7f]')
 _XML_BAD_CHARS = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]')
 
 
@@ -248,7 +250,7 @@ def normalize_disk(disk, field='disks[0]'):
     if dev is None:
         raise ValueError('%s.dev: the target device name (vda, sda, ...) is required' % field)
     dev = _text(dev, field + '.dev')
-    if not _DEV_RE.match(dev):
+    if not _DEV_RE.fullmatch(dev):
         raise ValueError('%s.dev: %r is not a valid target device name (vda, sdb, hdc, ...)' % (field, dev))
     bus = _choice(disk.get('bus') or _default_bus(dev, device), field + '.bus', DISK_BUSES)
     if device == 'cdrom' and bus == 'virtio':
@@ -271,6 +273,9 @@ def normalize_disk(disk, field='disks[0]'):
             raise ValueError('%s.source: a volume source needs both pool and volume' % field)
         out['pool'] = _text(pool, field + '.source.pool')
         out['volume'] = _text(volume, field + '.source.volume')
+        for key in ('pool', 'volume'):
+            if '/' in out[key] or _CONTROL_RE.search(out[key]) or out[key] in ('.', '..'):
+                raise ValueError('%s.source.%s: %r is not a pool or volume name (no slash, no control character, not . or ..)' % (field, key, out[key]))
         out['type'] = 'volume'
     elif device == 'cdrom':
         out['type'] = 'file'  # empty drive
