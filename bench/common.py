@@ -3,11 +3,36 @@ clock, and writing results to bench/results/<name>.json (and stdout)."""
 
 import json
 import os
+import resource
 import subprocess
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def lab_layout(first_address, name_prefix, first_tcp_port, first_migration_port, migration_ports_per_host=20):
+    """start_hosts() keyword arguments for a benchmark's private hosts.
+
+    Without VIRTLAB_WORKER: the benchmark's own fixed addresses and ports. With
+    VIRTLAB_WORKER=N (several test runs share the machine): slot 3 of worker N
+    in the layout of tests/integration/virtlab_fixtures.py (addresses
+    127.0.N.51..., TCP ports 16651 + 40 N..., migration ports 49700 + 400 N...),
+    which no test uses, so a benchmark never collides with a parallel test run.
+    """
+    worker = os.environ.get('VIRTLAB_WORKER', '')
+    if worker.isdigit():
+        worker = int(worker)
+        first_address = '127.0.%d.51' % worker
+        first_tcp_port = 16651 + 40 * worker
+        first_migration_port = 49700 + 400 * worker
+    return {'first_address': first_address, 'name_prefix': name_prefix, 'first_tcp_port': first_tcp_port,
+            'first_migration_port': first_migration_port, 'migration_ports_per_host': migration_ports_per_host}
+
+
+def load_average():
+    """The 1-minute load average (os.getloadavg), rounded, to record next to every figure."""
+    return round(os.getloadavg()[0], 2)
 
 
 def bench_env(bin_dir):
@@ -29,14 +54,27 @@ def run_playbook(bin_dir, plays, env, expect_changed=False):
     Fails on error; ``expect_changed`` False: the run must change nothing,
     True: it must change something, None: either.
     """
+    return run_playbook_times(bin_dir, plays, env, expect_changed)[0]
+
+
+def run_playbook_times(bin_dir, plays, env, expect_changed=False):
+    """(wall-clock seconds, CPU seconds) of one ansible-playbook run (see :func:`run_playbook`).
+
+    The CPU seconds are user + system time of the ansible-playbook process and
+    every process it waited for (workers, module interpreters): on a machine
+    loaded by other work they move much less than the wall clock does.
+    """
     with tempfile.NamedTemporaryFile('w', suffix='.yml', delete=False) as handle:
         json.dump(plays, handle)
         path = handle.name
     try:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.run([os.path.join(bin_dir, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local', path],
                               env=env, capture_output=True, text=True, check=False)
         elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
     finally:
         os.unlink(path)
     if proc.returncode != 0:
@@ -45,7 +83,7 @@ def run_playbook(bin_dir, plays, env, expect_changed=False):
         raise RuntimeError('a no-op benchmark run reported a change:\n%s' % proc.stdout[-4000:])
     if expect_changed is True and 'changed=0' in proc.stdout:
         raise RuntimeError('a changing benchmark run reported no change:\n%s' % proc.stdout[-4000:])
-    return elapsed
+    return elapsed, cpu
 
 
 def report(name, results):

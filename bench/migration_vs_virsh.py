@@ -10,6 +10,9 @@ guest is moved back and forth; every round times, side by side:
 * virsh: ``virsh -c <source> migrate --live --persistent --undefinesource
   <name> <target>`` (subprocess argv, the same flags the module uses by default).
 
+The 1-minute load average is recorded at the start and after every round.
+With VIRTLAB_WORKER set, the hosts use that worker's spare slot (bench.common.lab_layout).
+
 For context it also times the backend alone (Migration.converge in this
 process: no ansible start-up) and ``ansible -m ping`` (the floor of any task).
 Medians and the ratio module / virsh are printed as JSON and written to
@@ -29,6 +32,7 @@ import time
 
 import libvirt
 
+from bench.common import lab_layout, load_average
 from tools.virtlab import domains, guest as virtlab_guest, hosts
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,14 +87,14 @@ def virsh_move(src, dst):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
-    parser.add_argument('--rounds', type=int, default=5)
+    parser.add_argument('--rounds', type=int, default=9,
+                        help='rounds (the guest rewrites its memory about once a second, so single migrations vary by ~1 s: use medians of many)')
     parser.add_argument('--memory', type=int, default=512, help='guest memory in MiB')
     parser.add_argument('--state-dir', default=None)
     args = parser.parse_args()
     state_dir = args.state_dir or tempfile.mkdtemp(prefix='bench-mig-')
     bin_dir = os.path.dirname(sys.executable)
-    lab = hosts.start_hosts(2, state_dir, first_address='127.0.0.51', name_prefix='benchmig-', first_tcp_port=16851,
-                            first_migration_port=49900, migration_ports_per_host=20)
+    lab = hosts.start_hosts(2, state_dir, **lab_layout('127.0.0.51', 'benchmig-', 16851, 49900))
     try:
         image = virtlab_guest.build_guest(os.environ.get('VIRTLAB_GUEST_CACHE') or virtlab_guest.DEFAULT_CACHE_DIR)
         conn = libvirt.open(lab[0].uri)
@@ -98,6 +102,7 @@ def main():
         domains.wait_for_console(log)
         conn.close()
         times = {'module': [], 'virsh': [], 'backend': [], 'ping': []}
+        loads = [load_average()]
         here, there = lab[0], lab[1]
         module_move(bin_dir, here, there)  # warm-up (ansible's caches), not counted
         here, there = there, here
@@ -109,13 +114,17 @@ def main():
             times['backend'].append(backend_move(here, there))
             here, there = there, here
             times['ping'].append(ping(bin_dir))
+            loads.append(load_average())
         result = {
             'guest_memory_mib': args.memory, 'rounds': args.rounds,
+            'load_average_1m': {'start': loads[0], 'median': statistics.median(loads), 'max': max(loads), 'end': loads[-1]},
             'module_s': [round(t, 3) for t in times['module']], 'virsh_s': [round(t, 3) for t in times['virsh']],
             'module_median_s': round(statistics.median(times['module']), 3), 'virsh_median_s': round(statistics.median(times['virsh']), 3),
         }
         result.update(backend_median_s=round(statistics.median(times['backend']), 3), ansible_ping_median_s=round(statistics.median(times['ping']), 3))
         result['ratio_module_to_virsh'] = round(result['module_median_s'] / result['virsh_median_s'], 3)
+        # side by side: each round's module run against the virsh run right after it (same load)
+        result['ratio_module_to_virsh_median_of_rounds'] = round(statistics.median(m / v for m, v in zip(times['module'], times['virsh'])), 3)
         result['ratio_backend_to_virsh'] = round(result['backend_median_s'] / result['virsh_median_s'], 3)
         result['ratio_module_minus_ping_to_virsh'] = round((result['module_median_s'] - result['ansible_ping_median_s']) / result['virsh_median_s'], 3)
         result['target_ratio'] = 1.3

@@ -3,7 +3,11 @@
 Run on one private libvirt host (tools.virtlab) holding N defined VMs:
 
 * per-task cost: a playbook of K no-op tasks and one of 2K; (T(2K) - T(K)) / K
-  cancels ansible's start-up. Measured for converge.virt.vm (state present on
+  cancels ansible's start-up. Each round runs every kind side by side (K of
+  each, then 2K of each); the median of ``--repeat`` rounds is reported, with
+  the 1-minute load average at the start and the end, in wall-clock and in
+  CPU seconds (user + system of ansible-playbook and its children: far less
+  sensitive to other work on the machine than the wall clock). Measured for converge.virt.vm (state present on
   a defined, stopped VM), community.libvirt.virt (state shutdown on the same
   stopped VM, from the ``ansible`` package on PyPI) and ansible.builtin.ping,
   the floor of any task;
@@ -12,7 +16,8 @@ Run on one private libvirt host (tools.virtlab) holding N defined VMs:
 
 Results are printed as JSON and written to bench/results/vm_noop.json, with
 ratios (converge / ping, converge / community.libvirt). Needs ``make bench-venv``
-(a virtualenv with the ``ansible`` package) and root.
+(a virtualenv with the ``ansible`` package) and root. With VIRTLAB_WORKER set,
+the private host uses that worker's spare address/port slot (bench.common.lab_layout).
 
     python -m bench.vm_noop --vms 1000 --tasks 20
 """
@@ -20,34 +25,38 @@ ratios (converge / ping, converge / community.libvirt). Needs ``make bench-venv`
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
 
 import libvirt
 
-from bench.common import ROOT, bench_env, playbook, report, run_playbook
+from bench.common import ROOT, bench_env, lab_layout, load_average, playbook, report, run_playbook, run_playbook_times
 from tools.virtlab import domains, hosts
 
 
-def per_task(bin_dir, task, count, env, repeat):
-    best_k = min(run_playbook(bin_dir, playbook([task] * count), env) for _attempt in range(repeat))
-    best_2k = min(run_playbook(bin_dir, playbook([task] * (2 * count)), env) for _attempt in range(repeat))
-    return (best_2k - best_k) / count
+def per_task_round(bin_dir, tasks, count, env):
+    """One round, side by side: for each task kind, ((T(2K) - T(K)) / K) in wall-clock and in CPU seconds.
+
+    The kinds are interleaved so that load drifts hit every kind alike; returns {kind: (wall, cpu)}.
+    """
+    short = dict((kind, run_playbook_times(bin_dir, playbook([task] * count), env)) for kind, task in tasks.items())
+    long_ = dict((kind, run_playbook_times(bin_dir, playbook([task] * (2 * count)), env)) for kind, task in tasks.items())
+    return dict((kind, ((long_[kind][0] - short[kind][0]) / count, (long_[kind][1] - short[kind][1]) / count)) for kind in tasks)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
     parser.add_argument('--vms', type=int, default=1000)
     parser.add_argument('--tasks', type=int, default=20)
-    parser.add_argument('--repeat', type=int, default=2)
+    parser.add_argument('--repeat', type=int, default=3, help='rounds; the median of the rounds is reported')
     parser.add_argument('--venv', default=os.path.join(ROOT, 'build', 'bench-venv'))
     parser.add_argument('--state-dir', default=os.path.join(ROOT, 'build', 'bench-lab'))
     args = parser.parse_args(argv)
     bin_dir = os.path.join(args.venv, 'bin')
     env = bench_env(bin_dir)
-    lab = hosts.start_hosts(1, args.state_dir, first_address='127.0.0.41', name_prefix='bench-', first_tcp_port=16811,
-                            first_migration_port=49800)
+    lab = hosts.start_hosts(1, args.state_dir, **lab_layout('127.0.0.41', 'bench-', 16811, 49800))
     try:
         uri = lab[0].uri
         conn = libvirt.open(uri)
@@ -67,20 +76,28 @@ def main(argv=None):
         ping_task = {'ansible.builtin.ping': {}}
         subprocess.run([os.path.join(bin_dir, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local', '/dev/stdin'],
                        input=json.dumps(playbook([fleet])), env=env, capture_output=True, text=True, check=True)
+        kinds = {'ansible.builtin.ping': ping_task, 'converge.virt.vm': converge_task, 'community.libvirt.virt': peer_task}
+        load_before = load_average()
+        rounds = [per_task_round(bin_dir, kinds, args.tasks, env) for _round in range(args.repeat)]
+        cost = dict((kind, statistics.median(r[kind][0] for r in rounds)) for kind in kinds)
+        cpu = dict((kind, statistics.median(r[kind][1] for r in rounds)) for kind in kinds)
         results = {
-            'vms_defined': args.vms, 'define_seconds': round(define_seconds, 2), 'tasks': args.tasks,
-            'per_task_seconds': {
-                'ansible.builtin.ping': per_task(bin_dir, ping_task, args.tasks, env, args.repeat),
-                'converge.virt.vm': per_task(bin_dir, converge_task, args.tasks, env, args.repeat),
-                'community.libvirt.virt': per_task(bin_dir, peer_task, args.tasks, env, args.repeat),
-            },
+            'vms_defined': args.vms, 'define_seconds': round(define_seconds, 2), 'tasks': args.tasks, 'rounds': args.repeat,
+            'load_average_1m': {'start': load_before},
+            'per_task_seconds': cost,
+            'per_task_cpu_seconds': dict((k, round(v, 4)) for k, v in cpu.items()),
+            'per_round_converge_vs_ping': [round(r['converge.virt.vm'][0] / r['ansible.builtin.ping'][0], 3) for r in rounds],
+            'per_round_converge_vs_ping_cpu': [round(r['converge.virt.vm'][1] / r['ansible.builtin.ping'][1], 3) for r in rounds],
         }
-        empty = min(run_playbook(bin_dir, playbook([ping_task]), env) for _attempt in range(args.repeat))
-        fleet_total = min(run_playbook(bin_dir, playbook([ping_task, fleet]), env) for _attempt in range(args.repeat))
-        cost = results['per_task_seconds']
+        empty = statistics.median(run_playbook(bin_dir, playbook([ping_task]), env) for _attempt in range(args.repeat))
+        fleet_total = statistics.median(run_playbook(bin_dir, playbook([ping_task, fleet]), env) for _attempt in range(args.repeat))
+        results['load_average_1m']['end'] = load_average()
         results['fleet_noop_task_seconds'] = round(fleet_total - empty, 3)
         results['ratios'] = {
             'converge_vs_ping': round(cost['converge.virt.vm'] / cost['ansible.builtin.ping'], 3),
+            'converge_vs_ping_median_of_rounds': round(statistics.median(results['per_round_converge_vs_ping']), 3),
+            'converge_vs_ping_cpu': round(cpu['converge.virt.vm'] / cpu['ansible.builtin.ping'], 3),
+            'community_libvirt_vs_ping_cpu': round(cpu['community.libvirt.virt'] / cpu['ansible.builtin.ping'], 3),
             'community_libvirt_vs_converge': round(cost['community.libvirt.virt'] / cost['converge.virt.vm'], 2),
             'community_loop_estimate_vs_fleet': round(cost['community.libvirt.virt'] * args.vms / results['fleet_noop_task_seconds'], 1),
         }

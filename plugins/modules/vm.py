@@ -362,7 +362,6 @@ results:
 
 import os
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
@@ -374,7 +373,6 @@ from ansible_collections.converge.virt.plugins.module_utils._common.vm_args impo
     BEHAVIOUR_ARGS, DEFINITION_ARGS, LIBVIRT_CONNECTION_ARGS, STATE_CHOICES, WAIT_ARGS, spec_of)
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend as kubevirt_backend
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS, client_from_params, import_kubernetes
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
@@ -390,6 +388,12 @@ KUBEVIRT_DEFINITION_ARGS = dict(
     labels=dict(type='dict'),
 )
 KUBEVIRT_DISK_KEYS = ('name', 'image', 'claim', 'data_volume')
+
+
+def _kubevirt_backend():
+    """The KubeVirt backend, imported only when a task uses it: the libvirt path (every no-op task) does not pay for compiling it."""
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend  # pylint: disable=import-outside-toplevel
+    return vm_backend
 
 
 def definition_args():
@@ -443,7 +447,7 @@ def _refuse_other_backend(params, backend, prefix=''):
             if iface.get('name') is not None:
                 raise InvalidDeclaration('%sinterfaces[%d].name' % (prefix, index), 'is a kubevirt option; set backend: kubevirt')
     else:
-        for key in kubevirt_backend.LIBVIRT_ONLY:
+        for key in _kubevirt_backend().LIBVIRT_ONLY:
             if params.get(key) is not None:
                 raise InvalidDeclaration(prefix + key, 'is a libvirt option and is not supported with backend kubevirt')
 
@@ -463,7 +467,7 @@ def kubevirt_declaration(params, namespace):
     for key in ('disks', 'interfaces'):
         if params.get(key) is not None:
             spec[key] = [dict((k, v) for k, v in item.items() if v is not None) for item in params[key]]
-    declared = kubevirt_backend.declared_vm(spec, namespace)
+    declared = _kubevirt_backend().declared_vm(spec, namespace)
     decl = VmDeclaration(state=params['state'], autostart=None, restart_on_change=params.get('restart_on_change', False))
     return decl, declared, name
 
@@ -540,6 +544,7 @@ def run_fleet(module, connection, options):
             result = dict(name=name, changed=False, failed=True, **_error_result(connection, exc))
         return result
 
+    from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel  # fleets only
     with ThreadPoolExecutor(max_workers=min(module.params['parallel'], max(1, len(items)))) as pool:
         results = list(pool.map(one, items))
     return any(r['changed'] for r in results), results
@@ -555,13 +560,14 @@ def _error_result(connection, exc):
 def kubevirt_options(params):
     """Execution options on kubevirt, validated."""
     base = options_from(params)
-    return kubevirt_backend.KubevirtOptions(wait=base.wait, wait_timeout=base.wait_timeout, shutdown_timeout=base.shutdown_timeout,
+    return _kubevirt_backend().KubevirtOptions(wait=base.wait, wait_timeout=base.wait_timeout, shutdown_timeout=base.shutdown_timeout,
                                             force_stop=base.force_stop, lock_timeout=base.lock_timeout,
                                             delete_volumes=params['delete_volumes'])
 
 
 def main_kubevirt(module):
     """The module on backend kubevirt."""
+    kubevirt_backend = _kubevirt_backend()
     if import_kubernetes() is None:
         module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
     client = None

@@ -586,8 +586,12 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         announced = False
         saw_job = False
         while True:
-            alive = thread.is_alive() if thread is not None else None
-            stats = job_stats(src_dom) if _running(src_dom) or self.opts.offline else {}
+            if thread is not None and not thread.is_alive():
+                # the migrate call returned: the outcome is read below (completed job stats), no extra poll
+                break
+            # one call per poll: jobStats answers for a domain that stopped or left (type 0 / error -> {}),
+            # and every extra call on the source competes with the migration job for the domain
+            stats = job_stats(src_dom)
             job_type = stats.get('type', 0)
             if job_type in (migration.LIBVIRT_JOB_BOUNDED, migration.LIBVIRT_JOB_UNBOUNDED):
                 saw_job = True
@@ -605,8 +609,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
                         and time.monotonic() - running_since > self.opts.completion_timeout:
                     completion_acted = True
                     self._on_completion_timeout(src_dom)
-            done = (thread is not None and not alive) or (thread is None and job_type == 0)
-            if done:
+            if thread is None and job_type == 0:
                 break
             if time.monotonic() > deadline:
                 # too long: abort (the guest stays on the source) and report it
@@ -618,7 +621,10 @@ class Migration:  # pylint: disable=too-many-instance-attributes
                 if thread is not None:
                     thread.join(60)
                 break
-            time.sleep(self.opts.poll_interval)
+            if thread is not None:
+                thread.join(self.opts.poll_interval)  # wakes as soon as the migrate call returns
+            else:
+                time.sleep(self.opts.poll_interval)
         error = thread.error if thread is not None else None
         dest_dom = self._dest_domain()
         on_dest = _running(dest_dom) or (self.opts.offline and dest_dom is not None and error is None)
