@@ -108,7 +108,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.errors impor
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import list_vms
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import owner_gone
+from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, converge_vm
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration

@@ -560,9 +560,9 @@ def _error_result(connection, exc):
 def kubevirt_options(params):
     """Execution options on kubevirt, validated."""
     base = options_from(params)
-    return _kubevirt_backend().KubevirtOptions(wait=base.wait, wait_timeout=base.wait_timeout, shutdown_timeout=base.shutdown_timeout,
-                                            force_stop=base.force_stop, lock_timeout=base.lock_timeout,
-                                            delete_volumes=params['delete_volumes'])
+    backend = _kubevirt_backend()
+    return backend.KubevirtOptions(wait=base.wait, wait_timeout=base.wait_timeout, shutdown_timeout=base.shutdown_timeout,
+                                   force_stop=base.force_stop, lock_timeout=base.lock_timeout, delete_volumes=params['delete_volumes'])
 
 
 def main_kubevirt(module):

@@ -40,8 +40,9 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt import obs
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CORE_API, KUBEVIRT_API, ApiStatusError, Conflict
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.vm_backend import new_task_id, owner_id
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.migration_backend import owner_gone
+from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks
+from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
 
 VMIM = 'virtualmachineinstancemigrations'
 TASK_LABEL = 'converge.virt/task-id'
@@ -51,14 +52,6 @@ DRAIN_ANNOTATION = 'converge.virt/drain'
 DRAIN_TAINT_KEY = 'converge.virt/draining'
 HISTORY_LENGTH = 5
 CANCEL_GRACE = 5.0
-
-
-def _get(obj, *path):
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
 
 
 def _ts(value):

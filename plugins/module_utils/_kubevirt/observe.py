@@ -13,17 +13,10 @@ from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, CORE_API, KUBEVIRT_API
 from ansible_collections.converge.virt.plugins.module_utils._phase import views
+from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
 
 ERROR_STATUSES = ('ErrorUnschedulable', 'ErrImagePull', 'ImagePullBackOff', 'ErrorPvcNotFound', 'ErrorDataVolumeNotFound',
                   'DataVolumeError', 'CrashLoopBackOff')
-
-
-def _get(obj, *path):
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
 
 
 def absent(name, namespace):

@@ -21,9 +21,7 @@ that word and the condition's message instead of waiting for the deadline.
 from __future__ import annotations
 
 import copy
-import os
 import re
-import socket
 import time
 import uuid as uuidlib
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +35,7 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore 
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.units import parse_size
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks, views, vm_plan
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
+from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_id
 
 API_VERSION = 'kubevirt.io/v1'
 # options of the vm module that only the libvirt backend understands
@@ -53,9 +52,6 @@ _QUANTITY_FACTORS = {None: 1, 'Ki': 1024, 'Mi': 1024 ** 2, 'Gi': 1024 ** 3, 'Ti'
                      'k': 1000, 'M': 1000 ** 2, 'G': 1000 ** 3, 'T': 1000 ** 4, 'P': 1000 ** 5, 'E': 1000 ** 6, 'm': 0.001}
 
 
-def owner_id():
-    """Who holds a task: host and process."""
-    return '%s:%d' % (socket.gethostname(), os.getpid())
 
 
 def new_task_id():

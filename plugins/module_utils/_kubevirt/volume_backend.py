@@ -44,6 +44,7 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.units impor
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 from ansible_collections.converge.virt.plugins.module_utils._phase.volumes import ActualVolume, Attachment
+from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
 
 STORAGE_API = '/apis/storage.k8s.io/v1'
 MANAGED_BY = {'app.kubernetes.io/managed-by': 'converge.virt'}
@@ -68,14 +69,6 @@ _LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z')
 _QUANTITY = re.compile(r'^([0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?\Z')
 _FACTORS = {None: 1, 'Ki': 1024, 'Mi': 1024 ** 2, 'Gi': 1024 ** 3, 'Ti': 1024 ** 4, 'Pi': 1024 ** 5, 'Ei': 1024 ** 6,
             'k': 1000, 'M': 1000 ** 2, 'G': 1000 ** 3, 'T': 1000 ** 4, 'P': 1000 ** 5, 'E': 1000 ** 6}
-
-
-def _get(obj, *path):
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
 
 
 # ------------------------------------------------------------------ sizes

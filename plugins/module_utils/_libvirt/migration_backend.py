@@ -29,8 +29,6 @@ Records:
 from __future__ import annotations
 
 import json
-import os
-import socket
 import threading
 import time
 import uuid as uuidlib
@@ -45,6 +43,7 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt import doma
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import Connection, is_no_domain, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
+from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 
 MIGRATION_NS = 'https://converge.virt/xmlns/migration/1'
 MIGRATION_PREFIX = 'convergemig'
@@ -56,29 +55,8 @@ PROGRESS_KEYS = ('time_elapsed', 'data_total', 'data_processed', 'data_remaining
                  'memory_dirty_rate', 'memory_iteration', 'memory_bps', 'downtime', 'setup_time', 'disk_total', 'disk_processed')
 
 
-def owner_id():
-    """Who runs a migration: host and process."""
-    return '%s:%d' % (socket.gethostname(), os.getpid())
 
 
-def owner_gone(owner):
-    """True when ``owner`` ("host:pid") ran on this host and its process is gone."""
-    if not owner or ':' not in owner:
-        return False
-    host, _sep, pid = owner.rpartition(':')
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:
-        with open('/proc/%s/stat' % pid, encoding='ascii') as handle:
-            return handle.read().rsplit(')', 1)[1].split()[0] == 'Z'
-    except (OSError, IndexError):
-        return False
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import time
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
@@ -28,6 +27,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.errors impor
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord, TaskStore
+from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone
 
 STALE_MUTEX_SECONDS = 30.0
 MUTEX_TIMEOUT = 15.0
@@ -110,29 +110,6 @@ def audit(event, vm, task_id, action, **extra):
         os.close(fd)
 
 
-def owner_gone(owner):
-    """True when ``owner`` ("host:pid") ran on this host and its process is gone (killed): its task is stale at once.
-
-    A task's lease tells a live run from a dead one when nothing better is
-    known; a run killed on this very host is known dead without waiting for
-    its lease to run out.
-    """
-    if not owner or ':' not in owner:
-        return False
-    host, _sep, pid = owner.rpartition(':')
-    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:
-        with open('/proc/%s/stat' % pid, encoding='ascii') as handle:
-            return handle.read().rsplit(')', 1)[1].split()[0] == 'Z'
-    except (OSError, IndexError):
-        return False
 
 
 def _num(value):

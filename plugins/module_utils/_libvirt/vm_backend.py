@@ -11,8 +11,6 @@ and runs the action a step names, under the task protocol of ``_phase.tasks``
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
@@ -22,9 +20,10 @@ from ansible_collections.converge.virt.plugins.module_utils._common.errors impor
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import is_no_domain, libvirt
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, audit, metadata_from_record, owner_gone
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, audit, metadata_from_record
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks, views, vm_plan
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
+from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 
 # dom.state() words for "running" checks
 RUNNING_STATES = (1, 2)       # running, blocked
@@ -32,9 +31,6 @@ PAUSED_STATE = 3
 SHUTOFF_STATES = (0, 5, 6)    # nostate, shutoff, crashed (treated as off)
 
 
-def owner_id():
-    """Who holds a task: host and process, for the record and for messages."""
-    return '%s:%d' % (socket.gethostname(), os.getpid())
 
 
 class VmOptions:

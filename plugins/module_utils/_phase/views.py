@@ -13,6 +13,7 @@ from __future__ import annotations
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
 from ansible_collections.converge.virt.plugins.module_utils._phase import status as st
+from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
 
 # recorded vm_states that the hypervisor's word never overrides
 STICKY_VM_STATES = (s.ERROR, s.RESCUED, s.RESIZED, s.SOFT_DELETED, s.BUILDING)
@@ -104,14 +105,6 @@ RECORD_ANNOTATIONS = {
 # run strategies that start an instance without a request (KubeVirt syncRunStrategy)
 AUTO_START_RUN_STRATEGIES = ('Always', 'RerunOnFailure', 'Once')
 STARTING_PHASES = (s.PHASE_UNSET, s.PENDING, s.SCHEDULING, s.SCHEDULED)
-
-
-def _get(obj, *path):
-    for key in path:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
 
 
 def _condition(obj, ctype):
