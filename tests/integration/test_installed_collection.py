@@ -12,6 +12,7 @@ plugins, roles and playbooks, and leave out the repository-only tooling (tools/,
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -103,3 +104,40 @@ def _task(data, name_part):
             if name_part in task['task']['name']:
                 return task['hosts']['localhost']
     raise AssertionError('no task named %r' % name_part)
+
+
+def test_execution_environment_context_and_requirements(installed, tmp_path):
+    """ansible-builder: the installed copy's meta/execution-environment.yml yields our Python and system requirements
+    (what the image build's introspect step collects), and `ansible-builder create` makes a build context from the tarball."""
+    dest, tarball = installed
+    builder = os.path.join(BIN, 'ansible-builder')
+    proc = subprocess.run([builder, 'introspect', '--sanitize', str(dest)], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    deps = yaml.safe_load(proc.stdout.split('\n', 1)[1])
+    python = ' '.join(deps['python'])
+    system = ' '.join(deps['system'])
+    for wanted in ('libvirt-python', 'kubernetes', 'jinja2'):
+        assert wanted in python and 'from collection converge.virt' in python, (wanted, deps)
+    for wanted in ('libvirt-dev [platform:dpkg]', 'libvirt-devel [platform:rpm]', 'gcc'):
+        assert wanted in system, (wanted, deps)
+    (tmp_path / 'requirements.yml').write_text(yaml.safe_dump({'collections': [{'name': '/build/' + tarball.name, 'type': 'file'}]}))
+    shutil.copy(str(tarball), str(tmp_path / tarball.name))
+    definition = {
+        'version': 3,
+        'images': {'base_image': {'name': 'quay.io/centos/centos:stream9'}},
+        'dependencies': {'python_interpreter': {'package_system': 'python3.11', 'python_path': '/usr/bin/python3.11'},
+                         'ansible_core': {'package_pip': 'ansible-core>=2.16'}, 'ansible_runner': {'package_pip': 'ansible-runner'},
+                         'galaxy': 'requirements.yml'},
+        'additional_build_files': [{'src': tarball.name, 'dest': 'collection'}],
+        'additional_build_steps': {'prepend_galaxy': ['COPY _build/collection/%s /build/%s' % (tarball.name, tarball.name)]},
+    }
+    (tmp_path / 'execution-environment.yml').write_text(yaml.safe_dump(definition))
+    proc = subprocess.run([builder, 'create', '-f', 'execution-environment.yml', '-c', 'context'], cwd=str(tmp_path), capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    context = tmp_path / 'context'
+    containerfile = (context / 'Dockerfile').read_text() if (context / 'Dockerfile').exists() else (context / 'Containerfile').read_text()
+    assert (context / '_build' / 'collection' / tarball.name).exists()
+    assert yaml.safe_load((context / '_build' / 'requirements.yml').read_text())['collections'][0]['name'] == '/build/' + tarball.name
+    assert 'COPY _build/collection/%s' % tarball.name in containerfile and 'ansible-galaxy' in containerfile
+    assert 'introspect' in containerfile, containerfile
