@@ -52,8 +52,6 @@ _QUANTITY_FACTORS = {None: 1, 'Ki': 1024, 'Mi': 1024 ** 2, 'Gi': 1024 ** 3, 'Ti'
                      'k': 1000, 'M': 1000 ** 2, 'G': 1000 ** 3, 'T': 1000 ** 4, 'P': 1000 ** 5, 'E': 1000 ** 6, 'm': 0.001}
 
 
-
-
 def new_task_id():
     """A fresh task id."""
     return uuidlib.uuid4().hex[:16]

@@ -55,10 +55,6 @@ PROGRESS_KEYS = ('time_elapsed', 'data_total', 'data_processed', 'data_remaining
                  'memory_dirty_rate', 'memory_iteration', 'memory_bps', 'downtime', 'setup_time', 'disk_total', 'disk_processed')
 
 
-
-
-
-
 @dataclass(frozen=True)
 class MigrationOptions:  # pylint: disable=too-many-instance-attributes
     """How to migrate (validated by :func:`validate_options`)."""

@@ -110,8 +110,6 @@ def audit(event, vm, task_id, action, **extra):
         os.close(fd)
 
 
-
-
 def _num(value):
     try:
         return float(value) if value not in (None, '') else None

@@ -31,8 +31,6 @@ PAUSED_STATE = 3
 SHUTOFF_STATES = (0, 5, 6)    # nostate, shutoff, crashed (treated as off)
 
 
-
-
 class VmOptions:
     """Execution options of the vm module (not part of the declaration's identity)."""
 
