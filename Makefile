@@ -106,10 +106,10 @@ bench-venv: venv layout $(BUILD)/bench-venv/.stamp
 bench: bench-venv
 > $(BUILD)/bench-venv/bin/python -m bench.vm_noop --vms 1000 --tasks 20
 > $(BUILD)/bench-venv/bin/python -m bench.volume_converge --volumes 500
-> $(BUILD)/bench-venv/bin/python -m bench.inventory_libvirt --vms 10000
+> $(BUILD)/bench-venv/bin/python -m bench.inventory_libvirt --vms 10000 --floor
 > $(BUILD)/bench-venv/bin/python -m bench.migration_vs_virsh
 > $(BUILD)/bench-venv/bin/python -m bench.kubevirt_fleet --vms 200
-> $(BUILD)/bench-venv/bin/python -m bench.inventory_kubevirt --vms 5000
+> $(BUILD)/bench-venv/bin/python -m bench.inventory_kubevirt --vms 5000 --floor
 
 clean:
 > -$(VPY) -m tools.virtlab hosts stop --state-dir $(BUILD)/lab 2>/dev/null

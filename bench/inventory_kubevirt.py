@@ -3,21 +3,29 @@
 converge.virt.kubevirt vs kubevirt.core.kubevirt (from the ``ansible`` package
 in build/bench-venv) vs an empty inventory, side by side against the same
 Kubernetes API test server (tests/kubeapi) holding N VirtualMachines (a few
-running with a VMI). Best of ``--repeat`` runs; results in
+running with a VMI; the controller emulation is paused once settled, so the
+server uses no CPU between requests). ``--repeat`` rounds, round robin;
+medians (and minima, every run, the load average) in
 bench/results/inventory_kubevirt.json with the ratio.
 
-    build/bench-venv/bin/python -m bench.inventory_kubevirt --vms 5000
+``--floor`` adds ansible-core's own floor: a do-nothing plugin
+(bench/inventory_floor.py) adding as many hosts with no variable, and with as
+many variables of the same types as converge.virt.kubevirt sets by default.
+
+    build/bench-venv/bin/python -m bench.inventory_kubevirt --vms 5000 --floor
 """
 
 import argparse
+import functools
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from bench.common import ROOT, report
+from bench.inventory_floor import floor_config, floor_env, interleaved, inventory_hosts, run_measured
 from tests.kubeapi import KubeTestServer
 
 
@@ -31,16 +39,15 @@ def vm_body(name, running):
                     'volumes': [{'name': 'root', 'containerDisk': {'image': 'quay.io/containerdisks/fedora:40'}}]}}}}
 
 
-def timed(bin_dir, path, enabled):
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'), ANSIBLE_INVENTORY_ENABLED=enabled,
+def timed(bin_dir, path, enabled, env=None):
+    env = dict(env or os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'), ANSIBLE_INVENTORY_ENABLED=enabled,
                ANSIBLE_NOCOLOR='1', ANSIBLE_DEPRECATION_WARNINGS='0')
-    start = time.perf_counter()
-    proc = subprocess.run([os.path.join(bin_dir, 'ansible-inventory'), '-i', path, '--list'], env=env, capture_output=True, text=True,
-                          check=False)
-    elapsed = time.perf_counter() - start
+    proc, elapsed, cpu = run_measured([os.path.join(bin_dir, 'ansible-inventory'), '-i', path, '--list'], env)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
-    return elapsed, len(json.loads(proc.stdout).get('_meta', {}).get('hostvars', {}))
+    data = json.loads(proc.stdout)
+    hostvars = data.get('_meta', {}).get('hostvars', {})
+    return {'seconds': elapsed, 'cpu_seconds': cpu, 'hosts': len(inventory_hosts(data)), 'variables_per_host': max([len(v) for v in hostvars.values()] or [0])}
 
 
 def main(argv=None):
@@ -49,6 +56,7 @@ def main(argv=None):
     parser.add_argument('--running', type=int, default=5)
     parser.add_argument('--repeat', type=int, default=2)
     parser.add_argument('--venv', default=os.path.join(ROOT, 'build', 'bench-venv'))
+    parser.add_argument('--floor', action='store_true', help='also time a do-nothing plugin adding as many hosts (0 and 12 variables)')
     args = parser.parse_args(argv)
     bin_dir = os.path.join(args.venv, 'bin')
     work = tempfile.mkdtemp()
@@ -57,10 +65,12 @@ def main(argv=None):
         from kubernetes import client as k8s  # pylint: disable=import-outside-toplevel
         api = k8s.CustomObjectsApi(srv.api_client())
         t0 = time.perf_counter()
-        for index in range(args.vms):
-            api.create_namespaced_custom_object('kubevirt.io', 'v1', 'default', 'virtualmachines', vm_body('vm-%05d' % index, index < args.running))
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(lambda index: api.create_namespaced_custom_object('kubevirt.io', 'v1', 'default', 'virtualmachines',
+                                                                            vm_body('vm-%05d' % index, index < args.running)), range(args.vms)))
         create_seconds = time.perf_counter() - t0
         srv.controller.settle()
+        srv.controller.pause()
         ours = os.path.join(work, 'bench.converge_kubevirt.yml')
         with open(ours, 'w', encoding='utf-8') as handle:
             json.dump({'plugin': 'converge.virt.kubevirt', 'kubeconfig': srv.kubeconfig_path, 'namespaces': ['default']}, handle)
@@ -70,12 +80,26 @@ def main(argv=None):
         empty = os.path.join(work, 'empty.yml')
         with open(empty, 'w', encoding='utf-8') as handle:
             json.dump({'all': {'hosts': {}}}, handle)
-        results = {'vms': args.vms, 'running': args.running, 'create_seconds': round(create_seconds, 1)}
+        results = {'vms': args.vms, 'running': args.running, 'create_seconds': round(create_seconds, 1), 'repeat': args.repeat}
+        runs = []
         for label, path, enabled in (('empty', empty, 'yaml'), ('converge.virt.kubevirt', ours, 'converge.virt.kubevirt'),
                                      ('kubevirt.core.kubevirt', peer, 'kubevirt.core.kubevirt')):
-            runs = [timed(bin_dir, path, enabled) for _attempt in range(args.repeat)]
-            results[label] = {'seconds': round(min(r[0] for r in runs), 3), 'hosts': runs[0][1]}
-        results['ratio_kubevirt_core_vs_converge'] = round(results['kubevirt.core.kubevirt']['seconds'] / results['converge.virt.kubevirt']['seconds'], 1)
+            runs.append((label, functools.partial(timed, bin_dir, path, enabled)))
+        if args.floor:
+            # converge.virt.kubevirt's default host variables of a stopped VM: 7 strings, vcpus, and task_state, phase, message, node None
+            for label, variables, kinds in (('floor: no variable', 0, ['str']), ('floor: 12 variables like ours', 12, ['str'] * 7 + ['int'] + ['none'] * 4)):
+                runs.append((label, functools.partial(timed, bin_dir, floor_config(work, args.vms, variables, kinds), 'inventory_floor',
+                                                      floor_env(os.environ))))
+        results.update(interleaved(runs, args.repeat))
+        results['ratio_kubevirt_core_vs_converge'] = round(results['kubevirt.core.kubevirt']['median_seconds']
+                                                           / results['converge.virt.kubevirt']['median_seconds'], 2)
+        results['ratio_kubevirt_core_vs_converge_cpu'] = round(results['kubevirt.core.kubevirt']['median_cpu_seconds']
+                                                               / results['converge.virt.kubevirt']['median_cpu_seconds'], 2)
+        if args.floor:
+            results['converge_minus_floor_seconds'] = round(results['converge.virt.kubevirt']['median_seconds']
+                                                            - results['floor: 12 variables like ours']['median_seconds'], 3)
+            results['best_possible_ratio'] = round(results['kubevirt.core.kubevirt']['median_seconds']
+                                                   / results['floor: no variable']['median_seconds'], 2)
         report('inventory_kubevirt', results)
     finally:
         srv.stop()

@@ -3,15 +3,21 @@
 converge.virt.libvirt vs community.libvirt.libvirt (from the ``ansible`` package
 in build/bench-venv) vs an empty inventory (the cost of ansible-inventory
 itself), side by side on one private host with N defined domains (a few
-running). Best of ``--repeat`` runs; results in bench/results/inventory_libvirt.json.
+running). ``--repeat`` rounds, round robin; medians (and minima, every run, the
+load average) in bench/results/inventory_libvirt.json.
 
-    build/bench-venv/bin/python -m bench.inventory_libvirt --vms 10000
+``--floor`` adds ansible-core's own floor: a do-nothing plugin
+(bench/inventory_floor.py) adding the same number of hosts with no variable,
+and with as many variables of the same types as converge.virt.libvirt sets by
+default - no plugin can be faster than that.
+
+    build/bench-venv/bin/python -m bench.inventory_libvirt --vms 10000 --floor
 """
 
 import argparse
+import functools
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -19,19 +25,19 @@ import time
 import libvirt
 
 from bench.common import ROOT, report
+from bench.inventory_floor import floor_config, floor_env, interleaved, inventory_hosts, run_measured
 from tools.virtlab import domains, hosts
 
 
 def timed_inventory(bin_dir, path, env, enabled):
     env = dict(env, ANSIBLE_INVENTORY_ENABLED=enabled)
-    start = time.perf_counter()
-    proc = subprocess.run([os.path.join(bin_dir, 'ansible-inventory'), '-i', path, '--list'], env=env, capture_output=True, text=True,
-                          check=False)
-    elapsed = time.perf_counter() - start
+    proc, elapsed, cpu = run_measured([os.path.join(bin_dir, 'ansible-inventory'), '-i', path, '--list'], env)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-3000:])
     data = json.loads(proc.stdout)
-    return elapsed, len(data.get('_meta', {}).get('hostvars', {})), proc.stderr.count('\n')
+    hostvars = data.get('_meta', {}).get('hostvars', {})
+    return {'seconds': elapsed, 'cpu_seconds': cpu, 'hosts': len(inventory_hosts(data)), 'stderr_lines': proc.stderr.count('\n'),
+            'variables_per_host': max([len(v) for v in hostvars.values()] or [0])}
 
 
 def main(argv=None):
@@ -41,6 +47,7 @@ def main(argv=None):
     parser.add_argument('--repeat', type=int, default=3)
     parser.add_argument('--venv', default=os.path.join(ROOT, 'build', 'bench-venv'))
     parser.add_argument('--state-dir', default=os.path.join(ROOT, 'build', 'bench-inv-lab'))
+    parser.add_argument('--floor', action='store_true', help='also time a do-nothing plugin adding as many hosts (0 and 11 variables)')
     args = parser.parse_args(argv)
     bin_dir = os.path.join(args.venv, 'bin')
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'), ANSIBLE_NOCOLOR='1')
@@ -65,12 +72,24 @@ def main(argv=None):
         empty = os.path.join(work, 'empty.yml')
         with open(empty, 'w', encoding='utf-8') as handle:
             json.dump({'all': {'hosts': {}}}, handle)
-        results = {'vms': args.vms, 'running': args.running, 'define_seconds': round(define_seconds, 1)}
+        results = {'vms': args.vms, 'running': args.running, 'define_seconds': round(define_seconds, 1), 'repeat': args.repeat}
+        runs = []
         for label, path, enabled in (('empty', empty, 'yaml'), ('converge.virt.libvirt', ours, 'converge.virt.libvirt'),
                                      ('community.libvirt.libvirt', peer, 'community.libvirt.libvirt')):
-            runs = [timed_inventory(bin_dir, path, env, enabled) for _attempt in range(args.repeat)]
-            results[label] = {'seconds': round(min(r[0] for r in runs), 3), 'hosts': runs[0][1], 'stderr_lines': runs[0][2]}
-        results['ratio_community_vs_converge'] = round(results['community.libvirt.libvirt']['seconds'] / results['converge.virt.libvirt']['seconds'], 1)
+            runs.append((label, functools.partial(timed_inventory, bin_dir, path, env, enabled)))
+        if args.floor:
+            # converge.virt.libvirt's default host variables are 8 strings, 2 integers and task_state (None when idle)
+            for label, variables, kinds in (('floor: no variable', 0, ['str']), ('floor: 11 variables like ours', 11, ['str'] * 8 + ['int'] * 2 + ['none'])):
+                runs.append((label, functools.partial(timed_inventory, bin_dir, floor_config(work, args.vms, variables, kinds), floor_env(env),
+                                                      'inventory_floor')))
+        results.update(interleaved(runs, args.repeat))
+        results['ratio_community_vs_converge'] = round(results['community.libvirt.libvirt']['median_seconds']
+                                                       / results['converge.virt.libvirt']['median_seconds'], 1)
+        results['ratio_community_vs_converge_cpu'] = round(results['community.libvirt.libvirt']['median_cpu_seconds']
+                                                           / results['converge.virt.libvirt']['median_cpu_seconds'], 2)
+        if args.floor:
+            results['converge_minus_floor_seconds'] = round(results['converge.virt.libvirt']['median_seconds']
+                                                            - results['floor: 11 variables like ours']['median_seconds'], 3)
         report('inventory_libvirt', results)
         conn.close()
     finally:

@@ -14,8 +14,22 @@ from __future__ import annotations
 
 import os
 
+from ansible.errors import AnsibleError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
 from ansible.utils.unsafe_proxy import wrap_var
+
+# ansible-core 2.19+ marks trust with tags: a value of exactly one of these types carries no tag, so it is
+# untrusted (never templated) as it is, and wrap_var would only copy it. Earlier versions need wrap_var on every
+# value. Strings that came from the inventory file (tagged, trusted) and containers still go through wrap_var.
+TRUST_BY_TAGS = hasattr(BaseInventoryPlugin, 'trusted_by_default')
+_UNTAGGED_TYPES = frozenset((str, int, float, bool, type(None)))
+
+
+def unsafe(value):
+    """``value`` marked unsafe: never evaluated as a template, whatever it holds."""
+    if TRUST_BY_TAGS and type(value) in _UNTAGGED_TYPES:  # pylint: disable=unidiomatic-typecheck
+        return value
+    return wrap_var(value)
 
 
 def stale_copy(vms):
@@ -27,9 +41,11 @@ class StateInventory(BaseInventoryPlugin, Constructable, Cacheable):
     """Base of the converge.virt inventory plugins."""
 
     FILE_SUFFIX = ''          # 'converge_libvirt' accepts *.converge_libvirt.yml and converge_libvirt.yml
-    HOST_VARS = ()            # keys of a VM dict that become host variables
+    HOST_VARS = {}            # host variable -> key of a VM dict, for every variable the user can ask for (option host_vars)
+    ALWAYS_VARS = ()          # keys of a VM dict set as host variables whenever a VM has them (ansible_host, title, stale)
     GROUP_WORDS = ()          # (group name word, key of the VM dict)
-    NAME_VAR = ''             # host variable that carries the VM's own name
+    # values from the outside world are never trusted as templates (ansible-core 2.19+; the default, said out loud)
+    trusted_by_default = False
 
     def verify_file(self, path):
         """Accept *.<FILE_SUFFIX>.yml / .yaml and <FILE_SUFFIX>.yml / .yaml."""
@@ -74,28 +90,41 @@ class StateInventory(BaseInventoryPlugin, Constructable, Cacheable):
         """Prefix of the generated group names."""
         return ''
 
+    def host_var_keys(self):
+        """(host variable, key of the VM dict) pairs asked for with the option host_vars."""
+        names = self.get_option('host_vars')
+        unknown = [name for name in names if name not in self.HOST_VARS]
+        if unknown:
+            raise AnsibleError('%s: host_vars: unknown variable(s) %s; known: %s' % (
+                self.NAME, ', '.join(sorted(str(n) for n in unknown)), ', '.join(sorted(self.HOST_VARS))))
+        pairs = [(str(name), self.HOST_VARS[name]) for name in dict.fromkeys(names)]
+        return pairs + [(key, key) for key in self.ALWAYS_VARS]
+
     def _populate(self, data):
         strict = self.get_option('strict')
         compose, groups, keyed = self.get_option('compose'), self.get_option('groups'), self.get_option('keyed_groups')
+        constructed = bool(compose or groups or keyed)
         prefix = self.group_prefix()
+        pairs = self.host_var_keys()
+        inventory = self.inventory
+        add_host, set_variable, add_child = inventory.add_host, inventory.set_variable, inventory.add_child
         made = {}
         for source in sorted(data):
             for vm in data[source]:
-                name = self.host_name(source, vm)
-                self.inventory.add_host(name)
-                for key in self.HOST_VARS:
+                name = add_host(self.host_name(source, vm))
+                for var, key in pairs:
                     if key in vm:
-                        self.inventory.set_variable(name, key, wrap_var(vm[key]))
-                self.inventory.set_variable(name, self.NAME_VAR, wrap_var(vm['name']))
+                        set_variable(name, var, unsafe(vm[key]))
                 for word, key in self.GROUP_WORDS:
                     value = vm.get(key)
                     if not value:
                         continue
-                    if (word, value) not in made:
-                        made[(word, value)] = self.inventory.add_group(self._sanitize_group_name('%s%s_%s' % (prefix, word, str(value).lower())))
-                    self.inventory.add_child(made[(word, value)], name)
-                if compose or groups or keyed:
-                    hostvars = self.inventory.get_host(name).get_vars()
+                    group = made.get((word, value))
+                    if group is None:
+                        group = made[(word, value)] = inventory.add_group(self._sanitize_group_name('%s%s_%s' % (prefix, word, str(value).lower())))
+                    add_child(group, name)
+                if constructed:
+                    hostvars = inventory.get_host(name).get_vars()
                     self._set_composite_vars(compose, hostvars, name, strict=strict)
                     self._add_host_to_composed_groups(groups, hostvars, name, strict=strict)
                     self._add_host_to_keyed_groups(keyed, hostvars, name, strict=strict)

@@ -17,6 +17,8 @@ from tests.integration.ansible_run import BIN, ansible_env, run_module
 from tests.kubeapi.fixtures import kube_server  # noqa: F401  (pytest fixture)
 
 INJECTED = "{{ lookup('pipe', 'id') }}"
+DEFAULT_VARS = ('vm_state', 'power_state', 'task_state', 'status', 'phase', 'message', 'printable_status', 'vcpus', 'memory', 'node',
+                'kubevirt_namespace', 'uid')
 
 
 def _vm(srv, name, state, namespace='default', labels=None):
@@ -64,8 +66,11 @@ def test_words_groups_selectors_and_injection(kube_server, tmp_path):
         'kubevirt.io', 'v1', 'default', 'virtualmachines', 'web', {'metadata': {'annotations': {}, 'labels': {'note': INJECTED}}})
     _vm(srv, 'db', 'stopped', labels={'app': 'db'})
     _vm(srv, 'batch', 'running', namespace='demo', labels={'app': 'batch'})
-    data, _stderr = _inventory(_config(tmp_path, srv))
+    data, stderr = _inventory(_config(tmp_path, srv, host_vars=list(DEFAULT_VARS) + ['labels', 'kubevirt_name']))
     hostvars = data['_meta']['hostvars']
+    assert 'reserved name' not in stderr, stderr
+    assert hostvars['demo-batch']['kubevirt_namespace'] == 'demo' and hostvars['demo-batch']['kubevirt_name'] == 'batch'
+    assert 'namespace' not in hostvars['demo-batch'], "a host variable 'namespace' hides Jinja's namespace()"
     assert set(hostvars) == {'default-web', 'default-db', 'demo-batch'}
     info = run_module('vm_info', {'backend': 'kubevirt', 'kubeconfig': srv.kubeconfig_path, 'namespace': 'default'})
     for vm in info['vms']:
@@ -79,6 +84,10 @@ def test_words_groups_selectors_and_injection(kube_server, tmp_path):
     assert 'default-db' in data['vm_state_stopped']['hosts']
     selected, _stderr = _inventory(_config(tmp_path, srv, label_selectors=['app in (web,batch)']))
     assert set(selected['_meta']['hostvars']) == {'default-web', 'demo-batch'}
+    # the default host variables; labels and the others only when asked for
+    web = selected['_meta']['hostvars']['default-web']
+    assert set(DEFAULT_VARS) <= set(web) and not set(web) & {'labels', 'kubevirt_name', 'task_id', 'run_strategy', 'ready'}
+    assert web['uid'] == hostvars['default-web']['uid'] and web['node'] == hostvars['default-web']['node']
 
 
 def test_cache_and_unreachable_server(kube_server, tmp_path):

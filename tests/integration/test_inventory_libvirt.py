@@ -19,6 +19,7 @@ from tools.virtlab import domains, hosts as virtlab_hosts
 
 INJECTED_TITLE = "{{ lookup('pipe', 'id') }}"
 INJECTED_NAME = 'inj-{{ 7 * 7 }}'
+DEFAULT_VARS = ('vm_state', 'power_state', 'task_state', 'status', 'phase', 'state_reason', 'vcpus', 'memory_kib', 'uuid', 'host', 'libvirt_uri')
 
 
 def write_config(path, uris, **extra):
@@ -88,6 +89,9 @@ def test_state_words_agree_with_vm_info_and_groups(fleet, tmp_path):
             for word in ('vm_state', 'power_state', 'task_state', 'status', 'phase', 'state_reason', 'vcpus', 'memory_kib', 'uuid'):
                 assert hostvars[vm['name']][word] == vm[word], (vm['name'], word)
     assert hostvars['inv-run']['status'] == 'Running' and hostvars['inv-pause']['status'] == 'Paused'
+    # the default host variables: the state words, vcpus, memory, uuid, host and URI; the others only when asked for
+    assert set(DEFAULT_VARS) <= set(hostvars['inv-stop']) and hostvars['inv-stop']['libvirt_uri'] == fleet[1].uri
+    assert not set(hostvars['inv-stop']) & {'task_id', 'autostart', 'pending_restart', 'libvirt_name'}
     assert hostvars['inv-stop']['vm_state'] == 'STOPPED' and hostvars['inv-stop']['power_state'] == 'SHUTDOWN'
     assert hostvars['inv-run']['double_vcpus'] == 2
     assert 'inv-run' in data['vm_state_active']['hosts'] and 'inv-pause' in data['power_state_paused']['hosts']
@@ -98,9 +102,12 @@ def test_state_words_agree_with_vm_info_and_groups(fleet, tmp_path):
 
 
 def test_jinja_in_names_and_titles_is_never_evaluated(fleet, tmp_path):
-    path = write_config(str(tmp_path / 'lab.converge_libvirt.yml'), [h.uri for h in fleet], with_title=True)
+    path = write_config(str(tmp_path / 'lab.converge_libvirt.yml'), [h.uri for h in fleet], with_title=True,
+                        host_vars=list(DEFAULT_VARS) + ['libvirt_name', 'autostart'])
     data, _stderr = inventory_list(path)
     assert data['_meta']['hostvars'][INJECTED_NAME]['title'] == INJECTED_TITLE
+    assert data['_meta']['hostvars'][INJECTED_NAME]['libvirt_name'] == INJECTED_NAME, 'asked for with host_vars'
+    assert data['_meta']['hostvars']['inv-run']['autostart'] is False and 'task_id' not in data['_meta']['hostvars']['inv-run']
     play = tmp_path / 'show.yml'
     play.write_text(yaml.safe_dump([{'hosts': 'all', 'gather_facts': False, 'tasks': [
         {'ansible.builtin.debug': {'msg': 'T={{ title }} N={{ libvirt_name }}'}, 'when': "libvirt_name.startswith('inj-')"}]}]))

@@ -1,0 +1,130 @@
+"""The floor of ansible-inventory --list: a do-nothing inventory plugin adding N hosts.
+
+This file is both an inventory plugin (``inventory_floor``, loaded from this
+directory with ANSIBLE_INVENTORY_PLUGINS) that reads nothing and adds
+``hosts`` hosts with ``variables`` constant host variables (value types given
+by ``kinds``: str, int or none, cycled; strings are untrusted, as an inventory
+plugin's values are), and the helper the inventory benchmarks use to time it
+next to the real plugins (``--floor``). Whatever a real plugin does, it cannot
+be faster than this floor with the same number of hosts and variables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import time
+
+from ansible.plugins.inventory import BaseInventoryPlugin
+
+DOCUMENTATION = r'''
+name: inventory_floor
+short_description: adds N hosts with K constant variables and reads nothing (benchmark floor)
+description: Adds N hosts with K constant variables and reads nothing (benchmark floor).
+options:
+  plugin:
+    description: The name of this plugin.
+    required: true
+  hosts:
+    description: Number of hosts.
+    type: int
+    default: 10000
+  variables:
+    description: Number of host variables per host.
+    type: int
+    default: 0
+  kinds:
+    description: Value types of the variables, cycled (str, int, none).
+    type: list
+    elements: str
+    default: [str]
+'''
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+VALUES = {'str': 'RUNNING', 'int': 65536, 'none': None}
+
+
+class InventoryModule(BaseInventoryPlugin):
+    """Adds hosts and constant variables; reads nothing."""
+
+    NAME = 'inventory_floor'
+
+    def verify_file(self, path):
+        return path.endswith('.floor.yml')
+
+    def parse(self, inventory, loader, path, cache=True):
+        super().parse(inventory, loader, path, cache)
+        self._read_config_data(path)
+        kinds = [VALUES[kind] for kind in self.get_option('kinds')]
+        names = ['var%02d' % index for index in range(self.get_option('variables'))]
+        values = [kinds[index % len(kinds)] for index in range(len(names))]
+        for index in range(self.get_option('hosts')):
+            host = self.inventory.add_host('floor-%05d' % index)
+            for name, value in zip(names, values):
+                self.inventory.set_variable(host, name, value)
+
+
+def floor_config(work, hosts, variables, kinds=('str',)):
+    """Write a floor inventory file; returns its path."""
+    path = os.path.join(work, 'h%d-v%d-%s.floor.yml' % (hosts, variables, '-'.join(kinds)))
+    with open(path, 'w', encoding='utf-8') as handle:
+        json.dump({'plugin': 'inventory_floor', 'hosts': hosts, 'variables': variables, 'kinds': list(kinds)}, handle)
+    return path
+
+
+def floor_env(env):
+    """``env`` with this directory as an inventory plugin path and only the floor plugin enabled."""
+    return dict(env, ANSIBLE_INVENTORY_PLUGINS=BENCH_DIR, ANSIBLE_INVENTORY_ENABLED='inventory_floor')
+
+
+def run_measured(cmd, env):
+    """Run ``cmd``; returns (completed process, wall seconds, CPU seconds of the process and its children).
+
+    CPU seconds hardly depend on the machine's load, wall seconds do (other work shares the cores); the
+    CPU of a daemon that answers (libvirtd, the API server) is not in them."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return proc, elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def inventory_hosts(data):
+    """Every host name of an ansible-inventory --list output (hosts without variables have no hostvars entry)."""
+    names = set(data.get('_meta', {}).get('hostvars', {}))
+    for name, group in data.items():
+        if name != '_meta':
+            names.update(group.get('hosts', ()))
+    return names
+
+
+def load_average():
+    """The 1-minute load average (the machine may be shared: every figure carries it)."""
+    with open('/proc/loadavg', encoding='ascii') as handle:
+        return float(handle.read().split()[0])
+
+
+def interleaved(runs, repeat):
+    """Run each (label, callable returning a dict with 'seconds' and 'cpu_seconds') ``repeat`` times, round robin, so
+    that a change of load hits every label alike; returns label -> {'median_seconds', 'min_seconds', 'runs',
+    'median_cpu_seconds'} plus the first run's other keys, and the load averages seen."""
+    raw = dict((label, []) for label, _call in runs)
+    loads = []
+    for _attempt in range(repeat):
+        loads.append(load_average())
+        for label, call in runs:
+            raw[label].append(call())
+    loads.append(load_average())
+    results = {}
+    for label, values in raw.items():
+        seconds = sorted(v['seconds'] for v in values)
+        cpu = sorted(v['cpu_seconds'] for v in values)
+        entry = dict((k, v) for k, v in values[0].items() if k not in ('seconds', 'cpu_seconds'))
+        entry.update(median_seconds=round(seconds[len(seconds) // 2], 3), min_seconds=round(seconds[0], 3),
+                     runs=[round(v['seconds'], 3) for v in values], median_cpu_seconds=round(cpu[len(cpu) // 2], 3))
+        results[label] = entry
+    results['load_average_1min'] = loads
+    return results
