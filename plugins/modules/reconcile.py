@@ -7,19 +7,27 @@ from __future__ import annotations
 
 DOCUMENTATION = r'''
 module: reconcile
-short_description: Find and fix disagreements between vm_state and power_state on a host
+short_description: Find and fix disagreements between vm_state and power_state on a host or namespace
 version_added: 0.1.0
 description:
   - Compares every VM's recorded C(vm_state) with the hypervisor's C(power_state) using the
     power-state reconciliation table of the phase model (Nova's C(_sync_power_states)), and finds
-    tasks left behind by interrupted runs (their lease ran out; Nova's C(_init_instance)).
+    tasks left behind by interrupted runs (their lease ran out, or the process that held them on this
+    host is gone; Nova's C(_init_instance)).
   - Report-only by default; with O(fix=true) each disagreement is fixed through the same planner and
     action table as M(converge.virt.vm), and each stale task is recovered.
   - VMs with a task in flight are skipped, as the table says.
+  - With O(backend=kubevirt) every C(VirtualMachine) of O(namespace) is examined with the same table. The power
+    state compared is the one KubeVirt carries out (a start or stop already under way, for example after a change
+    of C(runStrategy), counts as done); fixes go through the KubeVirt backend of M(converge.virt.vm), and stale
+    tasks are recovered in the VM's annotations.
+  - "libvirt only: O(uri), O(username), O(password). kubevirt only: O(kubeconfig), O(context), O(host), O(api_key), O(ca_cert),
+    O(validate_certs), O(namespace) (its default V(default) aside). An option of the other backend is an error naming it."
 author:
   - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
   - converge.virt.libvirt_connection
+  - converge.virt.kubevirt_connection
 attributes:
   check_mode:
     support: full
@@ -28,12 +36,23 @@ attributes:
     support: none
     description: The report lists each disagreement.
 options:
+  backend:
+    description:
+      - Where the VMs live. V(libvirt) (every domain of a libvirt host) or V(kubevirt) (every C(VirtualMachine) of a namespace).
+    type: str
+    choices: [libvirt, kubevirt]
+    default: libvirt
+  namespace:
+    description:
+      - Namespace whose C(VirtualMachines) are examined (O(backend=kubevirt) only; another value than V(default) is refused on libvirt).
+    type: str
+    default: default
   fix:
     description: Fix what was found. Without it the module only reports.
     type: bool
     default: false
   name:
-    description: Only these VMs (all VMs of the host when not given).
+    description: Only these VMs (all VMs of the host or namespace when not given).
     type: list
     elements: str
   restart_stopped_guests:
@@ -51,7 +70,8 @@ options:
     type: int
     default: 60
 requirements:
-  - libvirt-python
+  - libvirt-python for O(backend=libvirt)
+  - kubernetes (Python library) for O(backend=kubevirt)
 seealso:
   - module: converge.virt.vm
   - module: converge.virt.vm_info
@@ -68,6 +88,12 @@ EXAMPLES = r'''
     uri: qemu+ssh://root@hv1/system
     fix: true
     restart_stopped_guests: true
+
+- name: What disagrees in a KubeVirt namespace?
+  converge.virt.reconcile:
+    backend: kubevirt
+    namespace: demo
+  register: kubevirt_drift
 '''
 
 RETURN = r'''
@@ -83,7 +109,10 @@ disagreements:
   contains:
     name: {description: VM name., type: str, returned: always}
     vm_state: {description: Recorded vm_state., type: str, returned: always}
-    power_state: {description: Hypervisor power_state., type: str, returned: always}
+    power_state:
+      description: "Hypervisor power_state; on kubevirt the power KubeVirt carries out (a start or stop under way counts as done)."
+      type: str
+      returned: always
     task_state: {description: The task recorded on the VM., type: str, returned: always}
     kind: {description: "V(power) for a vm_state/power_state disagreement, V(stale task) for a task whose run is gone.", type: str, returned: always}
     decision:
@@ -93,25 +122,69 @@ disagreements:
     action: {description: "What was done (or would be done in check mode or without fix): a declared state, or none.", type: str, returned: always}
     done: {description: Whether the fix ran., type: bool, returned: always}
     steps: {description: Steps the fix took., type: list, elements: dict, returned: when done}
+    vm_state_after: {description: The VM's vm_state once a power fix ran., type: str, returned: when a power fix ran}
     error: {description: Why the fix failed., type: str, returned: when the fix failed}
 '''
 
 import os
+import re
 import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets, redact_text
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import list_vms
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, converge_vm
-from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks
+from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks, views
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
+
+LIBVIRT_ONLY = tuple(LIBVIRT_CONNECTION_ARGS)
+KUBEVIRT_ONLY = tuple(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
+_DNS_LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z')
+
+
+def refused_option(params):
+    """(field, reason) of the first option refused: one of the other backend, or a namespace that is not a DNS label; None when all is well (pure)."""
+    backend = params.get('backend') or 'libvirt'
+    if backend == 'kubevirt':
+        for key in LIBVIRT_ONLY:
+            if params.get(key) is not None:
+                return key, 'is a libvirt option and is not supported with backend kubevirt'
+        namespace = params.get('namespace')
+        if namespace is not None and (len(namespace) > 63 or not _DNS_LABEL.match(namespace)):
+            return 'namespace', 'must be a DNS label (lower case letters, digits, -), got %r' % (namespace,)
+        return None
+    for key in KUBEVIRT_ONLY:
+        # namespace has a default (the shared connection options): only another value is known to be meant for kubevirt
+        if params.get(key) is not None and not (key == 'namespace' and params[key] == 'default'):
+            return key, 'is a kubevirt option; set backend: kubevirt'
+    return None
+
+
+def kubevirt_reading(obs):
+    """The VM as examine() reads it, from a KubeVirt observation (pure).
+
+    vm_state is the record in the annotations (or the inferred word when there is none);
+    power_state is the power KubeVirt carries out (a start or stop under way counts as done),
+    the same reading the vm module plans from.
+    """
+    meta = views.kubevirt_metadata(obs.get('vm'))
+    return {'name': obs['name'], 'vm_state': obs['vm_state'], 'power_state': kubevirt_vm_backend().intended_power(obs),
+            'task_state': obs.get('task_state'), 'lease_until': obs.get('lease_until'), 'task_owner': obs.get('task_owner'),
+            'recorded': bool(meta.get('vm_state'))}
+
+
+def kubevirt_vm_backend():
+    """The KubeVirt vm backend (imported when needed: the libvirt path does not load it)."""
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend  # pylint: disable=import-outside-toplevel
+    return vm_backend
 
 
 def examine(vm, now, params):
@@ -158,9 +231,86 @@ def apply_fix(connection, entry, params):
     entry['vm_state_after'] = (result.get('vm') or {}).get('vm_state')
 
 
+def apply_fix_kubevirt(client, namespace, entry, params):
+    """Run the fix of one entry on KubeVirt (the vm backend's converge, or its stale-task recovery); updates it in place."""
+    backend = kubevirt_vm_backend()
+    vm = backend.KubevirtVm(client, namespace, entry['name'])
+    if entry['kind'] == 'stale task':
+        recovered = vm.recover_stale(vm.observe(), time.time())
+        entry['done'] = bool(recovered)
+        entry['steps'] = [recovered] if recovered else []
+        return
+    fix = entry.pop('_fix', None)
+    if not fix:
+        return
+    declared, extra = fix
+    options = backend.KubevirtOptions(shutdown_timeout=extra.get('shutdown_timeout', params['shutdown_timeout']))
+    changed, result = backend.converge_vm(vm, VmDeclaration(state=declared), None, options, False)
+    entry['done'] = changed
+    entry['steps'] = result.get('steps', [])
+    entry['vm_state_after'] = (result.get('vm') or {}).get('vm_state')
+
+
+def run_fixes(module, found, fixer):
+    """Fix (or, in check mode, count as fixable) each entry; return changed. ``fixer(entry)`` runs one fix."""
+    changed = False
+    for entry in found:
+        if module.params['fix'] and not module.check_mode and entry.get('action') != 'none':
+            try:
+                fixer(entry)
+            except ConvergeError as exc:
+                entry['error'] = exc.message
+            changed = changed or entry['done']
+        elif module.params['fix'] and module.check_mode and entry.get('action') != 'none':
+            changed = True
+        entry.pop('_fix', None)
+    return changed
+
+
+def finish(module, vms, found, changed, redact):
+    """Exit with the report (fails naming the VMs whose fix failed)."""
+    for entry in found:
+        if entry.get('error'):
+            entry['error'] = redact(entry['error'])
+    failed = [entry['name'] for entry in found if entry.get('error')]
+    result = dict(changed=changed, checked=len(vms), disagreements=sorted(found, key=lambda e: e['name']))
+    if failed:
+        module.fail_json(msg='could not fix %s' % ', '.join(failed), **result)
+    module.exit_json(**result)
+
+
+def main_kubevirt(module):
+    """Every VirtualMachine of the namespace (or the named ones)."""
+    if kubevirt_client.import_kubernetes() is None:
+        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
+    namespace = module.params['namespace']
+    client = None
+    secrets = [module.params.get('api_key'), os.environ.get('K8S_AUTH_API_KEY')]
+
+    def redact(value):
+        return redact_text(client.redact(value) if client is not None else value, secrets)
+    vms, found, changed = [], [], False
+    try:
+        client = kubevirt_client.client_from_params(module.params)
+        with client:
+            from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve  # pylint: disable=import-outside-toplevel
+            snapshot = kobserve.NamespaceSnapshot(client, namespace)
+            wanted = set(module.params['name']) if module.params['name'] else None
+            vms = [kubevirt_reading(snapshot.observe(name)) for name in snapshot.names() if wanted is None or name in wanted]
+            now = time.time()
+            found = [entry for entry in (examine(vm, now, module.params) for vm in vms) if entry]
+            changed = run_fixes(module, found, lambda entry: apply_fix_kubevirt(client, namespace, entry, module.params))
+    except ConvergeError as exc:
+        module.fail_json(**dict((k, redact(v) if isinstance(v, str) else v) for k, v in exc.to_result().items()))
+    except Exception as exc:  # pylint: disable=broad-except
+        module.fail_json(msg='unexpected error: %s' % redact(str(exc)), exception=redact(traceback.format_exc()))
+    finish(module, vms, found, changed, redact)
+
+
 def main():
     """Entry point."""
     spec = dict(
+        backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
         fix=dict(type='bool', default=False),
         name=dict(type='list', elements='str'),
         restart_stopped_guests=dict(type='bool', default=False),
@@ -168,13 +318,21 @@ def main():
         shutdown_timeout=dict(type='int', default=60),
     )
     spec.update(LIBVIRT_CONNECTION_ARGS)
+    spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     hide_uri_secrets(module, module.params.get('uri'))
-    if not HAS_LIBVIRT:
-        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
+    refused = refused_option(module.params)
+    if refused:
+        module.fail_json(msg='%s: %s' % refused, field=refused[0])
     if module.params['shutdown_timeout'] < 0:
         module.fail_json(msg='shutdown_timeout: must be 0 or more', field='shutdown_timeout')
+    if module.params['backend'] == 'kubevirt':
+        main_kubevirt(module)
+        return
+    if not HAS_LIBVIRT:
+        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
     connection = None
+    vms, found, changed = [], [], False
     try:
         uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
         connection = Connection(uri, module.params['username'], module.params['password'])
@@ -182,27 +340,13 @@ def main():
             vms = list_vms(connection, names=module.params['name'])
             now = time.time()
             found = [entry for entry in (examine(vm, now, module.params) for vm in vms) if entry]
-            changed = False
-            for entry in found:
-                if module.params['fix'] and not module.check_mode and entry.get('action') != 'none':
-                    try:
-                        apply_fix(connection, entry, module.params)
-                    except ConvergeError as exc:
-                        entry['error'] = connection.redact(exc.message)
-                    changed = changed or entry['done']
-                elif module.params['fix'] and module.check_mode and entry.get('action') != 'none':
-                    changed = True
-                entry.pop('_fix', None)
+            changed = run_fixes(module, found, lambda entry: apply_fix(connection, entry, module.params))
     except ConvergeError as exc:
         module.fail_json(**dict((k, connection.redact(v) if connection and isinstance(v, str) else v) for k, v in exc.to_result().items()))
     except Exception as exc:  # pylint: disable=broad-except
         text = connection.redact(str(exc)) if connection else str(exc)
         module.fail_json(msg='unexpected error: %s' % text, exception=connection.redact(traceback.format_exc()) if connection else None)
-    failed = [entry['name'] for entry in found if entry.get('error')]
-    result = dict(changed=changed, checked=len(vms), disagreements=sorted(found, key=lambda e: e['name']))
-    if failed:
-        module.fail_json(msg='could not fix %s' % ', '.join(failed), **result)
-    module.exit_json(**result)
+    finish(module, vms, found, changed, connection.redact)
 
 
 if __name__ == '__main__':

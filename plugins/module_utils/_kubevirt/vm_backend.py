@@ -35,7 +35,7 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore 
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.units import parse_size
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks, views, vm_plan
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_id
+from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 
 API_VERSION = 'kubevirt.io/v1'
 # options of the vm module that only the libvirt backend understands
@@ -343,17 +343,28 @@ class KubevirtVm:
 
     # -------------------------------------------------------- task control
     def recover_stale(self, obs, now):
-        """Clear a task left behind by a killed run; return a note or None."""
+        """Clear a task left behind by a killed run (lease over, or its owner on this host gone); return a note or None."""
         store = self.store(obs)
         record, _version = store.load()
-        if record.idle() or not record.stale(now):
+        if record.idle() or not (record.stale(now) or owner_gone(record.owner)):
             return None
-        recovery = reconcile.recover_stale_task(record.task_state, record.vm_state, record.action, obs['power_state'])
+        power = intended_power(obs)
+        recovery = reconcile.recover_stale_task(record.task_state, record.vm_state, record.action, power)
         vm_state = recovery.vm_state
         if recovery.action in (reconcile.REDO, reconcile.RESET_AFTER_LOCATING, reconcile.CLEAR, reconcile.FINISH_DELETE):
-            vm_state = views.effective_vm_state(record.vm_state, obs['power_state'])
+            vm_state = views.effective_vm_state(record.vm_state, power)
         tasks.clear_stale_task(store, record.task_id, vm_state, name=self.name)
         return {'recovered_task': record.task_state, 'recovered_task_id': record.task_id, 'recovery': recovery.action, 'vm_state': vm_state}
+
+    def record_vm_state(self, obs, vm_state):
+        """Write ``vm_state`` into an idle VM's record (compare-and-swap on the annotations)."""
+        store = self.store(obs)
+        record, version = store.load()
+        if not record.idle():
+            raise TaskConflict(self.name, record.task_id, record.task_state)
+        if not store.compare_and_swap(version, TaskRecord(vm_state=vm_state, previous_vm_state=record.previous_vm_state)):
+            latest, _version = store.load()
+            raise TaskConflict(self.name, latest.task_id, latest.task_state, lost_race=True)
 
     def wait_idle(self, obs, options, declared=None):
         """Wait for another task in flight to end (``lock_timeout``), or fail naming it."""
@@ -563,6 +574,24 @@ def settle_targets(state):
     return {'running': ('Running',), 'restarted': ('Running',), 'paused': ('Paused',), 'stopped': STOPPED_STATUSES}.get(state)
 
 
+def intended_power(obs):
+    """The power_state vm_state is reconciled against: a start or stop KubeVirt already carries out counts as done (pure)."""
+    if not obs.get('exists'):
+        return obs.get('power_state')
+    return views.kubevirt_intended_power(views.kubevirt_status_input(obs['vm'], obs.get('vmi')), obs['power_state'])
+
+
+def recorded_drift(obs):
+    """(recorded, effective) when an idle VM's record disagrees with what KubeVirt carries out, else None (pure)."""
+    if not obs.get('exists') or obs.get('task_state'):
+        return None
+    recorded = views.kubevirt_metadata(obs.get('vm')).get('vm_state')
+    effective = obs.get('effective_vm_state')
+    if recorded and effective and recorded != effective:
+        return recorded, effective
+    return None
+
+
 def _diffable(view):
     keys = ('exists', 'vm_state', 'power_state', 'status', 'run_strategy', 'vcpus', 'memory', 'pending_restart')
     return dict((k, view.get(k)) for k in keys if k in view)
@@ -587,6 +616,21 @@ def converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=
     steps = vm_plan.plan_vm(decl, plan_obs)
     result = {'steps': [s.as_dict() for s in steps], 'changes': diff if obs['exists'] else []}
     result.update(notes)
+    drift = recorded_drift(obs) if decl.state != 'absent' else None
+    if drift:
+        # KubeVirt contradicts the idle VM's record (the instance stopped or was
+        # started behind our back): record what it carries out first, as on libvirt
+        result['steps'] = [{'action': 'record', 'task_state': None, 'vm_state_before': drift[0], 'vm_state_after': drift[1]}] + result['steps']
+        if not check_mode:
+            vm.record_vm_state(obs, drift[1])
+            obs = vm.observe(declared)
+            if not steps:
+                after = kobserve.public_view(obs)
+                if options.wait and settle_targets(decl.state):
+                    after = kobserve.public_view(_settle(vm, decl, obs, options))
+                result['vm'] = after
+                result['diff'] = {'before': _diffable(before), 'after': _diffable(after)}
+                return True, result
     if check_mode or not steps:
         if check_mode and steps and steps[0].action == 'create':
             vm.validate_create(declared)
@@ -596,12 +640,14 @@ def converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=
         if steps:
             predicted['vm_state'] = steps[-1].vm_state_after
             predicted['exists'] = steps[-1].action != 'delete'
+        elif drift:
+            predicted['vm_state'] = drift[1]
         if not check_mode and options.wait and obs['exists'] and settle_targets(decl.state):
             after = kobserve.public_view(_settle(vm, decl, obs, options))
             predicted = after
         result['vm'] = predicted
         result['diff'] = {'before': _diffable(before), 'after': _diffable(predicted)}
-        return bool(steps), result
+        return bool(steps) or bool(drift), result
     task_id = task_id or new_task_id()
     for step in steps:
         obs = vm.run_step(step, declared, obs, options, task_id + '-' + step.action)
