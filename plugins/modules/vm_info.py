@@ -111,7 +111,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.redact impor
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS, other_connection_option
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kubevirt_observe
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
@@ -160,6 +160,9 @@ def main():
     spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     hide_uri_secrets(module, module.params.get('uri'))
+    wrong = other_connection_option(module.params, module.params['backend'])
+    if wrong:
+        module.fail_json(msg=wrong[1], field=wrong[0])
     for field, words in (('status', STATUSES), ('vm_state', VM_STATES)):
         unknown = [word for word in module.params[field] or [] if word not in words]
         if unknown:

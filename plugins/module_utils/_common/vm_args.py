@@ -71,3 +71,23 @@ def spec_of(params):
             value = dict((k, v) for k, v in value.items() if v is not None)
         spec[key] = value
     return spec
+
+
+KUBEVIRT_CONNECTION_KEYS = ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs')
+LIBVIRT_CONNECTION_KEYS = ('uri', 'username', 'password')
+
+
+def other_connection_option(params, backend):
+    """``(field, message)`` for the first connection option of the other backend that is set, or None.
+
+    Nothing is silently ignored: a kubeconfig given to a libvirt task (or a URI
+    to a kubevirt one) is a mistake the user hears about, naming the field.
+    """
+    other = KUBEVIRT_CONNECTION_KEYS if backend == 'libvirt' else LIBVIRT_CONNECTION_KEYS
+    for key in other:
+        if params.get(key) is not None:
+            return key, '%s: is a %s connection option and is not used with backend %s' % (
+                key, 'kubevirt' if backend == 'libvirt' else 'libvirt', backend)
+    if backend == 'libvirt' and params.get('namespace') not in (None, 'default'):
+        return 'namespace', 'namespace: is a kubevirt option and is not used with backend libvirt'
+    return None
