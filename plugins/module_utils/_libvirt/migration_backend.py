@@ -343,6 +343,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         self.dest = None
         self.notes = []
         self.history_entry = None
+        self.stopped_by = None      # the timeout that made this run abort the migration (named in the failure message)
 
     # ---------------------------------------------------------- plumbing
     def _redact(self, text):
@@ -588,6 +589,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
             if time.monotonic() > deadline:
                 # too long: abort (the guest stays on the source) and report it
                 self.notes.append('wait_timeout reached: the migration was aborted')
+                self.stopped_by = 'wait_timeout (%s s) passed' % self.opts.wait_timeout
                 try:
                     src_dom.abortJob()
                 except libvirt.libvirtError:
@@ -617,6 +619,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
                 self.notes.append('completion_timeout reached: switching to post-copy failed (%s); aborting' % self._redact(exc))
         else:
             self.notes.append('completion_timeout reached: the migration was aborted')
+        self.stopped_by = 'completion_timeout (%s s) passed' % self.opts.completion_timeout
         try:
             src_dom.abortJob()
         except libvirt.libvirtError:
@@ -636,7 +639,8 @@ class Migration:  # pylint: disable=too-many-instance-attributes
 
     def _succeeded(self, dest_dom, task_id, started_at, saw_job):
         completed = job_stats(dest_dom, completed=True) if not self.opts.offline else {}
-        if completed:
+        if any(key in completed for key in PROGRESS_KEYS):
+            # after post-copy the target has no completed statistics ({'type': 0}): keep the last polled progress
             self.progress = progress_of(completed)
         self._observe(dest_connected=True, dest_checked=True, dest_accepts=True,
                       job_type=migration.LIBVIRT_JOB_COMPLETED, on_destination=True)
@@ -703,8 +707,9 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         self._finish_history(src_dom, migration.FAILED, self.reason, [], task_id=task_id, started_at=started_at,
                              error=self._redact(error) if error else None)
         where = 'the guest keeps running on the source' if src_active else 'the guest is not running on the source'
+        why = self.reason if not (aborted and self.stopped_by) else '%s: %s' % (self.reason, self.stopped_by)
         return self._result(changed=False, failed=True, vm=self._public_vm(src_dom, 'source'), on_target=False,
-                            msg='migration of VM %r to %s failed (%s): %s; %s' % (self.name, redact_uri(self.target_uri), self.reason,
+                            msg='migration of VM %r to %s failed (%s): %s; %s' % (self.name, redact_uri(self.target_uri), why,
                                                                                   error or 'no error reported', where))
 
     def _remove_leftover(self, dest_dom, src_dom, task_id):
