@@ -642,7 +642,7 @@ class KubevirtMigration:  # pylint: disable=too-many-instance-attributes
                 vmim = self.client.get(KUBEVIRT_API, self.namespace, VMIM, vmim_name)
                 vmi = self._vmi()
                 api_errors_since = None
-            except ApiStatusError:
+            except BackendError:    # an error answer, or no answer in time (a poll is safe to repeat)
                 api_errors_since = api_errors_since or time.monotonic()
                 if time.monotonic() - api_errors_since > 30.0:
                     raise

@@ -559,30 +559,38 @@ class Executor:
             self.writes += 1
             if self.dry_run:
                 return {}
-            phases = []
-
-            def observe():
-                dv = self._dv(op.volume)
-                current = _get(dv, 'status', 'phase')
-                if current and (not phases or phases[-1] != current):
-                    phases.append(current)
-                return dv
-            dv = self._wait(observe, lambda d: _get(d, 'status', 'phase') in DV_DONE_PHASES + ('Failed',),
-                            'DataVolume %s/%s to be imported' % (self.namespace, op.volume),
-                            describe=lambda d: {'dv_phase': _get(d, 'status', 'phase'), 'progress': _get(d, 'status', 'progress'),
-                                                'message': dv_message(d)})
-            if _get(dv, 'status', 'phase') == 'Failed':
-                raise BackendError('DataVolume %s/%s failed: %s' % (self.namespace, op.volume, dv_message(dv) or 'phase Failed'),
-                                   volume=op.volume, dv_phase='Failed', phases=phases)
-            return {'phases': phases, 'dv_phase': _get(dv, 'status', 'phase')}
+            return self._wait_datavolume(op.volume)
         created = self.client.create(CORE_API, self.namespace, 'persistentvolumeclaims', claim_manifest(spec, self.namespace), dry_run=self.dry_run)
         self.writes += 1
         if self.dry_run:
             return {}
-        if self._binding_mode(_get(created, 'spec', 'storageClassName')) == 'WaitForFirstConsumer':
-            return {'phase': _get(self._pvc(op.volume), 'status', 'phase') or 'Pending', 'binding': 'WaitForFirstConsumer'}
-        pvc = self._wait(lambda: self._pvc(op.volume), lambda p: _get(p, 'status', 'phase') == 'Bound',
-                         'PersistentVolumeClaim %s/%s to be Bound' % (self.namespace, op.volume),
+        return self._wait_claim(op.volume, _get(created, 'spec', 'storageClassName'))
+
+    def _wait_datavolume(self, name):
+        """Wait for a DataVolume's import / clone to end; a Failed one raises."""
+        phases = []
+
+        def observe():
+            dv = self._dv(name)
+            current = _get(dv, 'status', 'phase')
+            if current and (not phases or phases[-1] != current):
+                phases.append(current)
+            return dv
+        dv = self._wait(observe, lambda d: _get(d, 'status', 'phase') in DV_DONE_PHASES + ('Failed',),
+                        'DataVolume %s/%s to be imported' % (self.namespace, name),
+                        describe=lambda d: {'dv_phase': _get(d, 'status', 'phase'), 'progress': _get(d, 'status', 'progress'),
+                                            'message': dv_message(d)})
+        if _get(dv, 'status', 'phase') == 'Failed':
+            raise BackendError('DataVolume %s/%s failed: %s' % (self.namespace, name, dv_message(dv) or 'phase Failed'),
+                               volume=name, dv_phase='Failed', phases=phases)
+        return {'phases': phases, 'dv_phase': _get(dv, 'status', 'phase')}
+
+    def _wait_claim(self, name, class_name):
+        """Wait for a claim to be Bound (not with a WaitForFirstConsumer storage class: its first pod binds it)."""
+        if self._binding_mode(class_name) == 'WaitForFirstConsumer':
+            return {'phase': _get(self._pvc(name), 'status', 'phase') or 'Pending', 'binding': 'WaitForFirstConsumer'}
+        pvc = self._wait(lambda: self._pvc(name), lambda p: _get(p, 'status', 'phase') == 'Bound',
+                         'PersistentVolumeClaim %s/%s to be Bound' % (self.namespace, name),
                          describe=lambda p: {'phase': _get(p, 'status', 'phase'), 'storage_class': _get(p, 'spec', 'storageClassName')})
         return {'phase': _get(pvc, 'status', 'phase')}
 
@@ -695,6 +703,23 @@ class Executor:
             return ops
         return self._patch_template(op.vm, edit)
 
+    def settle(self):
+        """Wait for what an earlier run started and failed waiting for (a read failed, a timeout): a DataVolume still importing,
+        a claim not yet Bound, a declared hotplug on its way to Ready. The next run then ends where the first one would have."""
+        running = self.world.running()
+        for spec in self.specs.values():
+            if spec['state'] != 'present':
+                continue
+            dv, pvc = self.world.dvs.get(spec['key']), self.world.pvcs.get(spec['key'])
+            if dv is not None and _get(dv, 'status', 'phase') not in DV_DONE_PHASES + ('Failed',) and not _get(dv, 'metadata', 'deletionTimestamp'):
+                self._wait_datavolume(spec['key'])
+            elif dv is None and pvc is not None and _get(pvc, 'status', 'phase') == 'Pending' and not _get(pvc, 'metadata', 'deletionTimestamp'):
+                self._wait_claim(spec['key'], _get(pvc, 'spec', 'storageClassName'))
+            for att in spec['attachments'] or []:
+                facts = self.world.facts.get((att['vm'], att['dev'])) or {}
+                if facts.get('hotplug_phase') not in (None, 'Ready') and running.get(att['vm']):
+                    self._wait_hotplug(phase.Operation(phase.ATTACH_LIVE, spec['key'], vm=att['vm'], target=att['dev']), True)
+
     def _wait_hotplug(self, op, present):
         """Wait for the instance to report disk ``op.target`` Ready (present) or gone; return the phases seen."""
         phases = []
@@ -778,12 +803,39 @@ class Executor:
             extra = run(group)
         except BaseException:
             try:
-                tasks.abandon_task(store, task_id, name=op.vm, rolled_back=True)
+                release_task(store, task_id, op.vm, finish=False)
             except ConvergeError:
                 pass
             raise
-        tasks.finish_task(store, task_id, name=op.vm)
+        release_task(store, task_id, op.vm)
         return extra
+
+
+RELEASE_ATTEMPTS = 3
+
+
+def release_task(store, task_id, name, finish=True):
+    """Finish (or abandon) our task on the VM, retried when the API server fails the write (5xx, timeout).
+
+    The next run finds the volume plugged and has nothing to do, so a record
+    left behind by one failed write would stay. A retry that finds the task
+    gone means an earlier attempt went through (only its answer was lost).
+    """
+    for attempt in range(RELEASE_ATTEMPTS):
+        try:
+            if finish:
+                tasks.finish_task(store, task_id, name=name)
+            else:
+                tasks.abandon_task(store, task_id, name=name, rolled_back=True)
+            return
+        except tasks.TaskPreempted:
+            if attempt == 0:
+                raise
+            return
+        except BackendError:
+            if attempt == RELEASE_ATTEMPTS - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))
 
 
 def new_task_id():
@@ -820,6 +872,11 @@ def converge_volumes(client, namespace, specs, force=False, check_mode=False, wa
         for item in items:
             item.update(extra)
         done.extend(items)
+    if error is None and not check_mode:
+        try:
+            executor.settle()
+        except ConvergeError as exc:
+            error = exc
     if isinstance(error, WaitTimeout) and error.details.get('vm'):
         result['uncertain'].append('%s:%s' % (error.details['vm'], error.details['target']))
     if check_mode:
