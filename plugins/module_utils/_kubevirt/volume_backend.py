@@ -45,6 +45,7 @@ from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 from ansible_collections.converge.virt.plugins.module_utils._phase.volumes import ActualVolume, Attachment
 from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
+from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_id
 
 STORAGE_API = '/apis/storage.k8s.io/v1'
 MANAGED_BY = {'app.kubernetes.io/managed-by': 'converge.virt'}
@@ -525,7 +526,7 @@ class Executor:
         self.specs = dict((s['key'], s) for s in specs)
         self.wait_timeout = wait_timeout
         self.dry_run = dry_run
-        self.owner = owner
+        self.owner = owner or owner_id()
         self.clock = clock
         self.writes = 0
 

@@ -20,7 +20,6 @@ XML with backoff, asking again between attempts.
 from __future__ import annotations
 
 import os
-import socket
 import time
 import xml.etree.ElementTree as ET
 
@@ -33,6 +32,7 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore i
 from ansible_collections.converge.virt.plugins.module_utils._phase import states, tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 from ansible_collections.converge.virt.plugins.module_utils._phase.volumes import ActualVolume, Attachment
+from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_id
 
 DETACH_TIMEOUT = 30
 DETACH_ATTEMPTS = 3
@@ -40,9 +40,9 @@ ATTACH_KINDS = (phase.ATTACH_CONFIG, phase.ATTACH_LIVE)
 DETACH_KINDS = (phase.DETACH_LIVE, phase.DETACH_CONFIG)
 
 
-def owner_name(what='volume'):
-    """Who holds a task we take (shown by vm_info while it runs)."""
-    return 'converge.virt.%s pid %d on %s' % (what, os.getpid(), socket.gethostname())
+def owner_name():
+    """Who holds a task we take ("host:pid", shown by vm_info; a killed holder on this host is known dead at once)."""
+    return owner_id()
 
 
 # ---------------------------------------------------------------------------------------------------------------------
