@@ -80,7 +80,7 @@ guest: venv
 > $(VPY) -m tools.virtlab guest build --cache-dir $(BUILD)/guest
 
 integration: venv layout guest
-> $(VPY) -m pytest -q -p no:cacheprovider tests/integration tests/kubeapi_tests tests/reliability
+> $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=25 tests/integration tests/kubeapi_tests tests/reliability
 
 # molecule scenarios of every role that has one (delegated driver, private libvirt hosts)
 molecule: venv layout guest
