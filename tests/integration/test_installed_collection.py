@@ -21,7 +21,6 @@ import pytest
 import yaml
 
 from tests.integration.ansible_run import ROOT, run_playbook
-from tests.integration.virtlab_fixtures import libvirt_hosts, virtlab_state_dir  # noqa: F401  (pytest fixtures)
 
 BIN = os.path.dirname(sys.executable)
 

@@ -19,7 +19,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 # pylint: disable=wrong-import-position,unused-import
-from tests.integration.virtlab_fixtures import guest_image, host_conns, libvirt_hosts, virtlab_layout, virtlab_state_dir  # noqa: E402,F401
+# the private libvirt host fixtures come from the root conftest (pytest_plugins): importing them here again would
+# define a second session-scoped libvirt_hosts that starts hosts on the same addresses as the first one
 from tests.kubeapi import KubeTestServer  # noqa: E402
 from tests.kubeapi.fixtures import kube_api, kube_dyn, kube_server, kube_server_session  # noqa: E402,F401
 from tests.reliability import figures  # noqa: E402
