@@ -98,6 +98,9 @@ class Tally:
         for scenario, count in sorted(self.counts.items()):
             figures.record('fuzz', scenario, survived=scenario not in self.failed and not world_changed, count=count,
                            detail='world changed' if world_changed else '')
+        # the next target of the same module starts from zero (no scenario is recorded twice)
+        self.counts = {}
+        self.failed = set()
 
 
 def libvirt_world(conn):
