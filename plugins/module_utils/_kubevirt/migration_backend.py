@@ -445,10 +445,7 @@ class KubevirtMigration:  # pylint: disable=too-many-instance-attributes
             if self.phase != migration.FAILED:
                 self.phases.append(phase)
         else:
-            step = obs.phase
-            while step != phase and migration.TRANSITIONS.get(step):
-                step = migration.TRANSITIONS[step][0]
-                self.phases.append(step)
+            self.phases.extend(migration.walk(obs.phase, phase))
         self.phase = phase
         if reason:
             self.reason = reason

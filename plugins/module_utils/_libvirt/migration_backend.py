@@ -360,11 +360,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         if phase == migration.FAILED:
             self.phases.append(phase)
         else:
-            # next_phase may cross several edges at once: report each phase on the way (first edge of TRANSITIONS)
-            step = obs.phase
-            while step != phase and migration.TRANSITIONS.get(step):
-                step = migration.TRANSITIONS[step][0]
-                self.phases.append(step)
+            self.phases.extend(migration.walk(obs.phase, phase))
         self.phase = phase
         if reason:
             self.reason = reason

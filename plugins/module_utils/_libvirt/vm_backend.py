@@ -144,13 +144,7 @@ class LibvirtVm:
 
     def record_vm_state(self, obs, vm_state):
         """Write ``vm_state`` into an idle VM's record (compare-and-swap)."""
-        store = self.store(obs)
-        record, version = store.load()
-        if not record.idle():
-            raise TaskConflict(self.name, record.task_id, record.task_state)
-        if not store.compare_and_swap(version, TaskRecord(vm_state=vm_state, previous_vm_state=record.previous_vm_state)):
-            latest, _version = store.load()
-            raise TaskConflict(self.name, latest.task_id, latest.task_state, lost_race=True)
+        tasks.record_vm_state(self.store(obs), vm_state, name=self.name)
 
     def wait_idle(self, obs, options):
         """Wait for another task in flight to end (``lock_timeout``), or fail naming it."""

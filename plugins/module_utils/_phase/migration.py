@@ -97,6 +97,18 @@ def _failure(obs):
     return None
 
 
+def walk(start, end):
+    """The phases crossed going from ``start`` to ``end`` along the first edge of TRANSITIONS (``end`` included).
+
+    next_phase may jump several edges at once; the modules report each phase on the way.
+    """
+    crossed, step = [], start
+    while step != end and TRANSITIONS.get(step):
+        step = TRANSITIONS[step][0]
+        crossed.append(step)
+    return crossed
+
+
 def next_phase(obs):
     """Advance by one observation; return ``(phase, failure_reason or None)``.
 

@@ -158,6 +158,16 @@ def clear_stale_task(store, expected_task_id, vm_state, name='vm'):
     return new
 
 
+def record_vm_state(store, vm_state, name='vm'):
+    """Write ``vm_state`` into an idle record (compare-and-swap); a task in flight or a lost race is a TaskConflict."""
+    record, version = store.load()
+    if not record.idle():
+        raise TaskConflict(name, record.task_id, record.task_state)
+    if not store.compare_and_swap(version, TaskRecord(vm_state=vm_state, previous_vm_state=record.previous_vm_state)):
+        latest, _version = store.load()
+        raise TaskConflict(name, latest.task_id, latest.task_state, lost_race=True)
+
+
 class MemoryTaskStore(TaskStore):
     """An in-memory store, the reference implementation used by tests and check mode."""
 

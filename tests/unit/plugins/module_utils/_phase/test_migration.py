@@ -111,3 +111,9 @@ def test_next_phase_is_reachable(phase, flags, pending):
         # forward only, along the graph, never out of a final phase
         assert phase not in m.FINAL
         assert new == 'Failed' or m.ORDER.index(new) > m.ORDER.index(phase)
+
+
+def test_walk_reports_every_phase_crossed():
+    assert m.walk(m.PENDING, m.RUNNING) == [
+        m.SCHEDULING, m.SCHEDULED, m.PREPARING_TARGET, m.TARGET_READY, m.RUNNING]
+    assert m.walk(m.RUNNING, m.RUNNING) == []
