@@ -364,10 +364,14 @@ import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
+
+bytecache.install()
+
+# pylint: disable=wrong-import-position  # the collection's own imports go through the bytecode cache installed above
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import (
     BEHAVIOUR_ARGS, DEFINITION_ARGS, LIBVIRT_CONNECTION_ARGS, STATE_CHOICES, WAIT_ARGS, other_connection_option, spec_of)

@@ -107,8 +107,12 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
+bytecache.install()
+
+# pylint: disable=wrong-import-position  # the collection's own imports go through the bytecode cache installed above
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS, other_connection_option

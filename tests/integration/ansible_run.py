@@ -33,15 +33,15 @@ def ansible_env(extra=None):
     return env
 
 
-def run_module(module, args, check=False, diff=False, timeout=600):
-    """Run ``converge.virt.<module>`` once on localhost; return its result dict."""
+def run_module(module, args, check=False, diff=False, timeout=600, env=None):  # pylint: disable=too-many-arguments
+    """Run ``converge.virt.<module>`` once on localhost; return its result dict (env: extra environment)."""
     cmd = [os.path.join(BIN, 'ansible'), 'localhost', '-c', 'local', '-i', 'localhost,', '-m', 'converge.virt.' + module,
            '-a', json.dumps(args)]
     if check:
         cmd.append('--check')
     if diff:
         cmd.append('--diff')
-    proc = subprocess.run(cmd, env=ansible_env(), capture_output=True, text=True, timeout=timeout, check=False)
+    proc = subprocess.run(cmd, env=ansible_env(env), capture_output=True, text=True, timeout=timeout, check=False)
     try:
         data = json.loads(proc.stdout)
     except ValueError:

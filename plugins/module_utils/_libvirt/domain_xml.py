@@ -20,7 +20,6 @@ __metaclass__ = type  # pylint: disable=invalid-name
 
 import copy
 import re
-import uuid as uuid_mod
 import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.units import KIB, MIB, TIB, parse_size, from_libvirt
@@ -337,8 +336,9 @@ def normalize_spec(spec):
     if '/' in out['name']:
         raise ValueError("name: must not contain '/'")
     if get('uuid') is not None:
+        import uuid  # pylint: disable=import-outside-toplevel  # only when a uuid is declared
         try:
-            out['uuid'] = str(uuid_mod.UUID(str(get('uuid'))))
+            out['uuid'] = str(uuid.UUID(str(get('uuid'))))
         except ValueError:
             raise ValueError('uuid: %r is not a UUID' % (get('uuid'),)) from None
     if get('title') is not None:

@@ -20,7 +20,6 @@ import json
 import os
 import random
 import time
-import uuid as uuidlib
 import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import TaskConflict
@@ -36,8 +35,9 @@ AUDIT_JOURNAL_ENV = 'CONVERGE_VIRT_AUDIT_JOURNAL'
 
 
 def _mutex_xml(usage, owner):
+    import uuid  # pylint: disable=import-outside-toplevel  # only when acting: no-op runs skip the import
     root = ET.Element('secret', {'ephemeral': 'yes', 'private': 'yes'})
-    ET.SubElement(root, 'uuid').text = str(uuidlib.uuid4())
+    ET.SubElement(root, 'uuid').text = str(uuid.uuid4())
     ET.SubElement(root, 'description').text = 'converge.virt task mutex %s held by %s' % (repr(time.time()), owner)
     usage_elem = ET.SubElement(root, 'usage', {'type': 'volume'})
     ET.SubElement(usage_elem, 'volume').text = usage

@@ -11,8 +11,8 @@ and runs the action a step names, under the task protocol of ``_phase.tasks``
 
 from __future__ import annotations
 
+import os
 import time
-import uuid as uuidlib
 import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
@@ -365,8 +365,8 @@ def _brief(obs):
 
 
 def new_task_id():
-    """A fresh task id."""
-    return uuidlib.uuid4().hex[:16]
+    """A fresh task id: 16 random hex digits."""
+    return os.urandom(8).hex()
 
 
 def public_view(obs):
