@@ -124,29 +124,20 @@ def main_kubevirt(module):
             module.fail_json(msg='%s: is a libvirt option and is not supported with backend kubevirt' % key)
     if not params['node']:
         module.fail_json(msg='node: is required with backend kubevirt')
-    if kubevirt_client.import_kubernetes() is None:
-        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
-    secrets = [params['api_key']] if params.get('api_key') else []
     state = params['state']
-    try:
-        with kubevirt_client.client_from_params(params) as client:
-            secrets.extend(client.secrets)
-            node = kmb.read_node(client, params['node'])
-            if node is None:
-                module.fail_json(msg='node: no node called %r in the cluster' % params['node'])
-            before = kmb.node_draining(node)
-            changed = False
-            if state == 'drained':
-                changed = kmb.set_drain(client, params['node'], params['reason'], params['taint'], kmb.owner_id(), check_mode=module.check_mode)
-            elif state == 'active':
-                changed = kmb.clear_drain(client, params['node'], check_mode=module.check_mode)
-            host = kmb.node_summary(client, kmb.read_node(client, params['node']), params['namespace'])
-            if module.check_mode and changed:
-                host['draining'] = state == 'drained'
-    except ConvergeError as exc:
-        module.fail_json(msg=redact_text(exc.message, secrets))
-    except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg=redact_text('unexpected error: %s' % exc, secrets))
+    with kubevirt_client.ModuleSession(module) as session, session.connect() as client:
+        node = kmb.read_node(client, params['node'])
+        if node is None:
+            module.fail_json(msg='node: no node called %r in the cluster' % params['node'])
+        before = kmb.node_draining(node)
+        changed = False
+        if state == 'drained':
+            changed = kmb.set_drain(client, params['node'], params['reason'], params['taint'], kmb.owner_id(), check_mode=module.check_mode)
+        elif state == 'active':
+            changed = kmb.clear_drain(client, params['node'], check_mode=module.check_mode)
+        host = kmb.node_summary(client, kmb.read_node(client, params['node']), params['namespace'])
+        if module.check_mode and changed:
+            host['draining'] = state == 'drained'
     diff = {'before': {'draining': before}, 'after': {'draining': host['draining']}}
     module.exit_json(changed=changed, host=host, diff=diff)
 

@@ -412,41 +412,29 @@ def main_kubevirt(module):
     """The module with backend kubevirt."""
     kmb = _kubevirt_backend()
     params = module.params
-    if kubevirt_client.import_kubernetes() is None:
-        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
-    secrets = [params['api_key']] if params.get('api_key') else []
-    client = None
-    try:
+    with kubevirt_client.ModuleSession(module) as session:
         opts = kubevirt_options_from(params)
-        client = kubevirt_client.client_from_params(params)
-        secrets.extend(client.secrets)
-        if params['names'] is not None:
-            results = kmb.migrate_many(client, params['namespace'], params['names'], opts, module.check_mode, params['parallel'])
-            results = [dict((k, redact_text(v, secrets) if isinstance(v, str) else v) for k, v in r.items()) for r in results]
-            changed = any(r.get('changed') for r in results)
-            failed = ['%s/%s' % (r.get('namespace'), r['name']) for r in results if r.get('failed')]
-            if failed:
-                module.fail_json(msg='%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed)), changed=changed, results=results)
-            module.exit_json(changed=changed, results=results)
+        with session.connect() as client:
+            if params['names'] is not None:
+                results = kmb.migrate_many(client, params['namespace'], params['names'], opts, module.check_mode, params['parallel'])
+                results = [session.redact_result(r) for r in results]
+                changed = any(r.get('changed') for r in results)
+                failed = ['%s/%s' % (r.get('namespace'), r['name']) for r in results if r.get('failed')]
+                if failed:
+                    module.fail_json(msg='%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed)), changed=changed, results=results)
+                module.exit_json(changed=changed, results=results)
 
-        def make(on_started=None):
-            own = client if on_started is None else kubevirt_client.client_from_params(params)
-            return kmb.KubevirtMigration(own, params['namespace'], params['name'], opts, check_mode=module.check_mode, on_started=on_started)
-        if params['state'] == 'cancelled':
-            result = make().cancel()
-        elif params['state'] == 'started' and not module.check_mode:
-            client.close()
-            result = run_started(make)
-        else:
-            result = make().converge()
-    except ConvergeError as exc:
-        module.fail_json(**dict((k, redact_text(v, secrets) if isinstance(v, str) else v) for k, v in exc.to_result().items()))
-    except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg=redact_text('unexpected error: %s' % exc, secrets), exception=redact_text(traceback.format_exc(), secrets))
-    finally:
-        if client is not None:
-            client.close()
-    result = dict((k, redact_text(v, secrets) if isinstance(v, str) else v) for k, v in result.items())
+            def make(on_started=None):
+                own = client if on_started is None else kubevirt_client.client_from_params(params)
+                return kmb.KubevirtMigration(own, params['namespace'], params['name'], opts, check_mode=module.check_mode, on_started=on_started)
+            if params['state'] == 'cancelled':
+                result = make().cancel()
+            elif params['state'] == 'started' and not module.check_mode:
+                client.close()
+                result = run_started(make)
+            else:
+                result = make().converge()
+    result = session.redact_result(result)
     result.pop('name', None)
     if result.pop('failed', False):
         module.fail_json(**result)

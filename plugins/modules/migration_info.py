@@ -122,17 +122,8 @@ def main_kubevirt(module):
     for key in ('uri', 'uris', 'username', 'password'):
         if params.get(key) is not None:
             module.fail_json(msg='%s: is a libvirt option and is not supported with backend kubevirt' % key)
-    if kubevirt_client.import_kubernetes() is None:
-        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
-    secrets = [params['api_key']] if params.get('api_key') else []
-    try:
-        with kubevirt_client.client_from_params(params) as client:
-            secrets.extend(client.secrets)
-            migrations = kmb.migrations_info(client, params['namespace'], params['name'])
-    except ConvergeError as exc:
-        module.fail_json(msg=redact_text(exc.message, secrets))
-    except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg=redact_text('unexpected error: %s' % exc, secrets))
+    with kubevirt_client.ModuleSession(module) as session, session.connect() as client:
+        migrations = kmb.migrations_info(client, params['namespace'], params['name'])
     module.exit_json(changed=False, migrations=migrations, hosts=[{'namespace': params['namespace'], 'ok': True}])
 
 

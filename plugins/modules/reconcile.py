@@ -138,7 +138,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 bytecache.install()
 
 # pylint: disable=wrong-import-position  # the collection's own imports go through the bytecode cache installed above
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets, redact_text
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
@@ -285,30 +285,17 @@ def finish(module, vms, found, changed, redact):
 
 def main_kubevirt(module):
     """Every VirtualMachine of the namespace (or the named ones)."""
-    if kubevirt_client.import_kubernetes() is None:
-        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
     namespace = module.params['namespace']
-    client = None
-    secrets = [module.params.get('api_key'), os.environ.get('K8S_AUTH_API_KEY')]
-
-    def redact(value):
-        return redact_text(client.redact(value) if client is not None else value, secrets)
     vms, found, changed = [], [], False
-    try:
-        client = kubevirt_client.client_from_params(module.params)
-        with client:
-            from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve  # pylint: disable=import-outside-toplevel
-            snapshot = kobserve.NamespaceSnapshot(client, namespace)
-            wanted = set(module.params['name']) if module.params['name'] else None
-            vms = [kubevirt_reading(snapshot.observe(name)) for name in snapshot.names() if wanted is None or name in wanted]
-            now = time.time()
-            found = [entry for entry in (examine(vm, now, module.params) for vm in vms) if entry]
-            changed = run_fixes(module, found, lambda entry: apply_fix_kubevirt(client, namespace, entry, module.params))
-    except ConvergeError as exc:
-        module.fail_json(**dict((k, redact(v) if isinstance(v, str) else v) for k, v in exc.to_result().items()))
-    except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg='unexpected error: %s' % redact(str(exc)), exception=redact(traceback.format_exc()))
-    finish(module, vms, found, changed, redact)
+    with kubevirt_client.ModuleSession(module) as session, session.connect() as client:
+        from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve  # pylint: disable=import-outside-toplevel
+        snapshot = kobserve.NamespaceSnapshot(client, namespace)
+        wanted = set(module.params['name']) if module.params['name'] else None
+        vms = [kubevirt_reading(snapshot.observe(name)) for name in snapshot.names() if wanted is None or name in wanted]
+        now = time.time()
+        found = [entry for entry in (examine(vm, now, module.params) for vm in vms) if entry]
+        changed = run_fixes(module, found, lambda entry: apply_fix_kubevirt(client, namespace, entry, module.params))
+    finish(module, vms, found, changed, session.redact)
 
 
 def main():

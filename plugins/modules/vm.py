@@ -375,9 +375,8 @@ from ansible_collections.converge.virt.plugins.module_utils._common.redact impor
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import (
     BEHAVIOUR_ARGS, DEFINITION_ARGS, LIBVIRT_CONNECTION_ARGS, STATE_CHOICES, WAIT_ARGS, other_connection_option, spec_of)
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS, client_from_params, import_kubernetes
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, bulk_snapshot, converge_vm, new_task_id
@@ -572,19 +571,8 @@ def kubevirt_options(params):
 def main_kubevirt(module):
     """The module on backend kubevirt."""
     kubevirt_backend = _kubevirt_backend()
-    if import_kubernetes() is None:
-        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
-    client = None
     namespace = module.params['namespace']
-    secrets = [module.params.get('api_key'), os.environ.get('K8S_AUTH_API_KEY')]
-
-    def redact(value):
-        text = client.redact(value) if client is not None else value
-        return redact_text(text, secrets)
-
-    def failure(exc):
-        return dict((k, redact(v) if isinstance(v, str) else v) for k, v in exc.to_result().items())
-    try:
+    with kubevirt_client.ModuleSession(module) as session:
         options = kubevirt_options(module.params)
         _refuse_other_backend(module.params, 'kubevirt')
         single = items = None
@@ -592,8 +580,7 @@ def main_kubevirt(module):
             items = fleet_items(module, lambda params: kubevirt_declaration(params, namespace))
         else:
             single = kubevirt_declaration(module.params, namespace)
-        client = client_from_params(module.params)
-        with client:
+        with session.connect() as client:
             if module.params['vms']:
                 results = kubevirt_backend.converge_fleet(client, namespace, items, options, module.check_mode, module.params['parallel'])
                 changed = any(r['changed'] for r in results)
@@ -605,10 +592,6 @@ def main_kubevirt(module):
             decl, declared, name = single
             changed, result = kubevirt_backend.converge_vm(kubevirt_backend.KubevirtVm(client, namespace, name), decl, declared, options,
                                                            module.check_mode)
-    except ConvergeError as exc:
-        module.fail_json(**failure(exc))
-    except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg='unexpected error: %s' % redact(str(exc)), exception=redact(traceback.format_exc()))
     module.exit_json(changed=changed, **result)
 
 

@@ -114,7 +114,6 @@ bytecache.install()
 # pylint: disable=wrong-import-position  # the collection's own imports go through the bytecode cache installed above
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS, other_connection_option
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kubevirt_observe
@@ -127,29 +126,15 @@ from ansible_collections.converge.virt.plugins.module_utils._phase.status import
 
 def list_kubevirt(module):
     """Every VM of the namespace (or only the named ones) with the state words; fails the module on errors."""
-    if kubevirt_client.import_kubernetes() is None:
-        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
-    client = None
-    secrets = [module.params.get('api_key'), os.environ.get('K8S_AUTH_API_KEY')]
-
-    def redact(value):
-        return redact_text(client.redact(value) if client is not None else value, secrets)
-    try:
-        client = kubevirt_client.client_from_params(module.params)
-        with client:
-            snapshot = kubevirt_observe.NamespaceSnapshot(client, module.params['namespace'])
-            names = module.params['name'] or snapshot.names()
-            vms = []
-            for name in names:
-                view = kubevirt_observe.public_view(snapshot.observe(name))
-                view.pop('effective_vm_state', None)
-                vms.append(view)
-            return vms
-    except ConvergeError as exc:
-        module.fail_json(**dict((k, redact(v) if isinstance(v, str) else v) for k, v in exc.to_result().items()))
-    except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg='unexpected error: %s' % redact(str(exc)), exception=redact(traceback.format_exc()))
-    return []
+    with kubevirt_client.ModuleSession(module) as session, session.connect() as client:
+        snapshot = kubevirt_observe.NamespaceSnapshot(client, module.params['namespace'])
+        names = module.params['name'] or snapshot.names()
+        vms = []
+        for name in names:
+            view = kubevirt_observe.public_view(snapshot.observe(name))
+            view.pop('effective_vm_state', None)
+            vms.append(view)
+        return vms
 
 
 def main():

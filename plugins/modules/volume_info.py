@@ -115,12 +115,12 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 bytecache.install()
 
 # pylint: disable=wrong-import-position  # the collection's own imports go through the bytecode cache installed above
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets, redact_text
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS, client_from_params, import_kubernetes
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
 
@@ -151,23 +151,10 @@ def refuse_other_backend(params):
 
 def main_kubevirt(module):
     """The module on backend kubevirt."""
-    if import_kubernetes() is None:
-        module.fail_json(msg=missing_required_lib('kubernetes'), exception=kubevirt_client.KUBERNETES_IMPORT_ERROR)
-    client = None
-    secrets = [module.params.get('api_key'), os.environ.get('K8S_AUTH_API_KEY')]
-
-    def redact(value):
-        text = client.redact(value) if client is not None else value
-        return redact_text(text, secrets)
-    try:
+    with kubevirt_client.ModuleSession(module) as session:
         refuse_other_backend(module.params)
-        client = client_from_params(module.params)
-        with client:
+        with session.connect() as client:
             volumes = volume_backend.report(client, module.params['namespace'], module.params['name'])
-    except ConvergeError as exc:
-        module.fail_json(**dict((k, redact(v) if isinstance(v, str) else v) for k, v in exc.to_result().items()))
-    except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg='unexpected error: %s' % redact(str(exc)), exception=redact(traceback.format_exc()))
     module.exit_json(changed=False, pools=[], volumes=volumes)
 
 

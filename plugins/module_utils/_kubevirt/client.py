@@ -280,3 +280,53 @@ KUBEVIRT_CONNECTION_ARGS = dict(
     validate_certs=dict(type='bool'),
     namespace=dict(type='str', default='default'),
 )
+
+
+class ModuleSession:
+    """The kubevirt side of a module run: kubernetes importable, secrets redacted, every error a clean failure.
+
+    ::
+
+        with ModuleSession(module) as session:
+            client = session.connect()
+            ...
+
+    Leaving the block with a :class:`ConvergeError` fails the module with the error's fields, any other
+    exception with "unexpected error" and the traceback - all with the API key (parameter, environment,
+    kubeconfig) redacted. ``exit_json``/``fail_json`` inside the block pass through.
+    """
+
+    def __init__(self, module):
+        if import_kubernetes() is None:
+            from ansible.module_utils.basic import missing_required_lib  # pylint: disable=import-outside-toplevel
+            module.fail_json(msg=missing_required_lib('kubernetes'), exception=KUBERNETES_IMPORT_ERROR)
+        self.module = module
+        self.client = None
+        self.secrets = [module.params.get('api_key'), os.environ.get('K8S_AUTH_API_KEY')]
+
+    def connect(self):
+        """The client for the module's connection options (kept for redaction)."""
+        self.client = client_from_params(self.module.params)
+        return self.client
+
+    def redact(self, value):
+        """value without any secret of this run (strings only; anything else unchanged)."""
+        if not isinstance(value, str):
+            return value
+        return redact_text(self.client.redact(value) if self.client is not None else value, self.secrets)
+
+    def redact_result(self, result):
+        """A result dict with every string value redacted."""
+        return dict((key, self.redact(value)) for key, value in result.items())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc is None or not isinstance(exc, Exception):
+            return False  # success, or SystemExit from exit_json / fail_json
+        if isinstance(exc, ConvergeError):
+            self.module.fail_json(**self.redact_result(exc.to_result()))
+        self.module.fail_json(msg='unexpected error: %s' % self.redact(str(exc)),
+                              exception=self.redact(''.join(traceback.format_exception(exc_type, exc, tb))))
+        return False
