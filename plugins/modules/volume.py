@@ -97,6 +97,9 @@ options:
     description:
       - Create the volume with the content of this image file on the machine running the module; its format is
         detected with C(qemu-img info) (or O(import_format)). The content is read back and its sha256 compared.
+      - While the image streams in, an empty volume C(<name>.converge-partial) marks the import as unfinished; a run killed
+        in between leaves the volume marked (RV(volume.partial)), and the next run with O(import_from) removes it and imports
+        again; a declaration without O(import_from) is refused for it. Names ending in C(.converge-partial) are reserved.
       - On O(backend=kubevirt), an V(http://) or V(https://) URL (DataVolume http source) or a V(docker://) image
         (registry source), imported by CDI; the task waits for the import to succeed and fails with CDI's message.
     type: str
@@ -356,6 +359,12 @@ volume:
     used_by: {description: Names of the VMs whose live or persistent definition uses the volume., type: list, returned: when exists}
     attachments: {description: "Where it is plugged in (vm, dev, bus, readonly, serial, live, persistent, vm_running; on kubevirt also
                   hotpluggable and hotplug_phase).", type: list, returned: when exists}
+    partial:
+      description:
+        - True when an import into this volume never finished (a run was killed during the upload); libvirt backend.
+        - Such a volume is never taken for the image; the next run that declares O(import_from) removes it and imports again.
+      type: bool
+      returned: when exists, libvirt
 volumes:
   description: With O(volumes), the state of each volume (the same fields as RV(volume)).
   returned: when O(volumes) is given

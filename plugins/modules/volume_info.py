@@ -98,6 +98,12 @@ volumes:
     used_by: {description: Names of the VMs whose live or persistent definition uses the volume., type: list, returned: when exists}
     attachments: {description: "Where it is plugged in (vm, dev, bus, readonly, serial, live, persistent, vm_running; on kubevirt also
                   hotpluggable and hotplug_phase).", type: list, returned: when exists}
+    partial:
+      description:
+        - True when an import into this volume never finished (a run was killed during the upload); libvirt backend.
+        - Such a volume is never taken for the image; the next converge.virt.volume run that declares its import_from removes it and imports again.
+      type: bool
+      returned: when exists, libvirt
 pools:
   description: The pools reported (name, exists, active, type, path, autostart, capacity, allocation, available); empty on kubevirt.
   returned: always

@@ -13,12 +13,14 @@ its sha256 is checked after every grow, attach, detach and clone.
 import hashlib
 import os
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 import libvirt
 import pytest
 
-from tests.integration.ansible_run import run_module
+from tests.integration.ansible_run import run_module, start_module
+from tests.reliability.reliability_lab import kill_tree
 from tools.virtlab import domains, hosts as virtlab_hosts
 
 MIB = 1024 * 1024
@@ -76,6 +78,14 @@ def write_pattern(path, size, seed):
 def sha(path, length):
     with open(path, 'rb') as handle:
         return hashlib.sha256(handle.read(length)).hexdigest()
+
+
+def sha_chunked(path):
+    digest = hashlib.sha256()
+    with open(path, 'rb') as handle:
+        for block in iter(lambda: handle.read(8 * MIB), b''):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def acpi_guest(conn, name):
@@ -170,6 +180,45 @@ def test_import_raw_and_qcow2_verified_by_sha256(host, conn, pool_dir, tmp_path)
     out = tmp_path / 'back.raw'
     subprocess.run(['qemu-img', 'convert', '-f', 'qcow2', '-O', 'raw', imported['volume']['path'], str(out)], check=True)
     assert sha(str(out), 3 * MIB) == digest
+
+
+def test_an_import_killed_during_the_upload_is_never_taken_for_the_image(host, conn, pool_dir, tmp_path):
+    """SIGKILL while the image streams in: the half-written volume is marked partial, volume_info says so, a
+    declaration without import_from is refused, and the next import run removes it and imports again (sha256 checked)."""
+    image = tmp_path / 'big.raw'
+    with open(str(image), 'wb') as handle:
+        handle.truncate(1024 * MIB)
+        handle.seek(512 * MIB)
+        handle.write(b'converge-virt-middle-marker' * 1000)
+    digest = sha_chunked(str(image))
+    marker = os.path.join(pool_dir, 'big.raw.converge-partial')
+    proc = start_module('volume', vol(host, 'big.raw', import_from=str(image)))
+    deadline = time.monotonic() + 120
+    while not os.path.exists(marker) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert os.path.exists(marker), 'the import never wrote its marker'
+    kill_tree(proc)
+    proc.communicate()
+    assert os.path.exists(marker) and os.path.exists(os.path.join(pool_dir, 'big.raw'))  # killed mid-upload
+
+    info = run_module('volume_info', {'uri': host.uri, 'pool': POOL})
+    listed = dict((v['name'], v) for v in info['volumes'])
+    assert listed['big.raw']['partial'] is True and 'big.raw.converge-partial' not in listed
+    assert listed['first.raw']['partial'] is False
+
+    refused = run_module('volume', vol(host, 'big.raw', capacity='1GiB'))
+    assert refused['failed'] and 'unfinished import' in refused['msg'] and os.path.exists(marker)
+
+    checked = run_module('volume', vol(host, 'big.raw', import_from=str(image)), check=True)
+    assert checked['changed'] and [o['op'] for o in checked['operations']] == ['remove_partial', 'create_volume']
+    assert os.path.exists(marker)
+
+    again = run_module('volume', vol(host, 'big.raw', import_from=str(image)))
+    assert again['changed'] and [o['op'] for o in again['operations']] == ['remove_partial', 'create_volume'], again
+    assert again['operations'][1]['sha256'] == digest and again['volume']['partial'] is False
+    assert not os.path.exists(marker) and sha_chunked(again['volume']['path']) == digest
+    assert not run_module('volume', vol(host, 'big.raw', import_from=str(image)))['changed']
+    assert run_module('volume', vol(host, 'big.raw', state='absent'))['changed']
 
 
 def test_overlay_on_backing_volume_and_volume_info(host, conn, pool_dir):

@@ -111,6 +111,8 @@ not_a_path = st.one_of(st.sampled_from(['relative/dir', 'x', '~/pool', '', '../p
 hostile_abs_path = st.one_of(traversal.filter(lambda p: p.startswith('/') and '..' in p), noise.map(lambda s: '/tmp/' + s + '/../x'),
                              st.sampled_from(['\x00', '\n', '\x1b', '\r']).map(lambda c: '/tmp/fuzz' + c + 'pool'))
 bad_name = st.one_of(traversal, bad_text, st.sampled_from(['', '.', '..', '-lead', 'a\n', 'a/b']))
+# a serial may hold spaces (libvirt's rule: letters, digits, _.+- and space, at most 64): only other characters make it bad
+bad_serials = bad_text.filter(lambda s: not re.fullmatch(r'[A-Za-z0-9_.+ -]{1,64}', s))
 bad_dev = st.one_of(st.sampled_from(['', 'vd', 'vda1', '../etc/passwd', 'sdA', 'nvme0n1', 'vdb\n']), noise.map(lambda s: 'vd' + s + '!'))
 
 
@@ -135,7 +137,7 @@ VOLUME_CORRUPTIONS = st.one_of(
     st.tuples(st.just('attachments'), bad_dev.map(lambda d: [{'vm': 'fuzz-vm', 'dev': d}]), st.just('attachments[0]')),
     st.tuples(st.just('attachments'), noise.filter(lambda v: v not in ('virtio', 'scsi', 'sata', 'ide', 'usb')).map(
         lambda b: [{'vm': 'fuzz-vm', 'dev': 'vdb', 'bus': b}]), st.just('bus')),
-    st.tuples(st.just('attachments'), bad_text.map(lambda s: [{'vm': 'fuzz-vm', 'dev': 'vdb', 'serial': s}]), st.just('attachments[0].serial')),
+    st.tuples(st.just('attachments'), bad_serials.map(lambda s: [{'vm': 'fuzz-vm', 'dev': 'vdb', 'serial': s}]), st.just('attachments[0].serial')),
     st.tuples(st.just('attachments'), st.sampled_from([[{'vm': 'fuzz-vm', 'dev': 'vdb'}, {'vm': 'fuzz-vm', 'dev': 'vdb'}]]), st.just('attachments')),
     st.tuples(st.just('volumes'), bad_name.map(lambda n: [{'name': n}]), st.just('volumes[0].name')),
     st.tuples(st.just('volumes'), bad_sizes.filter(lambda v: not isinstance(v, int) or v <= 0 or v > 2 ** 62).map(

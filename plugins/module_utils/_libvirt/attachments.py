@@ -332,9 +332,11 @@ def converge_volumes(connection, specs, force=False, check_mode=False, detach_ti
     users = users_of(all_atts)
     by_key = dict((s['key'], s) for s in specs)
     actual_vols, observed = [], {}
-    refusals = []
+    refusals, recovered = [], []
     for spec in specs:
         info = None if spec['pool'] in missing_pools else observer.volume(spec['key'])
+        if info is not None and info.get('partial') and spec['state'] == 'present':
+            info = _partial_import(connection, observer, spec, users.get(spec['key']), check_mode, refusals, recovered)
         observed[spec['key']] = info
         if info is not None:
             actual_vols.append(ActualVolume(spec['key'], info['capacity'], info['format'], frozenset(users.get(spec['key'], ()))))
@@ -378,13 +380,14 @@ def converge_volumes(connection, specs, force=False, check_mode=False, detach_ti
         vols, atts = actual_vols, [a for a in all_atts if a.volume in by_key]
         for op in operations:
             vols, atts = phase.apply_operation(vols, atts, op)
-        result.update(operations=[op.as_dict() for op in operations], changed=bool(operations or pool_ops), error=None,
+        result.update(operations=recovered + [op.as_dict() for op in operations], changed=bool(operations or pool_ops or recovered), error=None,
                       diff={'before': before, 'after': _summary(vols, atts)})
         result['volumes'] = [_public(observed.get(s['key']), s, all_atts) for s in specs]
         return result
     done, error = execute_plan(connection, observer, views, operations, by_key, all_atts, formats, detach_timeout, owner)
     if isinstance(error, WaitTimeout) and error.details.get('vm'):
         result['uncertain'] = list(result['uncertain']) + ['%s:%s' % (error.details['vm'], error.details['target'])]
+    done = recovered + done
     changed = bool(pool_ops) or any(not item.get('already') for item in done if not item.get('failed'))
     # the world after the run, observed again
     observer = storage.StorageObserver(connection)
@@ -401,6 +404,26 @@ def converge_volumes(connection, specs, force=False, check_mode=False, detach_ti
                   'after': _summary(after_vols, [a for a in all_atts if a.volume in by_key])})
     result['volumes'] = [_public(observed.get(s['key']), s, all_atts) for s in specs]
     return result
+
+
+def _partial_import(connection, observer, spec, users, check_mode, refusals, recovered):  # pylint: disable=too-many-arguments
+    """A volume whose import never finished (a run killed during the upload): import it again, or refuse.
+
+    Returns the observed volume to plan with: None once the partial volume is (or, in check mode, would be) removed.
+    """
+    key = spec['key']
+    if users:
+        refusals.append({'volume': key, 'field': 'import_from', 'reason': 'volume %s holds an unfinished import and is attached to %s; '
+                         'detach it, then run again' % (key, ', '.join(sorted(users)))})
+        return observer.volume(key)
+    if not spec['import_from']:
+        refusals.append({'volume': key, 'field': 'import_from', 'reason': 'volume %s holds an unfinished import (an earlier run stopped '
+                         'during the upload); declare import_from to import it again, or state absent to delete it' % key})
+        return observer.volume(key)
+    if not check_mode:
+        storage.remove_partial(connection, observer, key)
+    recovered.append({'op': 'remove_partial', 'volume': key, 'reason': 'an earlier import into it did not finish'})
+    return None
 
 
 def _public(info, spec, all_atts):

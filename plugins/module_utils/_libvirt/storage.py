@@ -42,6 +42,8 @@ _NAME_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.+@-]*\Z')
 _VM_RE = re.compile(r'^[^/\x00-\x1f]+\Z')
 _CONTROL_RE = re.compile(r'[\x00-\x1f\x7f]')
 MAX_CHAIN = 16
+# an empty volume <name><PARTIAL_SUFFIX> next to a volume marks an import into it that has not finished
+PARTIAL_SUFFIX = '.converge-partial'
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -64,6 +66,8 @@ def _name(value, field):
         raise InvalidDeclaration(field, 'a non-empty name is required')
     if not _NAME_RE.fullmatch(value) or value in ('.', '..'):
         raise InvalidDeclaration(field, '%r is not a valid name (letters, digits and _.+@- ; no slash)' % value)
+    if value.endswith(PARTIAL_SUFFIX):
+        raise InvalidDeclaration(field, '%r: names ending in %s are reserved for unfinished imports' % (value, PARTIAL_SUFFIX))
     return value
 
 
@@ -314,6 +318,7 @@ class StorageObserver:
         self._vol_objects = {}
         self._volumes = {}
         self._by_path = {}
+        self._markers = {}
 
     def _err(self, exc, what):
         return self.connection.error(exc, what)
@@ -355,6 +360,7 @@ class StorageObserver:
             raise self._err(exc, 'cannot list storage pools')
 
     def _volume_objects(self, pool_name):
+        """{name: virStorageVol} of a pool, without partial-import markers (kept in self._markers)."""
         if pool_name not in self._vol_objects:
             pool = self.pool(pool_name)
             objects = {}
@@ -363,8 +369,16 @@ class StorageObserver:
                     objects = dict((v.name(), v) for v in pool.listAllVolumes(0))
                 except libvirt.libvirtError as exc:
                     raise self._err(exc, 'cannot list the volumes of pool %s' % pool_name)
+            self._markers[pool_name] = dict((name[:-len(PARTIAL_SUFFIX)], objects.pop(name)) for name in list(objects)
+                                            if name.endswith(PARTIAL_SUFFIX))
             self._vol_objects[pool_name] = objects
         return self._vol_objects[pool_name]
+
+    def partial_marker(self, key):
+        """The marker volume left by an import that did not finish into ``key``, or None."""
+        pool_name, name = split_key(key)
+        self._volume_objects(pool_name)
+        return self._markers.get(pool_name, {}).get(name)
 
     def volume_names(self, pool_name):
         """Names of the volumes of an active pool."""
@@ -381,12 +395,14 @@ class StorageObserver:
             self._volumes.pop(key, None)
             pool_name, name = split_key(key)
             self._vol_objects.get(pool_name, {}).pop(name, None)
+            self._markers.get(pool_name, {}).pop(name, None)
             pool = self.pool(pool_name)
             if pool is not None and pool.isActive():
-                try:
-                    self._volume_objects(pool_name)[name] = pool.storageVolLookupByName(name)
-                except libvirt.libvirtError:
-                    pass
+                for store, lookup_name in ((self._volume_objects(pool_name), name), (self._markers[pool_name], name + PARTIAL_SUFFIX)):
+                    try:
+                        store[name] = pool.storageVolLookupByName(lookup_name)
+                    except libvirt.libvirtError:
+                        pass
         if key not in self._volumes:
             vol = self.vol(key)
             if vol is None:
@@ -396,7 +412,8 @@ class StorageObserver:
             except libvirt.libvirtError as exc:
                 raise self._err(exc, 'cannot read volume %s' % key)
             pool_name, name = split_key(key)
-            info.update(key=key, pool=pool_name, name=name, backing_chain=self.backing_chain(info['backing']))
+            info.update(key=key, pool=pool_name, name=name, backing_chain=self.backing_chain(info['backing']),
+                        partial=self.partial_marker(key) is not None)
             self._volumes[key] = info
             if info['path']:
                 self._by_path[info['path']] = key
@@ -519,6 +536,8 @@ def _create(connection, observer, spec, op):
             raise InvalidDeclaration('format', 'declared %s but the image to import is %s' % (fmt, image['format']))
         if capacity is not None and capacity < image['virtual_size']:
             raise InvalidDeclaration('capacity', 'smaller (%d bytes) than the image to import (%d bytes)' % (capacity, image['virtual_size']))
+        # the marker goes first: a run killed during the upload leaves a volume that the next run knows to be partial
+        marker = pool.createXML(volume_xml(name + PARTIAL_SUFFIX, 0, 'raw'), 0)
         vol = pool.createXML(volume_xml(name, image['virtual_size'], image['format']), 0)
         expected = sha256_of_file(spec['import_from'])
         try:
@@ -526,11 +545,13 @@ def _create(connection, observer, spec, op):
         except libvirt.libvirtError as exc:
             # a half-written volume would pass for the imported one in the next run: the volume this run created goes
             _delete_partial(vol)
+            _delete_partial(marker)
             raise connection.error(exc, 'import of %s into %s failed, the partial volume was removed' % (spec['import_from'], op.volume))
         actual, received = volume_sha256(connection.conn, vol, image['file_size'])
         if actual != expected or received != image['file_size']:
-            raise BackendError('import of %s into %s: the content read back differs (sha256 %s, expected %s); the volume is left for inspection'
-                               % (spec['import_from'], op.volume, actual, expected))
+            raise BackendError('import of %s into %s: the content read back differs (sha256 %s, expected %s); the volume is left for inspection, '
+                               'marked partial (the next run imports it again)' % (spec['import_from'], op.volume, actual, expected))
+        marker.delete(0)
         result.update(imported_from=spec['import_from'], sha256=actual, image_format=image['format'])
         if capacity is not None and capacity > image['virtual_size']:
             vol.resize(capacity, 0)
@@ -581,6 +602,9 @@ def execute_volume_operation(connection, observer, op, spec, attachments):
                 vol.wipe(0)
                 wiped = True
             vol.delete(0)
+            marker = observer.partial_marker(op.volume)
+            if marker is not None:
+                marker.delete(0)
             return {'wiped': wiped}
     except libvirt.libvirtError as exc:
         raise connection.error(exc, '%s of %s failed' % (op.kind, op.volume))
@@ -593,4 +617,18 @@ def public_volume(info, used_by=None, attachments=None):
         return None
     return {'key': info['key'], 'pool': info['pool'], 'name': info['name'], 'path': info['path'], 'capacity': info['capacity'],
             'allocation': info['allocation'], 'format': info['format'], 'backing_chain': info['backing_chain'],
-            'used_by': sorted(used_by or ()), 'attachments': attachments or []}
+            'used_by': sorted(used_by or ()), 'attachments': attachments or [], 'partial': bool(info.get('partial'))}
+
+
+def remove_partial(connection, observer, key):
+    """Delete the volume of an import that never finished, and its marker; the caller checked nobody uses it."""
+    try:
+        vol = observer.vol(key)
+        if vol is not None:
+            vol.delete(0)
+        marker = observer.partial_marker(key)
+        if marker is not None:
+            marker.delete(0)
+    except libvirt.libvirtError as exc:
+        raise connection.error(exc, 'removing the partial import %s failed' % key)
+    observer.volume(key, refresh=True)

@@ -33,6 +33,8 @@ def test_normalize_defaults_and_units():
     ({'capacity': 0}, 'volume.capacity'),
     ({'name': 'a/b'}, 'volume.name'),
     ({'name': '..'}, 'volume.name'),
+    ({'name': 'disk.raw.converge-partial'}, 'volume.name'),
+    ({'clone_from': 'other.converge-partial', 'capacity': 1}, 'volume.clone_from'),
     ({'pool': None}, 'volume.pool'),
     ({'pool_path': 'relative'}, 'volume.pool_path'),
     ({'state': 'gone'}, 'volume.state'),
