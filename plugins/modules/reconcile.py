@@ -119,10 +119,15 @@ disagreements:
       description: "What the table says: record STOPPED, stop, force stop, finish delete, report only, or a stale-task recovery."
       type: str
       returned: always
-    action: {description: "What was done (or would be done in check mode or without fix): a declared state, or none.", type: str, returned: always}
+    action:
+      description:
+        - "What was done (or would be done in check mode or without fix): a declared state, V(recover) for a stale task, or none."
+        - "A stale V(DELETING) task is recovered and the delete finished: V(recover, then state=absent (forced)) (volumes are kept)."
+      type: str
+      returned: always
     done: {description: Whether the fix ran., type: bool, returned: always}
     steps: {description: Steps the fix took., type: list, elements: dict, returned: when done}
-    vm_state_after: {description: The VM's vm_state once a power fix ran., type: str, returned: when a power fix ran}
+    vm_state_after: {description: The VM's vm_state once a power fix or a finished delete ran., type: str, returned: when such a fix ran}
     error: {description: Why the fix failed., type: str, returned: when the fix failed}
 '''
 
@@ -200,6 +205,11 @@ def examine(vm, now, params):
             return None
         recovery = reconcile.recover_stale_task(vm['task_state'], vm['vm_state'], None, vm['power_state'])
         entry.update(kind='stale task', decision=recovery.action, action='recover')
+        if recovery.action == reconcile.FINISH_DELETE:
+            # Nova _init_instance: an interrupted delete is finished (the guest is forced off, the definition removed;
+            # volumes are never deleted by a VM delete)
+            entry.update(action='recover, then state=absent (forced)')
+            entry['_fix'] = ('absent', {'shutdown_timeout': 0})
         return entry
     if not vm.get('recorded'):
         return None
@@ -215,44 +225,34 @@ def examine(vm, now, params):
     return entry
 
 
-def apply_fix(connection, entry, params):
-    """Run the fix of one entry; updates it in place."""
-    vm = LibvirtVm(connection, entry['name'])
-    if entry['kind'] == 'stale task':
-        obs = vm.observe()
-        recovered = vm.recover_stale(obs, time.time())
-        entry['done'] = bool(recovered)
-        entry['steps'] = [recovered] if recovered else []
-        return
+def _apply(vm, entry, params, converge, make_options):
+    """Run the fix of one entry through a vm backend (recovery of a stale task, then the fix declaration); updates it in place."""
     fix = entry.pop('_fix', None)
+    steps = []
+    if entry['kind'] == 'stale task':
+        recovered = vm.recover_stale(vm.observe(), time.time())
+        entry['done'] = bool(recovered)
+        steps = [recovered] if recovered else []
+    entry['steps'] = steps
     if not fix:
         return
     declared, extra = fix
-    options = VmOptions(shutdown_timeout=extra.get('shutdown_timeout', params['shutdown_timeout']))
-    changed, result = converge_vm(vm, VmDeclaration(state=declared), None, options, False)
-    entry['done'] = changed
-    entry['steps'] = result.get('steps', [])
+    options = make_options(shutdown_timeout=extra.get('shutdown_timeout', params['shutdown_timeout']))
+    changed, result = converge(vm, VmDeclaration(state=declared), None, options, False)
+    entry['done'] = entry.get('done') or changed
+    entry['steps'] = steps + result.get('steps', [])
     entry['vm_state_after'] = (result.get('vm') or {}).get('vm_state')
+
+
+def apply_fix(connection, entry, params):
+    """Run the fix of one entry on libvirt; updates it in place."""
+    _apply(LibvirtVm(connection, entry['name']), entry, params, converge_vm, VmOptions)
 
 
 def apply_fix_kubevirt(client, namespace, entry, params):
     """Run the fix of one entry on KubeVirt (the vm backend's converge, or its stale-task recovery); updates it in place."""
     backend = kubevirt_vm_backend()
-    vm = backend.KubevirtVm(client, namespace, entry['name'])
-    if entry['kind'] == 'stale task':
-        recovered = vm.recover_stale(vm.observe(), time.time())
-        entry['done'] = bool(recovered)
-        entry['steps'] = [recovered] if recovered else []
-        return
-    fix = entry.pop('_fix', None)
-    if not fix:
-        return
-    declared, extra = fix
-    options = backend.KubevirtOptions(shutdown_timeout=extra.get('shutdown_timeout', params['shutdown_timeout']))
-    changed, result = backend.converge_vm(vm, VmDeclaration(state=declared), None, options, False)
-    entry['done'] = changed
-    entry['steps'] = result.get('steps', [])
-    entry['vm_state_after'] = (result.get('vm') or {}).get('vm_state')
+    _apply(backend.KubevirtVm(client, namespace, entry['name']), entry, params, backend.converge_vm, backend.KubevirtOptions)
 
 
 def run_fixes(module, found, fixer):

@@ -85,6 +85,36 @@ def test_reconcile_role_reports_then_fixes(libvirt_hosts, tmp_path):
         conn.close()
 
 
+def test_an_interrupted_delete_is_finished_by_fix(libvirt_hosts):
+    """A delete whose run was killed (stale DELETING, owner gone) is finished only by fix, as Nova's _init_instance does."""
+    host = libvirt_hosts[0]
+    conn = libvirt.open(host.uri)
+    try:
+        assert not run_module('vm', _args(host, 'rc-deleting', 'running')).get('failed')
+        from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
+        conn.lookupByName('rc-deleting').setMetadata(
+            libvirt.VIR_DOMAIN_METADATA_ELEMENT,
+            domain_xml.converge_metadata_element({'vm_state': 'ACTIVE', 'task_state': 'DELETING', 'task_id': 'killed', 'last_action': 'delete',
+                                                  'lease_until': repr(time.time() - 5), 'generation': '4'}),
+            'converge', NS, libvirt.VIR_DOMAIN_AFFECT_CONFIG | libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        args = {'uri': host.uri, 'name': ['rc-deleting']}
+        for extra, check in (({}, False), ({'fix': True}, True)):
+            report = run_module('reconcile', dict(args, **extra), check=check)
+            entry = report['disagreements'][0]
+            assert entry['decision'] == 'finish delete' and entry['action'] == 'recover, then state=absent (forced)', entry
+            assert not entry['done'] and conn.lookupByName('rc-deleting').isActive()
+        fixed = run_module('reconcile', dict(args, fix=True))
+        entry = fixed['disagreements'][0]
+        assert fixed['changed'] and entry['done'], fixed
+        assert [step.get('recovery') for step in entry['steps'][:1]] == ['finish delete'] and entry['vm_state_after'] == 'DELETED', entry
+        assert 'rc-deleting' not in [d.name() for d in conn.listAllDomains()]
+        again = run_module('reconcile', dict(args, fix=True))
+        assert again['disagreements'] == [] and not again['changed']
+    finally:
+        run_module('vm', _args(host, 'rc-deleting', 'absent'))
+        conn.close()
+
+
 def test_report_playbook_writes_states_and_drift(libvirt_hosts, tmp_path):
     host = libvirt_hosts[1]
     conn = libvirt.open(host.uri)
