@@ -267,3 +267,20 @@ def test_role_refuses_a_libvirt_run_without_uri(tmp_path):
     assert rc != 0
     messages = [res.get('msg') for task in out['plays'][0]['tasks'] for res in task['hosts'].values() if res.get('failed')]
     assert messages == ['reconcile_uri: is required with reconcile_backend libvirt'], messages
+
+
+def test_an_interrupted_delete_is_finished_by_fix(kube_server):
+    """A stale DELETING task (its run was killed) is reported as 'finish delete' and finished by fix: the VM goes."""
+    srv = kube_server
+    make_vms(srv, [('rc-deleting', 'running')])
+    patch_vm(srv, 'rc-deleting', stale_task('DELETING', 'delete', time.time() - 5, '%s:999999' % socket.gethostname()))
+    before = quiet(srv)
+    for args, check in ((kv(srv), False), (kv(srv, fix=True), True)):
+        entry = ok(run_module('reconcile', args, check=check))['disagreements'][0]
+        assert entry['decision'] == 'finish delete' and entry['action'] == 'recover, then state=absent (forced)' and not entry['done'], entry
+    assert versions(srv) == before
+    entry = ok(run_module('reconcile', kv(srv, fix=True)))['disagreements'][0]
+    assert entry['done'] and entry['steps'][0]['recovered_task'] == 'DELETING' and entry['vm_state_after'] == 'DELETED', entry
+    wait_until('the VM to go', lambda: vm_obj(srv, 'rc-deleting') is None and vmi_obj(srv, 'rc-deleting') is None)
+    again = ok(run_module('reconcile', kv(srv, fix=True)))
+    assert again['disagreements'] == [] and not again['changed']
