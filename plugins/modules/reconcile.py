@@ -131,12 +131,10 @@ disagreements:
     error: {description: Why the fix failed., type: str, returned: when the fix failed}
 '''
 
-import os
 import re
 import time
-import traceback
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
@@ -147,7 +145,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.redact impor
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import list_vms
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, converge_vm
@@ -320,24 +318,12 @@ def main():
     if module.params['backend'] == 'kubevirt':
         main_kubevirt(module)
         return
-    if not HAS_LIBVIRT:
-        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
-    connection = None
-    vms, found, changed = [], [], False
-    try:
-        uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
-        connection = Connection(uri, module.params['username'], module.params['password'])
-        with connection:
-            vms = list_vms(connection, names=module.params['name'])
-            now = time.time()
-            found = [entry for entry in (examine(vm, now, module.params) for vm in vms) if entry]
-            changed = run_fixes(module, found, lambda entry: apply_fix(connection, entry, module.params))
-    except ConvergeError as exc:
-        module.fail_json(**dict((k, connection.redact(v) if connection and isinstance(v, str) else v) for k, v in exc.to_result().items()))
-    except Exception as exc:  # pylint: disable=broad-except
-        text = connection.redact(str(exc)) if connection else str(exc)
-        module.fail_json(msg='unexpected error: %s' % text, exception=connection.redact(traceback.format_exc()) if connection else None)
-    finish(module, vms, found, changed, connection.redact)
+    with ModuleSession(module) as session, session.connect() as connection:
+        vms = list_vms(connection, names=module.params['name'])
+        now = time.time()
+        found = [entry for entry in (examine(vm, now, module.params) for vm in vms) if entry]
+        changed = run_fixes(module, found, lambda entry: apply_fix(connection, entry, module.params))
+    finish(module, vms, found, changed, session.redact)
 
 
 if __name__ == '__main__':

@@ -360,10 +360,7 @@ results:
   elements: dict
 '''
 
-import os
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
@@ -378,7 +375,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.vm_args impo
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, bulk_snapshot, converge_vm, new_task_id
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
 
@@ -606,15 +603,10 @@ def main():
     if module.params['backend'] == 'kubevirt':
         main_kubevirt(module)
         return
-    if not HAS_LIBVIRT:
-        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
-    connection = None
-    try:
+    with ModuleSession(module) as session:
         options = options_from(module.params)
         single = None if module.params['vms'] else declaration(module.params)
-        uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
-        connection = Connection(uri, module.params['username'], module.params['password'])
-        with connection:
+        with session.connect() as connection:
             if single is None:
                 changed, results = run_fleet(module, connection, options)
                 failed = [r['name'] for r in results if r['failed']]
@@ -624,11 +616,6 @@ def main():
                 module.exit_json(changed=changed, results=results, steps=[], changes=[])
             decl, spec, name = single
             changed, result = converge_vm(LibvirtVm(connection, name), decl, spec, options, module.check_mode)
-    except ConvergeError as exc:
-        module.fail_json(**_error_result(connection, exc))
-    except Exception as exc:  # pylint: disable=broad-except
-        text = connection.redact(str(exc)) if connection else str(exc)
-        module.fail_json(msg='unexpected error: %s' % text, exception=connection.redact(traceback.format_exc()) if connection else None)
     module.exit_json(changed=changed, **result)
 
 

@@ -102,10 +102,7 @@ vms:
     host: {description: The libvirt host name., type: str, returned: when exists}
 '''
 
-import os
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
@@ -113,11 +110,10 @@ bytecache.install()
 
 # pylint: disable=wrong-import-position  # the collection's own imports go through the bytecode cache installed above
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS, other_connection_option
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kubevirt_observe
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import list_vms
 from ansible_collections.converge.virt.plugins.module_utils._phase.views import absent_view
 from ansible_collections.converge.virt.plugins.module_utils._phase.states import VM_STATES
@@ -163,20 +159,8 @@ def main():
         if module.params['vm_state']:
             vms = [vm for vm in vms if vm.get('vm_state') in module.params['vm_state']]
         module.exit_json(changed=False, vms=sorted(vms, key=lambda vm: vm['name']))
-    if not HAS_LIBVIRT:
-        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
-    connection = None
-    try:
-        uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
-        connection = Connection(uri, module.params['username'], module.params['password'])
-        with connection:
-            vms = list_vms(connection, names=module.params['name'])
-    except ConvergeError as exc:
-        result = exc.to_result()
-        module.fail_json(**dict((k, connection.redact(v) if connection and isinstance(v, str) else v) for k, v in result.items()))
-    except Exception as exc:  # pylint: disable=broad-except
-        text = connection.redact(str(exc)) if connection else str(exc)
-        module.fail_json(msg='unexpected error: %s' % text, exception=connection.redact(traceback.format_exc()) if connection else None)
+    with ModuleSession(module) as session, session.connect() as connection:
+        vms = list_vms(connection, names=module.params['name'])
     if module.params['name']:
         found = set(vm['name'] for vm in vms)
         for name in module.params['name']:

@@ -400,10 +400,7 @@ uncertain:
   elements: str
 '''
 
-import os
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
@@ -411,14 +408,14 @@ bytecache.install()
 
 # pylint: disable=wrong-import-position  # the collection's own imports go through the bytecode cache installed above
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_args import VOLUME_OPTIONS, declared
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
 
 
 KUBEVIRT_VOLUME_OPTIONS = dict(
@@ -561,26 +558,13 @@ def main():
     if module.params['backend'] == 'kubevirt':
         main_kubevirt(module)
         return
-    if not HAS_LIBVIRT:
-        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
-    connection = None
-    try:
+    with ModuleSession(module) as session:
         refuse_other_backend(module.params)
         specs = declarations(module.params)
-        uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
-        connection = Connection(uri, module.params['username'], module.params['password'])
-        with connection:
+        with session.connect() as connection:
             result = attachments.converge_volumes(connection, specs, force=module.params['force'], check_mode=module.check_mode,
                                                   detach_timeout=module.params['detach_timeout'])
-    except ConvergeError as exc:
-        res = exc.to_result()
-        if connection is not None:
-            res = dict((k, connection.redact(v) if isinstance(v, str) else v) for k, v in res.items())
-        module.fail_json(**res)
-    except Exception as exc:  # pylint: disable=broad-except
-        text = connection.redact(str(exc)) if connection else str(exc)
-        module.fail_json(msg='unexpected error: %s' % text, exception=connection.redact(traceback.format_exc()) if connection else None)
-    _finish(module, result, connection.redact)
+    _finish(module, result, session.redact)
 
 
 if __name__ == '__main__':

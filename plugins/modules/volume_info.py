@@ -111,10 +111,7 @@ pools:
   elements: dict
 '''
 
-import os
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
@@ -122,13 +119,13 @@ bytecache.install()
 
 # pylint: disable=wrong-import-position  # the collection's own imports go through the bytecode cache installed above
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
 
 
 def argument_spec():
@@ -203,23 +200,10 @@ def main():
     if module.params['backend'] == 'kubevirt':
         main_kubevirt(module)
         return
-    if not HAS_LIBVIRT:
-        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
-    connection = None
-    try:
+    with ModuleSession(module) as session:
         refuse_other_backend(module.params)
-        uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
-        connection = Connection(uri, module.params['username'], module.params['password'])
-        with connection:
+        with session.connect() as connection:
             pools, volumes = report(connection, module.params['pool'], module.params['name'])
-    except ConvergeError as exc:
-        res = exc.to_result()
-        if connection is not None:
-            res = dict((k, connection.redact(v) if isinstance(v, str) else v) for k, v in res.items())
-        module.fail_json(**res)
-    except Exception as exc:  # pylint: disable=broad-except
-        text = connection.redact(str(exc)) if connection else str(exc)
-        module.fail_json(msg='unexpected error: %s' % text, exception=connection.redact(traceback.format_exc()) if connection else None)
     module.exit_json(changed=False, pools=pools, volumes=volumes)
 
 

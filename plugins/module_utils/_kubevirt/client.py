@@ -24,6 +24,7 @@ try:
 except ImportError:  # pragma: no cover
     from urllib import quote, urlencode  # type: ignore
 
+from ansible_collections.converge.virt.plugins.module_utils._common import session
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
 
@@ -282,25 +283,21 @@ KUBEVIRT_CONNECTION_ARGS = dict(
 )
 
 
-class ModuleSession:
-    """The kubevirt side of a module run: kubernetes importable, secrets redacted, every error a clean failure.
+class ModuleSession(session.ModuleSession):
+    """The kubevirt side of a module run (see _common.session): kubernetes importable, the API key redacted.
 
     ::
 
         with ModuleSession(module) as session:
             client = session.connect()
             ...
-
-    Leaving the block with a :class:`ConvergeError` fails the module with the error's fields, any other
-    exception with "unexpected error" and the traceback - all with the API key (parameter, environment,
-    kubeconfig) redacted. ``exit_json``/``fail_json`` inside the block pass through.
     """
 
     def __init__(self, module):
         if import_kubernetes() is None:
             from ansible.module_utils.basic import missing_required_lib  # pylint: disable=import-outside-toplevel
             module.fail_json(msg=missing_required_lib('kubernetes'), exception=KUBERNETES_IMPORT_ERROR)
-        self.module = module
+        super().__init__(module)
         self.client = None
         self.secrets = [module.params.get('api_key'), os.environ.get('K8S_AUTH_API_KEY')]
 
@@ -310,23 +307,7 @@ class ModuleSession:
         return self.client
 
     def redact(self, value):
-        """value without any secret of this run (strings only; anything else unchanged)."""
+        """value without the API key (parameter, environment, kubeconfig); strings only."""
         if not isinstance(value, str):
             return value
         return redact_text(self.client.redact(value) if self.client is not None else value, self.secrets)
-
-    def redact_result(self, result):
-        """A result dict with every string value redacted."""
-        return dict((key, self.redact(value)) for key, value in result.items())
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if exc is None or not isinstance(exc, Exception):
-            return False  # success, or SystemExit from exit_json / fail_json
-        if isinstance(exc, ConvergeError):
-            self.module.fail_json(**self.redact_result(exc.to_result()))
-        self.module.fail_json(msg='unexpected error: %s' % self.redact(str(exc)),
-                              exception=self.redact(''.join(traceback.format_exception(exc_type, exc, tb))))
-        return False

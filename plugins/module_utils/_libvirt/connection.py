@@ -12,8 +12,10 @@ that leaves here goes through :func:`redact_text`.
 
 from __future__ import annotations
 
+import os
 import traceback
 
+from ansible_collections.converge.virt.plugins.module_utils._common import session
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
 
@@ -105,3 +107,36 @@ def _uri_password(uri):
 def is_no_domain(exc):
     """True when ``exc`` says the domain does not exist."""
     return HAS_LIBVIRT and isinstance(exc, libvirt.libvirtError) and exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN
+
+
+class ModuleSession(session.ModuleSession):
+    """The libvirt side of a module run (see _common.session): libvirt-python importable, passwords redacted.
+
+    ::
+
+        with ModuleSession(module) as session, session.connect() as connection:
+            ...
+    """
+
+    def __init__(self, module):
+        if not HAS_LIBVIRT:
+            from ansible.module_utils.basic import missing_required_lib  # pylint: disable=import-outside-toplevel
+            module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
+        super().__init__(module)
+        self.connection = None
+
+    def connect(self, uri=None):
+        """The :class:`Connection` for ``uri`` (default: the module's uri, $LIBVIRT_DEFAULT_URI, qemu:///system)."""
+        params = self.module.params
+        uri = uri or params.get('uri') or os.environ.get('LIBVIRT_DEFAULT_URI') or DEFAULT_URI
+        self.connection = Connection(uri, params.get('username'), params.get('password'))
+        return self.connection
+
+    def redact(self, value):
+        """value without the connection's password (also the one inside the URI); strings only."""
+        if not isinstance(value, str):
+            return value
+        if self.connection is not None:
+            return self.connection.redact(value)
+        params = self.module.params
+        return redact_text(value, [params.get('password'), _uri_password(params.get('uri') or '')])
