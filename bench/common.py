@@ -86,6 +86,27 @@ def run_playbook_times(bin_dir, plays, env, expect_changed=False):
     return elapsed, cpu
 
 
+def venv_ansible_core(venv):
+    """The ansible-core version (e.g. '2.16.19') installed in the virtual environment ``venv``."""
+    proc = subprocess.run([os.path.join(venv, 'bin', 'python'), '-c', 'from ansible.release import __version__; print(__version__)'],
+                          capture_output=True, text=True, check=True)
+    return proc.stdout.strip()
+
+
+def results_name(base, venv, explicit=None):
+    """Name of the results file of a benchmark run with the venv ``venv``.
+
+    ``explicit`` (option --results-name) wins; the default venv (build/bench-venv, what ``make bench``
+    uses) writes ``base``; any other venv writes ``base_core<major>.<minor>`` after its ansible-core,
+    so runs on several ansible-core versions (build/bench-venv-core2.16 ...) keep their own files.
+    """
+    if explicit:
+        return explicit
+    if os.path.abspath(venv) == os.path.join(ROOT, 'build', 'bench-venv'):
+        return base
+    return '%s_core%s' % (base, '.'.join(venv_ansible_core(venv).split('.')[:2]))
+
+
 def report(name, results):
     """Write results to bench/results/<name>.json and print them."""
     os.makedirs(os.path.join(ROOT, 'bench', 'results'), exist_ok=True)

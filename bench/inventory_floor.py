@@ -4,7 +4,7 @@ This file is both an inventory plugin (``inventory_floor``, loaded from this
 directory with ANSIBLE_INVENTORY_PLUGINS) that reads nothing and adds
 ``hosts`` hosts with ``variables`` constant host variables (value types given
 by ``kinds``: str, int or none, cycled; strings are untrusted, as an inventory
-plugin's values are), and the helper the inventory benchmarks use to time it
+plugin's values are: on ansible-core < 2.19 marked unsafe), and the helper the inventory benchmarks use to time it
 next to the real plugins (``--floor``). Whatever a real plugin does, it cannot
 be faster than this floor with the same number of hosts and variables.
 """
@@ -18,6 +18,7 @@ import subprocess
 import time
 
 from ansible.plugins.inventory import BaseInventoryPlugin
+from ansible.utils.unsafe_proxy import wrap_var
 
 DOCUMENTATION = r'''
 name: inventory_floor
@@ -43,7 +44,10 @@ options:
 '''
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-VALUES = {'str': 'RUNNING', 'int': 65536, 'none': None}
+# ansible-core 2.19+ untrusts an inventory plugin's plain strings itself; before 2.19 a plugin must mark them unsafe
+# (as converge.virt's plugins do), which also changes what ansible-core does with them later: the floor does the same,
+# once per value
+VALUES = {'str': 'RUNNING' if hasattr(BaseInventoryPlugin, 'trusted_by_default') else wrap_var('RUNNING'), 'int': 65536, 'none': None}
 
 
 class InventoryModule(BaseInventoryPlugin):

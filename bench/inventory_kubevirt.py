@@ -24,7 +24,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from bench.common import ROOT, report
+from bench.common import ROOT, report, results_name, venv_ansible_core
 from bench.inventory_floor import floor_config, floor_env, interleaved, inventory_hosts, run_measured
 from tests.kubeapi import KubeTestServer
 
@@ -56,9 +56,12 @@ def main(argv=None):
     parser.add_argument('--running', type=int, default=5)
     parser.add_argument('--repeat', type=int, default=2)
     parser.add_argument('--venv', default=os.path.join(ROOT, 'build', 'bench-venv'))
+    parser.add_argument('--results-name', help='results file bench/results/<name>.json (default: inventory_kubevirt, or inventory_kubevirt_core<X.Y> '
+                        'with a --venv other than build/bench-venv)')
     parser.add_argument('--floor', action='store_true', help='also time a do-nothing plugin adding as many hosts (0 and 12 variables)')
     args = parser.parse_args(argv)
     bin_dir = os.path.join(args.venv, 'bin')
+    name = results_name('inventory_kubevirt', args.venv, args.results_name)
     work = tempfile.mkdtemp()
     srv = KubeTestServer(kubeconfig_path=os.path.join(work, 'kubeconfig')).start()
     try:
@@ -80,7 +83,8 @@ def main(argv=None):
         empty = os.path.join(work, 'empty.yml')
         with open(empty, 'w', encoding='utf-8') as handle:
             json.dump({'all': {'hosts': {}}}, handle)
-        results = {'vms': args.vms, 'running': args.running, 'create_seconds': round(create_seconds, 1), 'repeat': args.repeat}
+        results = {'vms': args.vms, 'running': args.running, 'create_seconds': round(create_seconds, 1), 'repeat': args.repeat,
+                   'ansible_core': venv_ansible_core(args.venv)}
         runs = []
         for label, path, enabled in (('empty', empty, 'yaml'), ('converge.virt.kubevirt', ours, 'converge.virt.kubevirt'),
                                      ('kubevirt.core.kubevirt', peer, 'kubevirt.core.kubevirt')):
@@ -100,7 +104,7 @@ def main(argv=None):
                                                             - results['floor: 12 variables like ours']['median_seconds'], 3)
             results['best_possible_ratio'] = round(results['kubevirt.core.kubevirt']['median_seconds']
                                                    / results['floor: no variable']['median_seconds'], 2)
-        report('inventory_kubevirt', results)
+        report(name, results)
     finally:
         srv.stop()
     return 0

@@ -24,7 +24,7 @@ import time
 
 import libvirt
 
-from bench.common import ROOT, report
+from bench.common import ROOT, report, results_name, venv_ansible_core
 from bench.inventory_floor import floor_config, floor_env, interleaved, inventory_hosts, run_measured
 from tools.virtlab import domains, hosts
 
@@ -47,9 +47,12 @@ def main(argv=None):
     parser.add_argument('--repeat', type=int, default=3)
     parser.add_argument('--venv', default=os.path.join(ROOT, 'build', 'bench-venv'))
     parser.add_argument('--state-dir', default=os.path.join(ROOT, 'build', 'bench-inv-lab'))
+    parser.add_argument('--results-name', help='results file bench/results/<name>.json (default: inventory_libvirt, or inventory_libvirt_core<X.Y> '
+                        'with a --venv other than build/bench-venv)')
     parser.add_argument('--floor', action='store_true', help='also time a do-nothing plugin adding as many hosts (0 and 11 variables)')
     args = parser.parse_args(argv)
     bin_dir = os.path.join(args.venv, 'bin')
+    name = results_name('inventory_libvirt', args.venv, args.results_name)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'), ANSIBLE_NOCOLOR='1')
     lab = hosts.start_hosts(1, args.state_dir, first_address='127.0.0.51', name_prefix='binv-', first_tcp_port=16911,
                             first_migration_port=49900)
@@ -72,7 +75,8 @@ def main(argv=None):
         empty = os.path.join(work, 'empty.yml')
         with open(empty, 'w', encoding='utf-8') as handle:
             json.dump({'all': {'hosts': {}}}, handle)
-        results = {'vms': args.vms, 'running': args.running, 'define_seconds': round(define_seconds, 1), 'repeat': args.repeat}
+        results = {'vms': args.vms, 'running': args.running, 'define_seconds': round(define_seconds, 1), 'repeat': args.repeat,
+                   'ansible_core': venv_ansible_core(args.venv)}
         runs = []
         for label, path, enabled in (('empty', empty, 'yaml'), ('converge.virt.libvirt', ours, 'converge.virt.libvirt'),
                                      ('community.libvirt.libvirt', peer, 'community.libvirt.libvirt')):
@@ -90,7 +94,7 @@ def main(argv=None):
         if args.floor:
             results['converge_minus_floor_seconds'] = round(results['converge.virt.libvirt']['median_seconds']
                                                             - results['floor: 11 variables like ours']['median_seconds'], 3)
-        report('inventory_libvirt', results)
+        report(name, results)
         conn.close()
     finally:
         hosts.stop_hosts(args.state_dir)

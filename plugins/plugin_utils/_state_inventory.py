@@ -32,6 +32,21 @@ def unsafe(value):
     return wrap_var(value)
 
 
+def _memo_unsafe():
+    """:func:`unsafe` that wraps each distinct plain string once (before ansible-core 2.19, where marking a string
+    unsafe makes a new object): the state words, host and URI repeat on every VM."""
+    wrapped = {}
+
+    def mark(value):
+        if type(value) is str:  # pylint: disable=unidiomatic-typecheck
+            found = wrapped.get(value)
+            if found is None:
+                found = wrapped[value] = wrap_var(value)
+            return found
+        return unsafe(value)
+    return mark
+
+
 def stale_copy(vms):
     """Cached VMs of a source that could not be read: the words say Unknown."""
     return [dict(vm, status='Unknown', power_state='NOSTATE', phase='Unknown', stale=True) for vm in vms]
@@ -109,12 +124,13 @@ class StateInventory(BaseInventoryPlugin, Constructable, Cacheable):
         inventory = self.inventory
         add_host, set_variable, add_child = inventory.add_host, inventory.set_variable, inventory.add_child
         made = {}
+        mark = unsafe if TRUST_BY_TAGS else _memo_unsafe()
         for source in sorted(data):
             for vm in data[source]:
                 name = add_host(self.host_name(source, vm))
                 for var, key in pairs:
                     if key in vm:
-                        set_variable(name, var, unsafe(vm[key]))
+                        set_variable(name, var, mark(vm[key]))
                 for word, key in self.GROUP_WORDS:
                     value = vm.get(key)
                     if not value:

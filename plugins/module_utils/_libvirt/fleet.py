@@ -21,18 +21,12 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection 
 from ansible_collections.converge.virt.plugins.module_utils._phase import views
 
 READ_THREADS = 8
+# domains per task of the read pool
+CHUNK = 64
 
 
 def _names(conn, flag):
     return set(dom.name() for dom in conn.listAllDomains(flag))
-
-
-def _metadata(dom, persistent):
-    flags = libvirt.VIR_DOMAIN_AFFECT_CONFIG if persistent else libvirt.VIR_DOMAIN_AFFECT_LIVE
-    try:
-        return domain_xml.read_converge_metadata(dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domain_xml.CONVERGE_NS, flags))
-    except libvirt.libvirtError:
-        return {}
 
 
 def _acpi(dom):
@@ -88,10 +82,29 @@ def guest_addresses(connection, names, leases=True, agent=False):
     return found
 
 
-def list_vms(connection, names=None, threads=READ_THREADS, with_title=False):
+def _per_domain_calls(chunk, with_title):
+    """The one-call-per-domain reads of a chunk of (domain, persistent, ACPI matters): (UUID, converge metadata XML
+    or None when unreadable, ACPI, title). Only libvirt calls, which let other threads run: the Python work stays on
+    the main thread."""
+    out = []
+    for dom, persistent, needs_acpi in chunk:
+        try:
+            raw = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domain_xml.CONVERGE_NS,
+                               libvirt.VIR_DOMAIN_AFFECT_CONFIG if persistent else libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        except libvirt.libvirtError:
+            raw = None
+        out.append((dom.UUIDString(), raw, _acpi(dom) if needs_acpi else True, _title(dom) if with_title else None))
+    return out
+
+
+def list_vms(connection, names=None, threads=READ_THREADS, with_title=False):  # pylint: disable=too-many-locals
     """Every VM of ``connection`` (or only ``names``) as result dicts with the state words.
 
-    ``with_title`` adds each VM's title (one more call per VM).
+    ``with_title`` adds each VM's title (one more call per VM). The per-domain calls (UUID, converge metadata,
+    title, ACPI of a destroyed domain) run on a thread pool in chunks and do nothing else, so they hardly wait
+    for each other's Python work; the state words are computed once per distinct (state, reason, converge
+    record, ACPI, managed save, autostart), not once per domain; the persistent domains are the complement of
+    the (few) transient ones.
     """
     conn = connection.conn
     try:
@@ -100,32 +113,44 @@ def list_vms(connection, names=None, threads=READ_THREADS, with_title=False):
         host = None
     autostart = _names(conn, libvirt.VIR_CONNECT_LIST_DOMAINS_AUTOSTART)
     managed = _names(conn, libvirt.VIR_CONNECT_LIST_DOMAINS_MANAGEDSAVE)
-    persistent = _names(conn, libvirt.VIR_CONNECT_LIST_DOMAINS_PERSISTENT)
+    transient = _names(conn, libvirt.VIR_CONNECT_LIST_DOMAINS_TRANSIENT)
     stats_flags = libvirt.VIR_DOMAIN_STATS_STATE | libvirt.VIR_DOMAIN_STATS_VCPU | libvirt.VIR_DOMAIN_STATS_BALLOON
-    records = conn.getAllDomainStats(stats_flags, 0)
     wanted = set(names) if names else None
-    records = [(dom, stats) for dom, stats in records if wanted is None or dom.name() in wanted]
-
-    def observe(item):
-        dom, stats = item
+    records, calls = [], []
+    for dom, stats in conn.getAllDomainStats(stats_flags, 0):
         name = dom.name()
+        if wanted is not None and name not in wanted:
+            continue
         state, reason = stats.get('state.state', 0), stats.get('state.reason', 0)
-        meta = _metadata(dom, name in persistent)
-        acpi = _acpi(dom) if (state == 5 and reason == 2) else True
-        view = views.libvirt_vm_view(state, reason, meta, acpi=acpi, managed_save=name in managed, autostart=name in autostart,
-                                     job_active=False)
-        view.pop('effective_vm_state', None)
-        view.update(
-            name=name, exists=True, uuid=dom.UUIDString(), host=host, autostart=name in autostart, managed_save=name in managed,
-            persistent=name in persistent, vcpus=int(stats.get('vcpu.maximum', stats.get('vcpu.current', 0)) or 0),
-            memory_kib=int(stats.get('balloon.maximum', 0) or 0), pending_restart=bool(meta.get('pending_restart')) and state not in (0, 5, 6),
-            lease_until=meta.get('lease_until'), task_owner=meta.get('owner') or None, recorded=bool(meta.get('vm_state')),
+        records.append((name, state, reason, int(stats.get('vcpu.maximum', stats.get('vcpu.current', 0)) or 0),
+                        int(stats.get('balloon.maximum', 0) or 0)))
+        # the ACPI feature (domain XML) matters only to the phase of a destroyed domain
+        calls.append((dom, name not in transient, state == 5 and reason == 2))
+    chunks = [calls[start:start + CHUNK] for start in range(0, len(calls), CHUNK)]
+    if len(chunks) > 1 and threads > 1:
+        with ThreadPoolExecutor(max_workers=min(threads, len(chunks))) as pool:
+            answers = [answer for chunk in pool.map(_per_domain_calls, chunks, [with_title] * len(chunks)) for answer in chunk]
+    else:
+        answers = [answer for chunk in chunks for answer in _per_domain_calls(chunk, with_title)]
+    words = {}  # (state, reason, record XML, acpi, managed save, autostart) -> (state words, words from the record)
+    vms = []
+    for (name, state, reason, vcpus, memory), (uuid, raw, acpi, title) in zip(records, answers):
+        is_autostart, is_managed = name in autostart, name in managed
+        key = (state, reason, raw, acpi, is_managed, is_autostart)
+        known = words.get(key)
+        if known is None:
+            meta = {} if raw is None else domain_xml.read_converge_metadata(raw)
+            view = views.libvirt_vm_view(state, reason, meta, acpi=acpi, managed_save=is_managed, autostart=is_autostart, job_active=False)
+            view.pop('effective_vm_state', None)
+            known = words[key] = (view, (bool(meta.get('pending_restart')) and state not in (0, 5, 6), meta.get('lease_until'),
+                                         meta.get('owner') or None, bool(meta.get('vm_state'))))
+        view, (pending_restart, lease_until, task_owner, recorded) = known
+        vm = dict(view)
+        vm.update(
+            name=name, exists=True, uuid=uuid, host=host, autostart=is_autostart, managed_save=is_managed, persistent=name not in transient,
+            vcpus=vcpus, memory_kib=memory, pending_restart=pending_restart, lease_until=lease_until, task_owner=task_owner, recorded=recorded,
         )
         if with_title:
-            view['title'] = _title(dom)
-        return view
-
-    if len(records) < 32 or threads <= 1:
-        return [observe(item) for item in records]
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        return list(pool.map(observe, records))
+            vm['title'] = title
+        vms.append(vm)
+    return vms
