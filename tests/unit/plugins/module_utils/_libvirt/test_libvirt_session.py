@@ -6,22 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.converge.virt.tests.unit.plugins.module_utils._common.fake_module import Failed, FakeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import connection as lconn
-
-
-class Failed(SystemExit):
-    pass
-
-
-class FakeModule:
-    def __init__(self, params):
-        self.params = params
-        self.failed = None
-
-    def fail_json(self, **kwargs):
-        self.failed = kwargs
-        raise Failed(1)
 
 
 @pytest.mark.parametrize('params, secret', [
