@@ -97,6 +97,7 @@ host:
   type: dict
 '''
 
+# pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
 import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -105,7 +106,6 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-# pylint: disable=wrong-import-position  # the collection's own imports go through the bytecode cache installed above
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text

@@ -309,6 +309,7 @@ node:
   type: str
 '''
 
+# pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
 import json
 import os
 import select
@@ -322,7 +323,6 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-# pylint: disable=wrong-import-position  # the collection's own imports go through the bytecode cache installed above
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri

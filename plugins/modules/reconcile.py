@@ -131,6 +131,7 @@ disagreements:
     error: {description: Why the fix failed., type: str, returned: when the fix failed}
 '''
 
+# pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
 import re
 import time
 
@@ -140,7 +141,6 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-# pylint: disable=wrong-import-position  # the collection's own imports go through the bytecode cache installed above
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS

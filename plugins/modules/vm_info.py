@@ -102,13 +102,13 @@ vms:
     host: {description: The libvirt host name., type: str, returned: when exists}
 '''
 
+# pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
 bytecache.install()
 
-# pylint: disable=wrong-import-position  # the collection's own imports go through the bytecode cache installed above
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS, other_connection_option
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client

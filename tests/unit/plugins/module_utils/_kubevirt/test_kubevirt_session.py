@@ -15,7 +15,7 @@ SECRET = 'tok-3f9a-very-secret'
 
 @pytest.fixture
 def module(monkeypatch):
-    monkeypatch.setattr(kclient, 'import_kubernetes', lambda: object())
+    monkeypatch.setattr(kclient, 'import_kubernetes', object)  # anything but None: kubernetes is importable
     monkeypatch.delenv('K8S_AUTH_API_KEY', raising=False)
     return FakeModule({'api_key': SECRET, 'host': 'https://127.0.0.1:1', 'namespace': 'default'})
 
