@@ -79,8 +79,13 @@ guest: venv
 > @[ -f $(BUILD)/guest/initrd.img ] || apt-cache depends linux-image-amd64 2>/dev/null | grep -q 'Depends: linux-image-' || apt-get update -q
 > $(VPY) -m tools.virtlab guest build --cache-dir $(BUILD)/guest
 
+# two pytest-xdist workers (most tests wait on libvirt daemons, guests and ansible processes); each worker has its
+# own loopback addresses and ports (tests/integration/virtlab_fixtures.py). Whole files per worker (module-scoped labs
+# and fuzz tallies stay on one worker), in argument order: tests/reliability, which holds the longest files, goes first
+# so that no long file starts last (xdist's default reorder would queue the files with the fewest tests last).
 integration: venv layout guest
-> $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=25 tests/integration tests/kubeapi_tests tests/reliability
+> $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=25 -n 2 --dist loadfile --no-loadscope-reorder \
+    tests/reliability tests/integration tests/kubeapi_tests
 
 # molecule scenarios of every role that has one (delegated driver, private libvirt hosts)
 molecule: venv layout guest

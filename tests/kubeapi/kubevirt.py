@@ -1363,11 +1363,13 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
             node = self._pick_node((pod or {}).get('spec') or {}, exclude=source) if pod else None
             if node is None:
                 msg = self._unschedulable_message((pod or {}).get('spec') or {}, exclude=source)
-                if self._pending_timed_out(mig):
-                    # handlePendingPodTimeout: the target pod is deleted, then the migration fails (pod removed)
-                    self.event(mig, 'SuccessfulDelete', 'unschedulable pod timeout period exceeded')
-                    return self._fail_migration(mig, None, 'Migration target pod was removed during active migration.', False)
                 if cond_is(mig, 'PodScheduled', 'False', 'Unschedulable'):
+                    # handlePendingPodTimeout acts on a target pod already seen unschedulable: the condition is always
+                    # set on an earlier pass, however late this pass runs (timestamps have second precision)
+                    if self._pending_timed_out(mig):
+                        # the target pod is deleted, then the migration fails (pod removed)
+                        self.event(mig, 'SuccessfulDelete', 'unschedulable pod timeout period exceeded')
+                        return self._fail_migration(mig, None, 'Migration target pod was removed during active migration.', False)
                     return 0
                 self.event(mig, 'MigrationTargetPodUnschedulable', 'Migration target pod for VMI [%s/%s] is currently unschedulable.'
                            % (ns, vmi_name), 'Warning')
