@@ -11,6 +11,7 @@ be faster than this floor with the same number of hosts and variables.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import resource
@@ -131,4 +132,41 @@ def interleaved(runs, repeat):
                      runs=[round(v['seconds'], 3) for v in values], median_cpu_seconds=round(cpu[len(cpu) // 2], 3))
         results[label] = entry
     results['load_average_1min'] = loads
+    return results
+
+
+def timed_inventory(bin_dir, path, env, enabled):
+    """One ``ansible-inventory -i path --list`` with only plugin ``enabled``: seconds, CPU seconds, hosts, stderr lines, variables per host."""
+    env = dict(env, ANSIBLE_INVENTORY_ENABLED=enabled)
+    proc, elapsed, cpu = run_measured([os.path.join(bin_dir, 'ansible-inventory'), '-i', path, '--list'], env)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-3000:])
+    data = json.loads(proc.stdout)
+    hostvars = data.get('_meta', {}).get('hostvars', {})
+    return {'seconds': elapsed, 'cpu_seconds': cpu, 'hosts': len(inventory_hosts(data)), 'stderr_lines': proc.stderr.count('\n'),
+            'variables_per_host': max([len(v) for v in hostvars.values()] or [0])}
+
+
+def side_by_side(bin_dir, env, work, options, ours, peer, floor_like_ours):  # pylint: disable=too-many-arguments
+    """Time an empty inventory, ours and the peer plugin (and with ``options.floor`` the floor with 0 variables and
+    ``floor_like_ours``), interleaved ``options.repeat`` times; returns the results with the ratios.
+
+    ``ours`` / ``peer``: (label, inventory file, plugin to enable); ``floor_like_ours``: (label, variables, kinds).
+    """
+    empty = os.path.join(work, 'empty.yml')
+    with open(empty, 'w', encoding='utf-8') as handle:
+        json.dump({'all': {'hosts': {}}}, handle)
+    runs = [(label, functools.partial(timed_inventory, bin_dir, path, env, enabled)) for label, path, enabled in (('empty', empty, 'yaml'), ours, peer)]
+    if options.floor:
+        for label, variables, kinds in (('floor: no variable', 0, ['str']), floor_like_ours):
+            runs.append((label, functools.partial(timed_inventory, bin_dir, floor_config(work, options.vms, variables, kinds), floor_env(env),
+                                                  'inventory_floor')))
+    results = interleaved(runs, options.repeat)
+    mine, theirs = results[ours[0]], results[peer[0]]
+    results['ratio_peer_vs_converge'] = round(theirs['median_seconds'] / mine['median_seconds'], 2)
+    results['ratio_peer_vs_converge_cpu'] = round(theirs['median_cpu_seconds'] / mine['median_cpu_seconds'], 2)
+    if options.floor:
+        results['converge_minus_floor_seconds'] = round(mine['median_seconds'] - results[floor_like_ours[0]]['median_seconds'], 3)
+        # no plugin is faster than the floor with no variable: the best ratio any plugin could reach against the peer
+        results['best_possible_ratio'] = round(theirs['median_seconds'] / results['floor: no variable']['median_seconds'], 2)
     return results

@@ -16,7 +16,6 @@ many variables of the same types as converge.virt.kubevirt sets by default.
 """
 
 import argparse
-import functools
 import json
 import os
 import sys
@@ -25,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from bench.common import ROOT, report, results_name, venv_ansible_core
-from bench.inventory_floor import floor_config, floor_env, interleaved, inventory_hosts, run_measured
+from bench.inventory_floor import side_by_side
 from tests.kubeapi import KubeTestServer
 
 
@@ -37,17 +36,6 @@ def vm_body(name, running):
                     'domain': {'cpu': {'cores': 1}, 'resources': {'requests': {'memory': '64Mi'}},
                                'devices': {'disks': [{'name': 'root', 'disk': {'bus': 'virtio'}}]}},
                     'volumes': [{'name': 'root', 'containerDisk': {'image': 'quay.io/containerdisks/fedora:40'}}]}}}}
-
-
-def timed(bin_dir, path, enabled, env=None):
-    env = dict(env or os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'), ANSIBLE_INVENTORY_ENABLED=enabled,
-               ANSIBLE_NOCOLOR='1', ANSIBLE_DEPRECATION_WARNINGS='0')
-    proc, elapsed, cpu = run_measured([os.path.join(bin_dir, 'ansible-inventory'), '-i', path, '--list'], env)
-    if proc.returncode != 0:
-        raise RuntimeError(proc.stderr[-3000:])
-    data = json.loads(proc.stdout)
-    hostvars = data.get('_meta', {}).get('hostvars', {})
-    return {'seconds': elapsed, 'cpu_seconds': cpu, 'hosts': len(inventory_hosts(data)), 'variables_per_host': max([len(v) for v in hostvars.values()] or [0])}
 
 
 def main(argv=None):
@@ -80,30 +68,14 @@ def main(argv=None):
         peer = os.path.join(work, 'bench.kubevirt.yml')
         with open(peer, 'w', encoding='utf-8') as handle:
             json.dump({'plugin': 'kubevirt.core.kubevirt', 'connections': [{'kubeconfig': srv.kubeconfig_path, 'namespaces': ['default']}]}, handle)
-        empty = os.path.join(work, 'empty.yml')
-        with open(empty, 'w', encoding='utf-8') as handle:
-            json.dump({'all': {'hosts': {}}}, handle)
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'), ANSIBLE_NOCOLOR='1',
+                   ANSIBLE_DEPRECATION_WARNINGS='0')
         results = {'vms': args.vms, 'running': args.running, 'create_seconds': round(create_seconds, 1), 'repeat': args.repeat,
                    'ansible_core': venv_ansible_core(args.venv)}
-        runs = []
-        for label, path, enabled in (('empty', empty, 'yaml'), ('converge.virt.kubevirt', ours, 'converge.virt.kubevirt'),
-                                     ('kubevirt.core.kubevirt', peer, 'kubevirt.core.kubevirt')):
-            runs.append((label, functools.partial(timed, bin_dir, path, enabled)))
-        if args.floor:
-            # converge.virt.kubevirt's default host variables of a stopped VM: 7 strings, vcpus, and task_state, phase, message, node None
-            for label, variables, kinds in (('floor: no variable', 0, ['str']), ('floor: 12 variables like ours', 12, ['str'] * 7 + ['int'] + ['none'] * 4)):
-                runs.append((label, functools.partial(timed, bin_dir, floor_config(work, args.vms, variables, kinds), 'inventory_floor',
-                                                      floor_env(os.environ))))
-        results.update(interleaved(runs, args.repeat))
-        results['ratio_kubevirt_core_vs_converge'] = round(results['kubevirt.core.kubevirt']['median_seconds']
-                                                           / results['converge.virt.kubevirt']['median_seconds'], 2)
-        results['ratio_kubevirt_core_vs_converge_cpu'] = round(results['kubevirt.core.kubevirt']['median_cpu_seconds']
-                                                               / results['converge.virt.kubevirt']['median_cpu_seconds'], 2)
-        if args.floor:
-            results['converge_minus_floor_seconds'] = round(results['converge.virt.kubevirt']['median_seconds']
-                                                            - results['floor: 12 variables like ours']['median_seconds'], 3)
-            results['best_possible_ratio'] = round(results['kubevirt.core.kubevirt']['median_seconds']
-                                                   / results['floor: no variable']['median_seconds'], 2)
+        # converge.virt.kubevirt's default host variables of a stopped VM: 7 strings, vcpus, and task_state, phase, message, node None
+        results.update(side_by_side(bin_dir, env, work, args, ('converge.virt.kubevirt', ours, 'converge.virt.kubevirt'),
+                                    ('kubevirt.core.kubevirt', peer, 'kubevirt.core.kubevirt'),
+                                    ('floor: 12 variables like ours', 12, ['str'] * 7 + ['int'] + ['none'] * 4)))
         report(name, results)
     finally:
         srv.stop()

@@ -15,7 +15,6 @@ default - no plugin can be faster than that.
 """
 
 import argparse
-import functools
 import json
 import os
 import sys
@@ -25,19 +24,8 @@ import time
 import libvirt
 
 from bench.common import ROOT, report, results_name, venv_ansible_core
-from bench.inventory_floor import floor_config, floor_env, interleaved, inventory_hosts, run_measured
+from bench.inventory_floor import side_by_side
 from tools.virtlab import domains, hosts
-
-
-def timed_inventory(bin_dir, path, env, enabled):
-    env = dict(env, ANSIBLE_INVENTORY_ENABLED=enabled)
-    proc, elapsed, cpu = run_measured([os.path.join(bin_dir, 'ansible-inventory'), '-i', path, '--list'], env)
-    if proc.returncode != 0:
-        raise RuntimeError(proc.stderr[-3000:])
-    data = json.loads(proc.stdout)
-    hostvars = data.get('_meta', {}).get('hostvars', {})
-    return {'seconds': elapsed, 'cpu_seconds': cpu, 'hosts': len(inventory_hosts(data)), 'stderr_lines': proc.stderr.count('\n'),
-            'variables_per_host': max([len(v) for v in hostvars.values()] or [0])}
 
 
 def main(argv=None):
@@ -72,28 +60,12 @@ def main(argv=None):
         peer = os.path.join(work, 'lab.libvirt.yml')
         with open(peer, 'w', encoding='utf-8') as handle:
             json.dump({'plugin': 'community.libvirt.libvirt', 'uri': uri}, handle)
-        empty = os.path.join(work, 'empty.yml')
-        with open(empty, 'w', encoding='utf-8') as handle:
-            json.dump({'all': {'hosts': {}}}, handle)
         results = {'vms': args.vms, 'running': args.running, 'define_seconds': round(define_seconds, 1), 'repeat': args.repeat,
                    'ansible_core': venv_ansible_core(args.venv)}
-        runs = []
-        for label, path, enabled in (('empty', empty, 'yaml'), ('converge.virt.libvirt', ours, 'converge.virt.libvirt'),
-                                     ('community.libvirt.libvirt', peer, 'community.libvirt.libvirt')):
-            runs.append((label, functools.partial(timed_inventory, bin_dir, path, env, enabled)))
-        if args.floor:
-            # converge.virt.libvirt's default host variables are 8 strings, 2 integers and task_state (None when idle)
-            for label, variables, kinds in (('floor: no variable', 0, ['str']), ('floor: 11 variables like ours', 11, ['str'] * 8 + ['int'] * 2 + ['none'])):
-                runs.append((label, functools.partial(timed_inventory, bin_dir, floor_config(work, args.vms, variables, kinds), floor_env(env),
-                                                      'inventory_floor')))
-        results.update(interleaved(runs, args.repeat))
-        results['ratio_community_vs_converge'] = round(results['community.libvirt.libvirt']['median_seconds']
-                                                       / results['converge.virt.libvirt']['median_seconds'], 1)
-        results['ratio_community_vs_converge_cpu'] = round(results['community.libvirt.libvirt']['median_cpu_seconds']
-                                                           / results['converge.virt.libvirt']['median_cpu_seconds'], 2)
-        if args.floor:
-            results['converge_minus_floor_seconds'] = round(results['converge.virt.libvirt']['median_seconds']
-                                                            - results['floor: 11 variables like ours']['median_seconds'], 3)
+        # converge.virt.libvirt's default host variables are 8 strings, 2 integers and task_state (None when idle)
+        results.update(side_by_side(bin_dir, env, work, args, ('converge.virt.libvirt', ours, 'converge.virt.libvirt'),
+                                    ('community.libvirt.libvirt', peer, 'community.libvirt.libvirt'),
+                                    ('floor: 11 variables like ours', 11, ['str'] * 8 + ['int'] * 2 + ['none'])))
         report(name, results)
         conn.close()
     finally:
