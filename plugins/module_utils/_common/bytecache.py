@@ -55,9 +55,24 @@ def _private_directory(path):
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
+def _owned(path):
+    """True when path exists and belongs to this user (a home or cache directory of someone else is never written)."""
+    try:
+        return os.stat(path).st_uid == os.geteuid()
+    except OSError:
+        return False
+
+
 def _prepare(directory):
-    """Create the directory (0700) when missing; True when it is safe to use."""
+    """Create the directory (0700) when missing; True when it is safe to use.
+
+    Nothing is created outside a directory of this user: the cache base (~/.cache or $XDG_CACHE_HOME) must be
+    an absolute path, and it or (when it does not exist yet) its parent must belong to the user the module runs as.
+    """
     parent = os.path.dirname(directory)
+    base = os.path.dirname(parent)
+    if not os.path.isabs(directory) or not (_owned(base) or (not os.path.lexists(base) and _owned(os.path.dirname(base)))):
+        return False
     for path in (parent, directory):
         if not os.path.lexists(path):
             try:

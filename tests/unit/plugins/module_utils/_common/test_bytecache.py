@@ -171,3 +171,23 @@ def test_install_switch_and_location(monkeypatch, tmp_path):
     assert os.stat(cache.directory).st_mode & 0o777 == 0o700
     assert bytecache.install(environ, force=True) is cache
     assert len(sys.meta_path) == before + 1 and isinstance(sys.meta_path[0], bytecache._Finder)  # pylint: disable=protected-access
+
+
+def test_nothing_is_created_outside_a_directory_of_this_user(tmp_path, monkeypatch):
+    assert not bytecache._prepare(os.path.join('~', '.cache', 'converge.virt', 'bytecode'))  # pylint: disable=protected-access
+    assert not os.path.exists('~')
+    home = tmp_path / 'someone'
+    home.mkdir()
+    directory = str(home / '.cache' / 'converge.virt' / 'bytecode')
+    real_stat = os.stat
+
+    def stat_as_other_owner(path, *args, **kwargs):
+        info = real_stat(path, *args, **kwargs)
+        if str(path) == str(home):
+            return os.stat_result((info.st_mode, info.st_ino, info.st_dev, info.st_nlink, os.geteuid() + 1) + tuple(info)[5:10])
+        return info
+    monkeypatch.setattr(os, 'stat', stat_as_other_owner)
+    assert not bytecache._prepare(directory)  # pylint: disable=protected-access
+    assert not (home / '.cache').exists()
+    monkeypatch.setattr(os, 'stat', real_stat)
+    assert bytecache._prepare(directory) and os.path.isdir(directory)  # pylint: disable=protected-access
