@@ -368,7 +368,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets, redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import (
     BEHAVIOUR_ARGS, DEFINITION_ARGS, LIBVIRT_CONNECTION_ARGS, STATE_CHOICES, WAIT_ARGS, other_connection_option, spec_of)
@@ -552,9 +552,7 @@ def run_fleet(module, connection, options):
 
 def _error_result(connection, exc):
     result = exc.to_result()
-    if connection is not None:
-        result = dict((k, connection.redact(v) if isinstance(v, str) else v) for k, v in result.items())
-    return result
+    return redact_fields(result, connection.redact) if connection is not None else result
 
 
 def kubevirt_options(params):

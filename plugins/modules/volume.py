@@ -407,7 +407,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets, redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_args import VOLUME_OPTIONS, declared
@@ -529,7 +529,8 @@ def _finish(module, result, redact):
         out['diff'] = result['diff']
     error = result['error']
     if error is not None:
-        details = dict((k, redact(v) if isinstance(v, str) else v) for k, v in error.to_result().items() if k != 'msg')
+        details = redact_fields(error.to_result(), redact)
+        details.pop('msg', None)
         details.update(out)
         module.fail_json(msg=redact(error.message), **details)
     if result['refusals']:

@@ -137,18 +137,15 @@ class ByteCache:
 
     def code(self, name, origin, source):
         """The code object for source (bytes) of module name, found at origin."""
-        if self.directory is None:
-            self.misses += 1
-            return compile(source, origin, 'exec', dont_inherit=True)
-        digest = hashlib.sha256(source).digest()
-        code = self._read(name, digest)
+        digest = hashlib.sha256(source).digest() if self.directory is not None else None
+        code = self._read(name, digest) if digest is not None else None
         if code is not None:
             _fix_co_filename(code, origin)
             self.hits += 1
             return code
         self.misses += 1
         code = compile(source, origin, 'exec', dont_inherit=True)
-        if self.write:
+        if self.write and digest is not None:
             self._store(name, digest, code)
         return code
 

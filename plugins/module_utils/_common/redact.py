@@ -50,6 +50,11 @@ def redact_text(text, secrets=()):
     return _BEARER.sub(lambda m: m.group(1) + MASK, text)
 
 
+def redact_fields(result, redact):
+    """``result`` (a dict) with ``redact`` applied to every string value; other values unchanged."""
+    return dict((key, redact(value) if isinstance(value, str) else value) for key, value in result.items())
+
+
 def uri_secrets(uri):
     """The secret parts of a URI (userinfo password, secret-looking query values), to hide everywhere.
 

@@ -18,21 +18,30 @@ from __future__ import annotations
 import traceback
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 
 
 class ModuleSession:
     """Base of the backends' module sessions (_libvirt.connection / _kubevirt.client ``ModuleSession``)."""
 
-    def __init__(self, module):
+    def __init__(self, module, available=True, library=None, import_error=None):
+        """Fails the module naming ``library`` (pip name) when the backend's binding is not ``available``."""
+        if not available:
+            from ansible.module_utils.basic import missing_required_lib  # pylint: disable=import-outside-toplevel
+            module.fail_json(msg=missing_required_lib(library), exception=import_error)
         self.module = module
 
     def redact(self, value):
-        """value without any secret of this run (strings only; anything else unchanged). Backends override it."""
-        return value
+        """value without any secret of this run (strings only; anything else unchanged)."""
+        return self.redact_text(value) if isinstance(value, str) else value
+
+    def redact_text(self, text):
+        """text without the backend's secrets. Backends override it."""
+        return text
 
     def redact_result(self, result):
         """A result dict with every string value redacted."""
-        return dict((key, self.redact(value) if isinstance(value, str) else value) for key, value in result.items())
+        return redact_fields(result, self.redact)
 
     def __enter__(self):
         return self

@@ -294,10 +294,7 @@ class ModuleSession(session.ModuleSession):
     """
 
     def __init__(self, module):
-        if import_kubernetes() is None:
-            from ansible.module_utils.basic import missing_required_lib  # pylint: disable=import-outside-toplevel
-            module.fail_json(msg=missing_required_lib('kubernetes'), exception=KUBERNETES_IMPORT_ERROR)
-        super().__init__(module)
+        super().__init__(module, import_kubernetes() is not None, 'kubernetes', KUBERNETES_IMPORT_ERROR)
         self.client = None
         self.secrets = [module.params.get('api_key'), os.environ.get('K8S_AUTH_API_KEY')]
 
@@ -306,8 +303,6 @@ class ModuleSession(session.ModuleSession):
         self.client = client_from_params(self.module.params)
         return self.client
 
-    def redact(self, value):
-        """value without the API key (parameter, environment, kubeconfig); strings only."""
-        if not isinstance(value, str):
-            return value
-        return redact_text(self.client.redact(value) if self.client is not None else value, self.secrets)
+    def redact_text(self, text):
+        """text without the API key (parameter, environment, kubeconfig)."""
+        return redact_text(self.client.redact(text) if self.client is not None else text, self.secrets)

@@ -41,6 +41,7 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client imp
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.vm_backend import new_task_id, owner_id
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks
 from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
 
@@ -756,7 +757,7 @@ def migrate_many(client, namespace, entries, opts, check_mode, parallel):
         try:
             return KubevirtMigration(client, ns, name, opts, check_mode=check_mode).converge()
         except ConvergeError as exc:
-            result = dict((k, client.redact(v) if isinstance(v, str) else v) for k, v in exc.to_result().items())
+            result = redact_fields(exc.to_result(), client.redact)
             result.update(name=name, namespace=ns, changed=False, failed=True)
             return result
         except Exception as exc:  # pylint: disable=broad-except

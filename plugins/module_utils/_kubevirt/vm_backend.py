@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused, WaitTimeout)
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, KUBEVIRT_API, Conflict, NotFound
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore, annotations_from_record
@@ -674,7 +675,7 @@ def converge_fleet(client, namespace, items, options, check_mode, parallel):
             result.update(name=name, changed=changed, failed=False)
         except ConvergeError as exc:
             result = dict(name=name, changed=False, failed=True)
-            result.update(dict((k, client.redact(v) if isinstance(v, str) else v) for k, v in exc.to_result().items()))
+            result.update(redact_fields(exc.to_result(), client.redact))
         return result
 
     with ThreadPoolExecutor(max_workers=min(parallel, max(1, len(items)))) as pool:

@@ -17,7 +17,7 @@ import traceback
 
 from ansible_collections.converge.virt.plugins.module_utils._common import session
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri, uri_secrets
 
 try:
     import libvirt  # pylint: disable=import-error
@@ -50,7 +50,7 @@ class Connection:
         require_libvirt()
         self.uri = uri or DEFAULT_URI
         self.display_uri = redact_uri(self.uri)
-        self._secrets = tuple(x for x in (password, _uri_password(self.uri)) if x)
+        self._secrets = connection_secrets(self.uri, password)
         libvirt.registerErrorHandler(_silence, None)
         try:
             if username or password:
@@ -95,13 +95,9 @@ class Connection:
         self.close()
 
 
-def _uri_password(uri):
-    if '://' not in (uri or ''):
-        return None
-    netloc = uri.split('://', 1)[1].split('/', 1)[0]
-    if '@' in netloc and ':' in netloc.rsplit('@', 1)[0]:
-        return netloc.rsplit('@', 1)[0].split(':', 1)[1] or None
-    return None
+def connection_secrets(uri, password=None):
+    """What to mask in a connection's messages: the password and the URI's secret parts (password, keys in the query)."""
+    return tuple(x for x in (password,) + tuple(uri_secrets(uri)) if x)
 
 
 def is_no_domain(exc):
@@ -119,10 +115,7 @@ class ModuleSession(session.ModuleSession):
     """
 
     def __init__(self, module):
-        if not HAS_LIBVIRT:
-            from ansible.module_utils.basic import missing_required_lib  # pylint: disable=import-outside-toplevel
-            module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
-        super().__init__(module)
+        super().__init__(module, HAS_LIBVIRT, 'libvirt-python', LIBVIRT_IMPORT_ERROR)
         self.connection = None
 
     def connect(self, uri=None):
@@ -132,11 +125,8 @@ class ModuleSession(session.ModuleSession):
         self.connection = Connection(uri, params.get('username'), params.get('password'))
         return self.connection
 
-    def redact(self, value):
-        """value without the connection's password (also the one inside the URI); strings only."""
-        if not isinstance(value, str):
-            return value
+    def redact_text(self, text):
+        """text without the connection's password (also the one inside the URI)."""
         if self.connection is not None:
-            return self.connection.redact(value)
-        params = self.module.params
-        return redact_text(value, [params.get('password'), _uri_password(params.get('uri') or '')])
+            return self.connection.redact(text)
+        return redact_text(text, connection_secrets(self.module.params.get('uri'), self.module.params.get('password')))
