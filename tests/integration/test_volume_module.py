@@ -194,7 +194,8 @@ def test_an_import_killed_during_the_upload_is_never_taken_for_the_image(host, c
     marker = os.path.join(pool_dir, 'big.raw.converge-partial')
     proc = start_module('volume', vol(host, 'big.raw', import_from=str(image)))
     deadline = time.monotonic() + 120
-    while not os.path.exists(marker) and proc.poll() is None and time.monotonic() < deadline:
+    volume_file = os.path.join(pool_dir, 'big.raw')
+    while not (os.path.exists(marker) and os.path.exists(volume_file)) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     assert os.path.exists(marker), 'the import never wrote its marker'
     kill_tree(proc)
@@ -218,6 +219,14 @@ def test_an_import_killed_during_the_upload_is_never_taken_for_the_image(host, c
     assert again['operations'][1]['sha256'] == digest and again['volume']['partial'] is False
     assert not os.path.exists(marker) and sha_chunked(again['volume']['path']) == digest
     assert not run_module('volume', vol(host, 'big.raw', import_from=str(image)))['changed']
+    assert run_module('volume', vol(host, 'big.raw', state='absent'))['changed']
+    # killed between writing the marker and creating the volume: the lone marker does not block the next import
+    pool = conn.storagePoolLookupByName(POOL)
+    pool.createXML('<volume><name>big.raw.converge-partial</name><capacity>0</capacity><target><format type="raw"/></target></volume>', 0)
+    small = tmp_path / 'small.raw'
+    small.write_bytes(b'x' * MIB)
+    redone = run_module('volume', vol(host, 'big.raw', import_from=str(small)))
+    assert redone['changed'] and not redone.get('failed') and not os.path.exists(marker), redone
     assert run_module('volume', vol(host, 'big.raw', state='absent'))['changed']
 
 

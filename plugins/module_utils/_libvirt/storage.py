@@ -537,7 +537,8 @@ def _create(connection, observer, spec, op):
         if capacity is not None and capacity < image['virtual_size']:
             raise InvalidDeclaration('capacity', 'smaller (%d bytes) than the image to import (%d bytes)' % (capacity, image['virtual_size']))
         # the marker goes first: a run killed during the upload leaves a volume that the next run knows to be partial
-        marker = pool.createXML(volume_xml(name + PARTIAL_SUFFIX, 0, 'raw'), 0)
+        # (a marker left alone - a run killed before it created the volume - is reused)
+        marker = observer.partial_marker(op.volume) or pool.createXML(volume_xml(name + PARTIAL_SUFFIX, 0, 'raw'), 0)
         vol = pool.createXML(volume_xml(name, image['virtual_size'], image['format']), 0)
         expected = sha256_of_file(spec['import_from'])
         try:
