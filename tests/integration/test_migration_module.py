@@ -231,6 +231,44 @@ def test_interrupted_run_is_picked_up(lab, conns, guest_image):
     domains.remove_domain(conns[1], name)
 
 
+def test_vm_leaving_the_source_while_a_rerun_reads_it(lab, conns, guest_image, monkeypatch):
+    """The clean-clone CI run of 770dda5: a run killed mid-migration (peer-to-peer: the source daemon carries on),
+    the re-run looks the VM up on the source, then the migration finishes and the source domain is gone before
+    the re-run reads it. The re-run must look again and finish the task on the target, not fail on 'Domain not found'."""
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb  # pylint: disable=import-outside-toplevel
+    name = 'mig-left-while-read'
+    booted(conns[0], lab[0], name, guest_image)
+    cmd = [os.path.join(BIN, 'ansible'), 'localhost', '-c', 'local', '-i', 'localhost,', '-m', 'converge.virt.migration',
+           '-a', __import__('json').dumps(mig(lab[0], lab[1], name, bandwidth=SLOW))]
+    proc = subprocess.Popen(cmd, env=ansible_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_job(conns[0], name)
+    kill_tree(proc)
+    assert record(conns[0], name)['task_state'] == 'MIGRATING'
+    real_view = mb.vm_view
+    moved = []
+
+    def view_after_the_move(dom):
+        if not moved and dom.name() == name and mb.host_uuid(dom.connect()) == mb.host_uuid(conns[0]):
+            # the orphaned migration speeds up and finishes right now, between the re-run's lookup and its read
+            moved.append(True)
+            conns[0].lookupByName(name).migrateSetMaxSpeed(1000, 0)
+            deadline = time.monotonic() + 60
+            while defined_on(conns[0], name) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not defined_on(conns[0], name) and running_on(conns[1], name)
+        return real_view(dom)
+
+    monkeypatch.setattr(mb, 'vm_view', view_after_the_move)
+    result = mb.Migration((lab[0].uri, None, None), lab[1].uri, name, mb.MigrationOptions()).converge()
+    assert moved, 'the re-run never read the VM on the source'
+    assert not result['failed'] and result['on_target'] and result['changed'], result
+    assert any('left the source' in note for note in result['notes']), result
+    assert any('interrupted run on the target' in note for note in result['notes']), result
+    rec = record(conns[1], name)
+    assert rec.get('task_state') is None and rec['vm_state'] == 'ACTIVE', rec
+    domains.remove_domain(conns[1], name)
+
+
 def test_placement_over_candidates(lab, conns):
     names = ['mig-many-1', 'mig-many-2']
     for name in names:

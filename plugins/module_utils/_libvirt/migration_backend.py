@@ -51,6 +51,7 @@ HISTORY_LENGTH = 5
 DRAIN_USAGE = 'converge-virt-host-drain'
 MIGRATE_ACTIONS = ('live_migrate', 'offline_migrate')
 ACTIVE_STATES = (1, 2, 3)  # running, blocked, paused
+LOOK_AGAIN = 3  # looks at both hosts when the VM leaves the source while this run reads it
 PROGRESS_KEYS = ('time_elapsed', 'data_total', 'data_processed', 'data_remaining', 'memory_total', 'memory_processed', 'memory_remaining',
                  'memory_dirty_rate', 'memory_iteration', 'memory_bps', 'downtime', 'setup_time', 'disk_total', 'disk_processed')
 
@@ -344,6 +345,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         self.notes = []
         self.history_entry = None
         self.stopped_by = None      # the timeout that made this run abort the migration (named in the failure message)
+        self.started = False        # this run took the task: from then on an error is reported, never retried
 
     # ---------------------------------------------------------- plumbing
     def _redact(self, text):
@@ -402,13 +404,35 @@ class Migration:  # pylint: disable=too-many-instance-attributes
     def converge(self):
         """Run the migration to its end (state finished / started); return the result dict."""
         try:
-            return self._converge()
+            for attempt in range(LOOK_AGAIN):
+                try:
+                    return self._converge()
+                except libvirt.libvirtError as exc:
+                    # The VM left the source while this run was reading it (a migration started by a run that
+                    # was killed, or by someone else, finished meanwhile): nothing was started by this run,
+                    # so look at both hosts again instead of failing on a domain that has just moved.
+                    if not is_no_domain(exc) or self.started or attempt == LOOK_AGAIN - 1:
+                        raise
+                    self._forget()
+                    self.notes.append('the VM left the source while this run read it; looked at both hosts again')
+                    time.sleep(0.2 * (attempt + 1))
+            raise AssertionError('unreachable')  # pragma: no cover
         except TransitionRefused as exc:
             raise exc
         except libvirt.libvirtError as exc:
             raise BackendError(self._redact('migration of VM %r: %s' % (self.name, exc))) from exc
         finally:
             self.close()
+
+    def _forget(self):
+        """Drop what one look at the hosts learnt (phases, progress, connections) before looking again."""
+        self.close()
+        self.source = self.dest = None
+        self.phase = migration.UNSET
+        self.phases = []
+        self.reason = None
+        self.progress = {}
+        self.history_entry = None
 
     def cancel(self, wait=True):
         """Abort the migration of the VM in flight (state cancelled); return the result dict."""
@@ -533,6 +557,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         lease = float(self.opts.wait_timeout) + float(self.opts.completion_timeout or 0) + 120.0
         store = LibvirtTaskStore(self.source.conn, src_dom, self.owner, inferred_vm_state=view['effective_vm_state'])
         record = tasks.take_task(store, self.opts.action, task_id, time.time(), lease_seconds=lease, owner=self.owner, name=self.name)
+        self.started = True
         started_at = record.started_at
         self.history_entry = {'id': task_id, 'source': redact_uri(self.source_args[0]), 'target': redact_uri(self.target_uri),
                               'mode': 'offline' if self.opts.offline else 'live', 'started_at': started_at, 'phase': self.phase,
