@@ -163,6 +163,17 @@ def test_refusals_name_the_state_or_field(lab, conns):
     domains.remove_domain(conns[1], name)
 
 
+def test_target_naming_the_source_host_is_refused(lab, conns):
+    name = 'mig-same-host'
+    diskless(conns[0], name)
+    # the same daemon reached another way (loopback TCP instead of the unix socket)
+    same = run_module('migration', {'uri': lab[0].uri, 'name': name, 'target_uri': lab[0].tcp_uri})
+    assert same['_rc'] != 0 and same['msg'].startswith('target_uri') and 'same host' in same['msg'], same
+    assert lab[0].host_uuid in same['msg']
+    assert running_on(conns[0], name) and record(conns[0], name).get('task_state') is None
+    domains.remove_domain(conns[0], name)
+
+
 def test_draining_target_is_refused(lab, conns):
     name = 'mig-drain'
     diskless(conns[0], name)

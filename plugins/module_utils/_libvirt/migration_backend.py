@@ -456,7 +456,10 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         src_dom = lookup(self.source.conn, self.name)
         dest_error = self._open_dest()
         dest_dom = lookup(self.dest.conn, self.name) if self.dest else None
-        if self.dest is not None and host_uuid(self.dest.conn) == host_uuid(self.source.conn) and src_dom is not None:
+        if src_dom is not None and dest_dom is not None and dest_dom.UUIDString() == src_dom.UUIDString() \
+                and host_uuid(self.dest.conn) == host_uuid(self.source.conn):
+            # the same host finds the same VM on both connections; only then are the host UUIDs read (the first
+            # getCapabilities of a daemon probes every emulator: seconds)
             raise InvalidDeclaration('target_uri', 'names the same host as uri (host UUID %s)' % host_uuid(self.source.conn))
         if src_dom is None:
             if dest_dom is not None:
