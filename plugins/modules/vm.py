@@ -376,7 +376,8 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt import cli
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, bulk_snapshot, converge_vm, new_task_id
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, bulk_snapshot, converge_vm
+from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
 
 
@@ -538,7 +539,7 @@ def run_fleet(module, connection, options):
     def one(item):
         decl, spec, name = item
         try:
-            changed, result = converge_vm(LibvirtVm(connection, name), decl, spec, options, module.check_mode, new_task_id(), bulk=bulk)
+            changed, result = converge_vm(LibvirtVm(connection, name), decl, spec, options, module.check_mode, tasks.new_task_id(), bulk=bulk)
             result.update(name=name, changed=changed, failed=False)
         except ConvergeError as exc:
             result = dict(name=name, changed=False, failed=True, **_error_result(connection, exc))

@@ -39,8 +39,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.errors impor
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CORE_API, KUBEVIRT_API, ApiStatusError, Conflict
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.vm_backend import new_task_id, owner_id
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone
+from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks
 from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
@@ -594,7 +593,7 @@ class KubevirtMigration:  # pylint: disable=too-many-instance-attributes
         return body
 
     def _start(self, obs):
-        task_id = new_task_id()
+        task_id = tasks.new_task_id()
         lease = float(self.opts.wait_timeout) + 120.0
         store = self._store(obs)
         tasks.take_task(store, 'live_migrate', task_id, time.time(), lease_seconds=lease, owner=self.owner, name=self.name)
@@ -620,7 +619,7 @@ class KubevirtMigration:  # pylint: disable=too-many-instance-attributes
         if record.task_state == 'MIGRATING' and record.task_id == label:
             task_id = label             # the run that started it is gone or still following: either closes it
         elif record.idle() and obs.get('effective_vm_state') in ('ACTIVE', 'PAUSED'):
-            task_id = label or new_task_id()
+            task_id = label or tasks.new_task_id()
             try:
                 tasks.take_task(self._store(obs), 'live_migrate', task_id, time.time(), lease_seconds=float(self.opts.wait_timeout) + 120.0,
                                 owner=self.owner, name=self.name)

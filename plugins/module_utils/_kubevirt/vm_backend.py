@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 import re
 import time
-import uuid as uuidlib
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
@@ -51,11 +50,6 @@ _LABEL_VALUE = re.compile(r'^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z')
 _DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z')
 _QUANTITY_FACTORS = {None: 1, 'Ki': 1024, 'Mi': 1024 ** 2, 'Gi': 1024 ** 3, 'Ti': 1024 ** 4, 'Pi': 1024 ** 5, 'Ei': 1024 ** 6,
                      'k': 1000, 'M': 1000 ** 2, 'G': 1000 ** 3, 'T': 1000 ** 4, 'P': 1000 ** 5, 'E': 1000 ** 6, 'm': 0.001}
-
-
-def new_task_id():
-    """A fresh task id."""
-    return uuidlib.uuid4().hex[:16]
 
 
 class KubevirtOptions:  # pylint: disable=too-few-public-methods
@@ -643,7 +637,7 @@ def converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=
         result['vm'] = predicted
         result['diff'] = {'before': _diffable(before), 'after': _diffable(predicted)}
         return bool(steps) or bool(drift), result
-    task_id = task_id or new_task_id()
+    task_id = task_id or tasks.new_task_id()
     for step in steps:
         obs = vm.run_step(step, declared, obs, options, task_id + '-' + step.action)
     if options.wait and obs.get('exists') and settle_targets(decl.state):
@@ -670,7 +664,7 @@ def converge_fleet(client, namespace, items, options, check_mode, parallel):
     def one(item):
         decl, declared, name = item
         try:
-            changed, result = converge_vm(KubevirtVm(client, namespace, name), decl, declared, options, check_mode, new_task_id(),
+            changed, result = converge_vm(KubevirtVm(client, namespace, name), decl, declared, options, check_mode, tasks.new_task_id(),
                                           snapshot=snapshot)
             result.update(name=name, changed=changed, failed=False)
         except ConvergeError as exc:

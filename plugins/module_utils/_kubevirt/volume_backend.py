@@ -33,7 +33,6 @@ from __future__ import annotations
 import copy
 import re
 import time
-import uuid
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError, InvalidDeclaration, WaitTimeout
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
@@ -798,7 +797,7 @@ class Executor:
             return run(group)
         obs = self.world.vm_observation(op.vm)
         store = KubevirtTaskStore(self.client, self.namespace, op.vm, inferred_vm_state=obs.get('effective_vm_state'), vm=None)
-        task_id = new_task_id()
+        task_id = tasks.new_task_id()
         tasks.take_task(store, action, task_id, time.time(), owner=self.owner, name=op.vm)
         try:
             extra = run(group)
@@ -837,11 +836,6 @@ def release_task(store, task_id, name, finish=True):
             if attempt == RELEASE_ATTEMPTS - 1:
                 raise
             time.sleep(0.5 * (attempt + 1))
-
-
-def new_task_id():
-    """A fresh task id."""
-    return uuid.uuid4().hex[:16]
 
 
 def converge_volumes(client, namespace, specs, force=False, check_mode=False, wait_timeout=DEFAULT_WAIT_TIMEOUT, owner=None):

@@ -23,18 +23,18 @@ import re
 import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.units import KIB, MIB, TIB, parse_size, from_libvirt
+# the metadata record and the XML helpers live in metadata.py (modules that only read or write the record - migration,
+# the task store, host - do not load the domain builder); re-exported here for the modules that build domains
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.metadata import (  # noqa: F401 pylint: disable=unused-import
+    CONVERGE_NS, CONVERGE_PREFIX, METADATA_FIELDS, _metadata_vm_element, _parse, _sub, _text, _to_string, converge_metadata_element,
+    read_converge_metadata)
 
-CONVERGE_NS = 'https://converge.virt/xmlns/vm/1'
-CONVERGE_PREFIX = 'converge'
 QEMU_NS = 'http://libvirt.org/schemas/domain/qemu/1.0'
-METADATA_FIELDS = ('vm_state', 'task_state', 'task_id', 'task_started_at', 'last_action', 'pending_restart', 'lease_until', 'previous_vm_state',
-                   'owner', 'generation')
 
 LIVE = 'live'
 RESTART = 'restart'
 RECREATE = 'recreate'
 
-ET.register_namespace(CONVERGE_PREFIX, CONVERGE_NS)
 ET.register_namespace('qemu', QEMU_NS)
 
 SPEC_KEYS = ('name', 'uuid', 'title', 'description', 'vcpus', 'memory', 'machine', 'arch', 'domain_type', 'firmware', 'boot',
@@ -63,7 +63,6 @@ _TOKEN_RE = re.compile(r'^[A-Za-z0-9][A-Za-z0-9._+-]*\Z')
 _SERIAL_RE = re.compile(r'^[A-Za-z0-9_.+ -]{1,64}\Z')
 # what a pool or volume name of a disk source can never contain (a slash would leave the pool's directory)
 _CONTROL_RE = re.compile(r'[\x00-\x1f\x7f]')
-_XML_BAD_CHARS = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]')
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -163,18 +162,6 @@ class Diff:
 # ---------------------------------------------------------------------------------------------------------------------
 # Spec validation
 # ---------------------------------------------------------------------------------------------------------------------
-
-def _text(value, field, allow_empty=False, single_line=False):
-    if not isinstance(value, str):
-        raise ValueError('%s: expected a string, got %s' % (field, type(value).__name__))
-    if not allow_empty and not value:
-        raise ValueError('%s: must not be empty' % field)
-    if _XML_BAD_CHARS.search(value):
-        raise ValueError('%s: contains characters that cannot be represented in XML' % field)
-    if single_line and ('\n' in value or '\r' in value):
-        raise ValueError('%s: must be a single line' % field)
-    return value
-
 
 def _token(value, field):
     value = _text(value, field)
@@ -408,17 +395,6 @@ def spec_autostart(spec):
 # Building
 # ---------------------------------------------------------------------------------------------------------------------
 
-def _sub(parent, tag, text=None, **attrs):
-    elem = ET.SubElement(parent, tag, dict((k, v) for k, v in attrs.items() if v is not None))
-    if text is not None:
-        elem.text = text
-    return elem
-
-
-def _to_string(elem):
-    return ET.tostring(elem, encoding='unicode')
-
-
 def _disk_element(disk):
     elem = ET.Element('disk', {'type': disk['type'], 'device': disk['device']})
     if disk.get('format'):
@@ -477,30 +453,6 @@ def interface_device_xml(nic_spec):
     return _to_string(_interface_element(normalize_interface(nic_spec, 'interface')))
 
 
-def _metadata_vm_element(values, namespaced):
-    def tag(name):
-        return '{%s}%s' % (CONVERGE_NS, name) if namespaced else name
-    root = ET.Element(tag('vm'))
-    for key in METADATA_FIELDS:
-        value = (values or {}).get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            value = 'true' if value else 'false'
-        _sub(root, tag(key), _text(str(value), 'metadata.' + key, allow_empty=True))
-    return root
-
-
-def converge_metadata_element(values):
-    """Return the converge metadata fragment for ``dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, fragment,
-    'converge', CONVERGE_NS, flags)``.
-
-    ``values`` may hold :data:`METADATA_FIELDS` (``pending_restart`` as a bool); None values are left out.
-    The fragment is not namespaced: libvirt puts it (root and children) into the namespace given by ``uri``.
-    """
-    return _to_string(_metadata_vm_element(values, namespaced=False))
-
-
 def build_domain_xml(spec, metadata=None):
     """Build domain XML from a VM spec (see :func:`normalize_spec`); ``spec['xml']`` (raw XML) is returned re-serialised.
 
@@ -551,17 +503,6 @@ def build_domain_xml(spec, metadata=None):
 # ---------------------------------------------------------------------------------------------------------------------
 # Reading
 # ---------------------------------------------------------------------------------------------------------------------
-
-def _parse(xml, what='domain XML'):
-    if isinstance(xml, ET.Element):
-        return xml
-    if not isinstance(xml, str):
-        raise ValueError('%s: expected an XML string' % what)
-    try:
-        return ET.fromstring(xml)
-    except ET.ParseError as exc:
-        raise ValueError('%s: invalid XML: %s' % (what, exc)) from None
-
 
 def _findtext(elem, path, default=''):
     if elem is None:
@@ -680,32 +621,6 @@ def _model_from_xml(root):
 def domain_model(xml):
     """Return the comparable fields of a domain XML as a dict (memory in KiB; disks/interfaces as lists of dicts)."""
     return _model_from_xml(_parse(xml))
-
-
-def _metadata_root(xml):
-    root = _parse(xml, 'metadata')
-    if root.tag in ('{%s}vm' % CONVERGE_NS, 'vm'):
-        return root
-    return root.find('./metadata/{%s}vm' % CONVERGE_NS)
-
-
-def read_converge_metadata(xml):
-    """Read the converge metadata from a domain XML or from the fragment returned by ``dom.metadata(...)``.
-
-    Returns a dict with all :data:`METADATA_FIELDS` (None when absent; ``pending_restart`` is a bool, False when absent).
-    """
-    out = dict((key, None) for key in METADATA_FIELDS)
-    out['pending_restart'] = False
-    vm_elem = _metadata_root(xml)
-    if vm_elem is None:
-        return out
-    for child in vm_elem:
-        local = child.tag.split('}', 1)[-1]
-        if local in out:
-            out[local] = child.text or ''
-    if isinstance(out['pending_restart'], str):
-        out['pending_restart'] = out['pending_restart'].strip().lower() in ('true', 'yes', '1')
-    return out
 
 
 # ---------------------------------------------------------------------------------------------------------------------

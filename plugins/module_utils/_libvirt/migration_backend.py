@@ -39,7 +39,7 @@ from typing import Optional
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused)
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import Connection, is_no_domain, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
@@ -256,10 +256,10 @@ def host_uuid(conn):
 def vm_view(dom):
     """State words and record of ``dom`` (the same words vm and vm_info report)."""
     state, reason = dom.state()
-    meta = domain_xml.read_converge_metadata('<vm/>')
+    meta = metadata.read_converge_metadata('<vm/>')
     try:
-        meta = domain_xml.read_converge_metadata(dom.metadata(
-            libvirt.VIR_DOMAIN_METADATA_ELEMENT, domain_xml.CONVERGE_NS,
+        meta = metadata.read_converge_metadata(dom.metadata(
+            libvirt.VIR_DOMAIN_METADATA_ELEMENT, metadata.CONVERGE_NS,
             libvirt.VIR_DOMAIN_AFFECT_CONFIG if dom.isPersistent() else libvirt.VIR_DOMAIN_AFFECT_LIVE))
     except libvirt.libvirtError:
         pass
@@ -555,7 +555,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         raise TaskConflict(self.name, record.task_id, record.task_state, owner=record.owner)
 
     def _run(self, src_dom):
-        task_id = uuidlib.uuid4().hex[:16]
+        task_id = tasks.new_task_id()
         view = vm_view(src_dom)
         lease = float(self.opts.wait_timeout) + float(self.opts.completion_timeout or 0) + 120.0
         store = LibvirtTaskStore(self.source.conn, src_dom, self.owner, inferred_vm_state=view['effective_vm_state'])
@@ -744,7 +744,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
                 dest_dom.destroy()
                 self.notes.append('removed the paused leftover on the target')
             if dest_dom.isPersistent() and not dest_dom.isActive():
-                meta = domain_xml.read_converge_metadata(dest_dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
+                meta = metadata.read_converge_metadata(dest_dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
                 if meta.get('task_id') == task_id:
                     dest_dom.undefine()
                     self.notes.append('removed the definition the migration left on the target')

@@ -23,7 +23,7 @@ import time
 import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import TaskConflict
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord, TaskStore
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone
@@ -118,7 +118,7 @@ def _num(value):
 
 
 def record_from_metadata(meta):
-    """A :class:`TaskRecord` from the metadata dict of :func:`domain_xml.read_converge_metadata`."""
+    """A :class:`TaskRecord` from the metadata dict of :func:`metadata.read_converge_metadata`."""
     return TaskRecord(
         vm_state=meta.get('vm_state') or None, task_state=meta.get('task_state') or None, task_id=meta.get('task_id') or None,
         action=meta.get('last_action') if meta.get('task_state') else None, started_at=_num(meta.get('task_started_at')),
@@ -140,12 +140,12 @@ def read_metadata(dom):
     """The converge metadata of ``dom`` (persistent config when there is one)."""
     flags = libvirt.VIR_DOMAIN_AFFECT_CONFIG if dom.isPersistent() else libvirt.VIR_DOMAIN_AFFECT_LIVE
     try:
-        fragment = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domain_xml.CONVERGE_NS, flags)
+        fragment = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, metadata.CONVERGE_NS, flags)
     except libvirt.libvirtError as exc:
         if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN_METADATA:
-            return domain_xml.read_converge_metadata('<vm/>')
+            return metadata.read_converge_metadata('<vm/>')
         raise
-    return domain_xml.read_converge_metadata(fragment)
+    return metadata.read_converge_metadata(fragment)
 
 
 def write_metadata(dom, meta):
@@ -155,8 +155,8 @@ def write_metadata(dom, meta):
         flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
     if dom.isActive():
         flags |= libvirt.VIR_DOMAIN_AFFECT_LIVE
-    dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domain_xml.converge_metadata_element(meta), domain_xml.CONVERGE_PREFIX,
-                    domain_xml.CONVERGE_NS, flags)
+    dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, metadata.converge_metadata_element(meta), metadata.CONVERGE_PREFIX,
+                    metadata.CONVERGE_NS, flags)
 
 
 class LibvirtTaskStore(TaskStore):

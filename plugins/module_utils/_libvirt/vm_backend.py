@@ -11,7 +11,6 @@ and runs the action a step names, under the task protocol of ``_phase.tasks``
 
 from __future__ import annotations
 
-import os
 import time
 import xml.etree.ElementTree as ET
 
@@ -364,11 +363,6 @@ def _brief(obs):
     return {k: obs.get(k) for k in ('vm_state', 'power_state', 'task_state', 'task_id', 'status')}
 
 
-def new_task_id():
-    """A fresh task id: 16 random hex digits."""
-    return os.urandom(8).hex()
-
-
 def public_view(obs):
     """The VM as a module returns it: no handles, no raw XML."""
     keep = ('name', 'exists', 'uuid', 'vm_state', 'power_state', 'task_state', 'task_id', 'status', 'phase', 'state', 'state_reason',
@@ -444,7 +438,7 @@ def converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None):
         result['vm'] = predicted
         result['diff'] = {'before': _diffable(before), 'after': _diffable(predicted)}
         return bool(steps) or bool(drift) or disks_changed, result
-    task_id = task_id or new_task_id()
+    task_id = task_id or tasks.new_task_id()
     for step in steps:
         obs = vm.run_step(step, spec, obs, options, task_id + '-' + step.action)
     after = public_view(obs)

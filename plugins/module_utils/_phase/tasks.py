@@ -18,11 +18,18 @@ lease that tells a task in flight from one left behind by a killed run.
 from __future__ import annotations
 
 import abc
+import os
 from dataclasses import dataclass, replace
 from typing import Optional
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions
+
+
+def new_task_id():
+    """A fresh task id: 16 random hex digits (every backend, every module)."""
+    return os.urandom(8).hex()
+
 
 DEFAULT_LEASE_SECONDS = 120.0
 
