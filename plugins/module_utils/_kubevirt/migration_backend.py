@@ -26,8 +26,7 @@ import json
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 try:
     from urllib.parse import quote
@@ -64,8 +63,7 @@ def _ts(value):
         return None
 
 
-@dataclass(frozen=True)
-class KubevirtMigrationOptions:
+class KubevirtMigrationOptions(NamedTuple):
     """How to migrate on KubeVirt."""
 
     target_node: Optional[str] = None

@@ -33,8 +33,7 @@ import threading
 import time
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, replace
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused)
@@ -56,8 +55,7 @@ PROGRESS_KEYS = ('time_elapsed', 'data_total', 'data_processed', 'data_remaining
                  'memory_dirty_rate', 'memory_iteration', 'memory_bps', 'downtime', 'setup_time', 'disk_total', 'disk_processed')
 
 
-@dataclass(frozen=True)
-class MigrationOptions:  # pylint: disable=too-many-instance-attributes
+class MigrationOptions(NamedTuple):  # pylint: disable=too-many-instance-attributes
     """How to migrate (validated by :func:`validate_options`)."""
 
     offline: bool = False
@@ -493,7 +491,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         self._observe(dest_connected=True)
         mark = drain_mark(self.dest.conn)
         if mark is not None:
-            self._advance(replace(migration.libvirt_observation(self.phase, dest_connected=True), target_draining=True))
+            self._advance(migration.libvirt_observation(self.phase, dest_connected=True)._replace(target_draining=True))
             why = mark.get('reason') or 'no reason given'
             return self._fail_result('target %s is being drained (%s); no VM is placed on it' % (redact_uri(self.target_uri), why))
         self._observe(dest_connected=True, dest_checked=True)
@@ -776,8 +774,8 @@ class Migration:  # pylint: disable=too-many-instance-attributes
                 if _running(lookup(self.source.conn, self.name)) and job_stats(src_dom).get('type', 0):
                     raise
                 self.notes.append('the job ended before the abort: %s' % self._redact(exc))
-        self._advance(replace(migration.libvirt_observation(self.phase, dest_connected=True, dest_checked=True, dest_accepts=True),
-                              abort_requested=True))
+        self._advance(migration.libvirt_observation(self.phase, dest_connected=True, dest_checked=True, dest_accepts=True)
+                      ._replace(abort_requested=True))
         if wait:
             deadline = time.monotonic() + max(30.0, float(self.opts.wait_timeout))
             while time.monotonic() < deadline:

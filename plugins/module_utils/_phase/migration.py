@@ -16,8 +16,7 @@ the guest keeps running on the source.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 UNSET = ''
 PENDING = 'Pending'
@@ -55,8 +54,7 @@ ABORTED = 'aborted'
 DRAINING_TARGET = 'the target host is being drained'
 
 
-@dataclass(frozen=True)
-class MigrationObservation:
+class MigrationObservation(NamedTuple):
     """What is known of one migration now. Defaults describe a healthy one."""
 
     phase: str = UNSET
@@ -207,7 +205,7 @@ def run_to_phase(obs, max_steps=16):
         if phase == current.phase:
             break
         path.append(phase)
-        current = MigrationObservation(**dict(current.__dict__, phase=phase))
+        current = current._replace(phase=phase)
         if phase in FINAL:
             break
     return current.phase, reason, path

@@ -13,8 +13,7 @@ instance, a storage volume onto a claim, a pool refresh onto provisioning.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 from ansible_collections.converge.virt.plugins.module_utils._phase import states
 
@@ -52,8 +51,7 @@ DV_DONE_PHASES = ('Succeeded', 'WaitForFirstConsumer', 'PendingPopulation')
 DV_FAILED = 'Failed'
 
 
-@dataclass(frozen=True)
-class InstanceView:
+class InstanceView(NamedTuple):
     """What the status rules need of the instance (VMI, or a libvirt domain)."""
 
     phase: str = states.PHASE_UNSET
@@ -62,16 +60,14 @@ class InstanceView:
     migrating: bool = False
 
 
-@dataclass(frozen=True)
-class DataVolumeView:
+class DataVolumeView(NamedTuple):
     """A referenced DataVolume (or, on libvirt, a volume being provisioned)."""
 
     phase: str = ''
     running_error: bool = False  # condition Running=False with an error reason
 
 
-@dataclass(frozen=True)
-class StatusInput:
+class StatusInput(NamedTuple):
     """Everything the printable status is computed from. Every field has a safe default."""
 
     deletion_requested: bool = False
@@ -80,7 +76,7 @@ class StatusInput:
     stop_expected: bool = False
     synchronized_false_reason: Optional[str] = None
     pod_unschedulable: bool = False
-    datavolumes: Tuple[DataVolumeView, ...] = field(default_factory=tuple)
+    datavolumes: Tuple[DataVolumeView, ...] = ()
     unbound_claims: bool = False
     start_failures: int = 0
     run_strategy: str = 'Manual'

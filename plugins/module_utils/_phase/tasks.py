@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import abc
 import os
-from dataclasses import dataclass, replace
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions
@@ -45,8 +44,7 @@ def lease_expired(lease_until, now):
         return True
 
 
-@dataclass(frozen=True)
-class TaskRecord:
+class TaskRecord(NamedTuple):
     """The collection's record on a VM. ``task_state`` None means idle."""
 
     vm_state: str
@@ -101,11 +99,9 @@ def take_task(store, action, task_id, now, lease_seconds=DEFAULT_LEASE_SECONDS, 
     if not record.idle() and action != 'delete':
         raise TaskConflict(name, record.task_id, record.task_state, stale=record.stale(now), action=record.action)
     row = actions.check_action(action, record.vm_state, None if action != 'delete' else record.task_state)
-    new = replace(
-        record, task_state=row.task_state or 'UPDATING', task_id=task_id, action=action, started_at=now,
-        lease_until=now + lease_seconds, owner=owner,
-        previous_vm_state=record.vm_state if action in ('suspend', 'resize') else record.previous_vm_state,
-    )
+    new = record._replace(task_state=row.task_state or 'UPDATING', task_id=task_id, action=action, started_at=now,
+                          lease_until=now + lease_seconds, owner=owner,
+                          previous_vm_state=record.vm_state if action in ('suspend', 'resize') else record.previous_vm_state)
     if not store.compare_and_swap(version, new):
         latest, _version = store.load()
         raise TaskConflict(name, latest.task_id, latest.task_state, lost_race=True)
@@ -122,7 +118,7 @@ def _ours(store, task_id, name):
 def renew_task(store, task_id, now, lease_seconds=DEFAULT_LEASE_SECONDS, name='vm'):
     """Extend our lease; raise :class:`TaskPreempted` if the task is no longer ours."""
     record, version = _ours(store, task_id, name)
-    new = replace(record, lease_until=now + lease_seconds)
+    new = record._replace(lease_until=now + lease_seconds)
     if not store.compare_and_swap(version, new):
         raise TaskPreempted(name, None, None, preempted=True)
     return new
@@ -132,8 +128,8 @@ def finish_task(store, task_id, name='vm', vm_state=None):
     """End our task successfully: vm_state becomes the action's 'after' state, task cleared."""
     record, version = _ours(store, task_id, name)
     after = vm_state or actions.vm_state_after(record.action, record.vm_state, record.previous_vm_state)
-    new = replace(record, vm_state=after, task_state=None, task_id=None, action=None, started_at=None, lease_until=None, owner=None,
-                  previous_vm_state=record.previous_vm_state if after in ('SUSPENDED', 'RESIZED') else None)
+    new = record._replace(vm_state=after, task_state=None, task_id=None, action=None, started_at=None, lease_until=None, owner=None,
+                          previous_vm_state=record.previous_vm_state if after in ('SUSPENDED', 'RESIZED') else None)
     if not store.compare_and_swap(version, new):
         raise TaskPreempted(name, None, None, preempted=True)
     return new
@@ -146,8 +142,8 @@ def abandon_task(store, task_id, name='vm', rolled_back=True):
     (Nova: a failed task that cannot be rolled back sets ERROR).
     """
     record, version = _ours(store, task_id, name)
-    new = replace(record, vm_state=record.vm_state if rolled_back else 'ERROR', task_state=None, task_id=None, action=None,
-                  started_at=None, lease_until=None, owner=None)
+    new = record._replace(vm_state=record.vm_state if rolled_back else 'ERROR', task_state=None, task_id=None, action=None,
+                          started_at=None, lease_until=None, owner=None)
     if not store.compare_and_swap(version, new):
         raise TaskPreempted(name, None, None, preempted=True)
     return new

@@ -17,8 +17,7 @@ property test runs plans against.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import TransitionRefused
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions
@@ -67,8 +66,7 @@ COLD_ACTIONS = ('start', 'stop', 'reboot_soft', 'reboot_hard')
 RUNS_IN = (s.ACTIVE, s.VM_PAUSED, s.RESCUED)
 
 
-@dataclass(frozen=True)
-class VmObservation:
+class VmObservation(NamedTuple):
     """What the planner needs to know of a VM now."""
 
     exists: bool = False
@@ -79,8 +77,7 @@ class VmObservation:
     autostart: Optional[bool] = None
 
 
-@dataclass(frozen=True)
-class VmDeclaration:
+class VmDeclaration(NamedTuple):
     """What the user declared."""
 
     state: str = 'present'
@@ -88,15 +85,14 @@ class VmDeclaration:
     restart_on_change: bool = False        # apply definition changes that need a restart by restarting
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """One action of the plan, with the states around it."""
 
     action: str
     task_state: Optional[str]
     vm_state_before: str
     vm_state_after: str
-    detail: Tuple[Tuple[str, object], ...] = field(default_factory=tuple)
+    detail: Tuple[Tuple[str, object], ...] = ()
 
     def as_dict(self):
         """Plain dict for module results."""
@@ -179,12 +175,12 @@ def apply_step(obs, step):
     if step.action == 'delete':
         return VmObservation()
     if step.action == 'create':
-        return replace(obs, exists=True, vm_state=step.vm_state_after, definition_differs=False, restart_needed=False)
+        return obs._replace(exists=True, vm_state=step.vm_state_after, definition_differs=False, restart_needed=False)
     if step.action == 'update':
-        return replace(obs, vm_state=step.vm_state_after, definition_differs=False,
-                       restart_needed=obs.restart_needed or (obs.definition_differs and step.vm_state_before in RUNS_IN))
+        return obs._replace(vm_state=step.vm_state_after, definition_differs=False,
+                            restart_needed=obs.restart_needed or (obs.definition_differs and step.vm_state_before in RUNS_IN))
     cold = step.action in COLD_ACTIONS
-    return replace(obs, vm_state=step.vm_state_after, restart_needed=False if cold else obs.restart_needed)
+    return obs._replace(vm_state=step.vm_state_after, restart_needed=False if cold else obs.restart_needed)
 
 
 def converge_model(decl, obs):
@@ -193,5 +189,5 @@ def converge_model(decl, obs):
     for step in steps:
         obs = apply_step(obs, step)
     if decl.autostart is not None and steps:
-        obs = replace(obs, autostart=decl.autostart)
+        obs = obs._replace(autostart=decl.autostart)
     return steps, obs
