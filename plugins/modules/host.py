@@ -124,6 +124,10 @@ def main_kubevirt(module):
             module.fail_json(msg='%s: is a libvirt option and is not supported with backend kubevirt' % key)
     if not params['node']:
         module.fail_json(msg='node: is required with backend kubevirt')
+    try:
+        kubevirt_client.check_node_name(params['node'])
+    except ConvergeError as exc:
+        module.fail_json(**exc.to_result())
     state = params['state']
     with kubevirt_client.ModuleSession(module) as session, session.connect() as client:
         node = kmb.read_node(client, params['node'])

@@ -132,7 +132,6 @@ disagreements:
 '''
 
 # pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
-import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -154,7 +153,6 @@ from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan impor
 
 LIBVIRT_ONLY = tuple(LIBVIRT_CONNECTION_ARGS)
 KUBEVIRT_ONLY = tuple(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
-_DNS_LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z')
 
 
 def refused_option(params):
@@ -165,7 +163,7 @@ def refused_option(params):
             if params.get(key) is not None:
                 return key, 'is a libvirt option and is not supported with backend kubevirt'
         namespace = params.get('namespace')
-        if namespace is not None and (len(namespace) > 63 or not _DNS_LABEL.match(namespace)):
+        if namespace is not None and (len(namespace) > 63 or not kubevirt_client.DNS_LABEL.match(namespace)):
             return 'namespace', 'must be a DNS label (lower case letters, digits, -), got %r' % (namespace,)
         return None
     for key in KUBEVIRT_ONLY:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import traceback
 
 try:
@@ -25,10 +26,23 @@ except ImportError:  # pragma: no cover
     from urllib import quote, urlencode  # type: ignore
 
 from ansible_collections.converge.virt.plugins.module_utils._common import session
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
 
 KUBERNETES_IMPORT_ERROR = None
+
+# Kubernetes object names (apimachinery validation): a DNS label (namespaces) and a DNS subdomain (most names, nodes)
+DNS_LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z')
+DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z')
+
+
+def check_node_name(value, field='node'):
+    """``value`` if it is a valid Kubernetes node name (a DNS subdomain of at most 253 characters), else
+    :class:`InvalidDeclaration` naming ``field``. A node name is a path segment of the API: '..' would name another URL."""
+    if not isinstance(value, str) or len(value) > 253 or not DNS_SUBDOMAIN.match(value):
+        raise InvalidDeclaration(field, 'must be a Kubernetes node name (lower case a-z, 0-9, - and ., at most 253 characters), got %r' % (value,))
+    return value
+
 
 CONNECTION_OPTIONS = ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs')
 ENV_FALLBACKS = {

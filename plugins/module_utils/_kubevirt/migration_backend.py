@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import calendar
 import json
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple, Optional
@@ -36,7 +35,8 @@ except ImportError:  # pragma: no cover
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused)
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CORE_API, KUBEVIRT_API, ApiStatusError, Conflict
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CORE_API, KUBEVIRT_API, ApiStatusError, Conflict, check_node_name
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import DNS_LABEL as _DNS_LABEL, DNS_SUBDOMAIN as _DNS_SUBDOMAIN
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
@@ -79,13 +79,12 @@ def validate_options(opts):
         raise InvalidDeclaration('wait_timeout', 'must be 0 or more')
     if opts.pending_timeout is not None and opts.pending_timeout <= 0:
         raise InvalidDeclaration('pending_timeout', 'must be a positive number of seconds, got %r' % opts.pending_timeout)
+    for field in ('target_node', 'source_node'):
+        if getattr(opts, field) is not None:
+            check_node_name(getattr(opts, field), field)
     if opts.target_node and opts.source_node and opts.target_node == opts.source_node:
         raise InvalidDeclaration('target_node', 'is the same node as source_node (%s)' % opts.source_node)
     return opts
-
-
-_DNS_LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z')
-_DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z')
 
 
 def split_name(entry, namespace, field='names'):

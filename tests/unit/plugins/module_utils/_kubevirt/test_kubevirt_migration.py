@@ -6,6 +6,7 @@ node blockers (cordon, taints, tolerations, Ready), names with a namespace, and 
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kclient
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration
 
@@ -99,3 +100,20 @@ def test_names_and_options():
         with pytest.raises(InvalidDeclaration) as err:
             kmb.validate_options(opts)
         assert err.value.field == field
+
+
+@pytest.mark.parametrize('name', ['..', '.', 'a/../b', 'Node1', '', 'n' * 254, 'node_1', '-node'])
+def test_node_names_that_are_not_kubernetes_names_are_refused(name):
+    with pytest.raises(InvalidDeclaration) as raised:
+        kclient.check_node_name(name)
+    assert raised.value.to_result()['msg'].startswith('node:')
+    for field in ('target_node', 'source_node'):
+        with pytest.raises(InvalidDeclaration) as raised:
+            kmb.validate_options(kmb.KubevirtMigrationOptions(**{field: name}))
+        assert raised.value.to_result()['msg'].startswith(field + ':')
+
+
+@pytest.mark.parametrize('name', ['node01', 'worker-1.example.com', 'n' * 253])
+def test_kubernetes_node_names_are_accepted(name):
+    assert kclient.check_node_name(name) == name
+    assert kmb.validate_options(kmb.KubevirtMigrationOptions(target_node=name)).target_node == name
