@@ -44,6 +44,14 @@ def check_node_name(value, field='node'):
     return value
 
 
+def segment(value):
+    """``value`` quoted as one segment of an API path. '.' and '..' are refused: the URL would name another object
+    (callers check names first; this is the last guard)."""
+    if value in ('.', '..'):
+        raise BackendError('refusing %r as a name in an API path' % (value,))
+    return quote(value, safe='')
+
+
 CONNECTION_OPTIONS = ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs')
 ENV_FALLBACKS = {
     'kubeconfig': 'K8S_AUTH_KUBECONFIG',
@@ -227,9 +235,9 @@ class KubeClient:
     @staticmethod
     def path(api, namespace, plural, name=None, sub=None):
         """``/apis/.../namespaces/NS/PLURAL[/NAME[/SUB]]``."""
-        path = '%s/namespaces/%s/%s' % (api, quote(namespace, safe=''), plural)
+        path = '%s/namespaces/%s/%s' % (api, segment(namespace), plural)
         if name:
-            path += '/' + quote(name, safe='')
+            path += '/' + segment(name)
         if sub:
             path += '/' + sub
         return path

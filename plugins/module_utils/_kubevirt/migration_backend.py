@@ -27,15 +27,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple, Optional
 
-try:
-    from urllib.parse import quote
-except ImportError:  # pragma: no cover
-    from urllib import quote  # type: ignore
-
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused)
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CORE_API, KUBEVIRT_API, ApiStatusError, Conflict, check_node_name
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CORE_API, KUBEVIRT_API, ApiStatusError, Conflict, check_node_name, segment
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import DNS_LABEL as _DNS_LABEL, DNS_SUBDOMAIN as _DNS_SUBDOMAIN
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
@@ -100,7 +95,7 @@ def split_name(entry, namespace, field='names'):
 # ------------------------------------------------------------------ nodes
 def node_path(name):
     """``/api/v1/nodes/NAME``."""
-    return '%s/nodes/%s' % (CORE_API, quote(name, safe=''))
+    return '%s/nodes/%s' % (CORE_API, segment(name))
 
 
 def read_node(client, name):

@@ -117,3 +117,15 @@ def test_node_names_that_are_not_kubernetes_names_are_refused(name):
 def test_kubernetes_node_names_are_accepted(name):
     assert kclient.check_node_name(name) == name
     assert kmb.validate_options(kmb.KubevirtMigrationOptions(target_node=name)).target_node == name
+
+
+@pytest.mark.parametrize('name', ['.', '..'])
+def test_dot_segments_never_reach_an_api_path(name):
+    from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError
+    with pytest.raises(BackendError):
+        kclient.KubeClient.path(kclient.KUBEVIRT_API, 'default', 'virtualmachines', name)
+    with pytest.raises(BackendError):
+        kclient.KubeClient.path(kclient.KUBEVIRT_API, name, 'virtualmachines')
+    with pytest.raises(BackendError):
+        kmb.node_path(name)
+    assert kclient.KubeClient.path(kclient.KUBEVIRT_API, 'default', 'virtualmachines', 'a.b').endswith('/virtualmachines/a.b')
