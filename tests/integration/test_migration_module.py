@@ -222,8 +222,8 @@ def test_cancel_from_a_second_process_while_started(lab, conns, guest_image):
     domains.remove_domain(conns[1], name)
 
 
-def test_interrupted_run_is_picked_up(lab, conns, guest_image):
-    name = 'mig-interrupted'
+def orphaned_migration(lab, conns, name, guest_image):
+    """A booted guest whose slow migration runs on while the ansible run that started it is killed (whole tree)."""
     booted(conns[0], lab[0], name, guest_image)
     cmd = [os.path.join(BIN, 'ansible'), 'localhost', '-c', 'local', '-i', 'localhost,', '-m', 'converge.virt.migration',
            '-a', __import__('json').dumps(mig(lab[0], lab[1], name, bandwidth=SLOW))]
@@ -233,6 +233,11 @@ def test_interrupted_run_is_picked_up(lab, conns, guest_image):
     # the whole tree, module included (ansible's workers call setsid(), so killpg would miss the module)
     killed = kill_tree(proc)
     assert len(killed) >= 2, killed
+
+
+def test_interrupted_run_is_picked_up(lab, conns, guest_image):
+    name = 'mig-interrupted'
+    orphaned_migration(lab, conns, name, guest_image)
     resumed = run_module('migration', mig(lab[0], lab[1], name, bandwidth=1000))
     assert resumed['_rc'] == 0 and resumed['changed'] and resumed['phase'] == 'Succeeded', resumed
     assert any('attached' in note or 'interrupted' in note for note in resumed['notes'])
@@ -248,12 +253,7 @@ def test_vm_leaving_the_source_while_a_rerun_reads_it(lab, conns, guest_image, m
     the re-run reads it. The re-run must look again and finish the task on the target, not fail on 'Domain not found'."""
     from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb  # pylint: disable=import-outside-toplevel
     name = 'mig-left-while-read'
-    booted(conns[0], lab[0], name, guest_image)
-    cmd = [os.path.join(BIN, 'ansible'), 'localhost', '-c', 'local', '-i', 'localhost,', '-m', 'converge.virt.migration',
-           '-a', __import__('json').dumps(mig(lab[0], lab[1], name, bandwidth=SLOW))]
-    proc = subprocess.Popen(cmd, env=ansible_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    wait_job(conns[0], name)
-    kill_tree(proc)
+    orphaned_migration(lab, conns, name, guest_image)
     assert record(conns[0], name)['task_state'] == 'MIGRATING'
     real_view = mb.vm_view
     moved = []
