@@ -119,6 +119,21 @@ def test_resource_version_global_counter_and_generation(kube_dyn):
     assert patched.metadata.generation == 2
 
 
+def read_modify_replace(resource, name, mutate, replace=None):
+    """GET, change, PUT; again on 409: the KubeVirt controller emulation writes a VM's status meanwhile, and a
+    conflict means "read again" for any client."""
+    for _attempt in range(20):
+        cur = resource.get(namespace='default', name=name).to_dict()
+        mutate(cur)
+        try:
+            return (replace or resource.replace)(namespace='default', body=cur)
+        except DynamicApiError as exc:
+            if exc.status != 409:
+                raise
+            time.sleep(0.05)
+    raise AssertionError('20 conflicts in a row on %s' % name)
+
+
 def test_conflict_on_stale_resource_version(kube_dyn):
     vms = kube_dyn.resources.get(api_version='kubevirt.io/v1', kind='VirtualMachine')
     first = vms.create(namespace='default', body=vm_body('c', 'Halted')).to_dict()
@@ -138,9 +153,8 @@ def test_conflict_on_stale_resource_version(kube_dyn):
     with pytest.raises(DynamicApiError) as err:
         vms.replace(namespace='default', body=first)
     assert err.value.status == 422
-    current = vms.get(namespace='default', name='c').to_dict()
-    current['metadata']['labels'] = {'v': '3'}
-    assert vms.replace(namespace='default', body=current).metadata.labels['v'] == '3'
+    out = read_modify_replace(vms, 'c', lambda cur: cur['metadata'].update(labels={'v': '3'}))
+    assert out.metadata.labels['v'] == '3'
 
 
 def test_merge_and_json_patch(kube_dyn):
@@ -204,15 +218,16 @@ def test_status_subresource_separation(kube_dyn):
     body['status'] = {'printableStatus': 'Bogus'}
     created = vms.create(namespace='default', body=body)
     assert (created.status or {}).get('printableStatus') != 'Bogus'
-    cur = vms.get(namespace='default', name='st').to_dict()
-    cur['status'] = {'printableStatus': 'Ignored'}
-    cur['spec']['runStrategy'] = 'Manual'
-    out = vms.replace(namespace='default', body=cur)
+
+    def status_and_strategy(status, run_strategy):
+        def mutate(cur):
+            cur['status'] = {'printableStatus': status}
+            cur['spec']['runStrategy'] = run_strategy
+        return mutate
+
+    out = read_modify_replace(vms, 'st', status_and_strategy('Ignored', 'Manual'))
     assert out.spec.runStrategy == 'Manual' and (out.status or {}).get('printableStatus') != 'Ignored'
-    cur = vms.get(namespace='default', name='st').to_dict()
-    cur['status'] = {'printableStatus': 'ViaStatus'}
-    cur['spec']['runStrategy'] = 'Always'
-    out = vms.status.replace(namespace='default', body=cur)
+    out = read_modify_replace(vms, 'st', status_and_strategy('ViaStatus', 'Always'), replace=vms.status.replace)
     assert out.status.printableStatus == 'ViaStatus' and out.spec.runStrategy == 'Manual'
     # ConfigMaps have no status subresource
     cms = kube_dyn.resources.get(api_version='v1', kind='ConfigMap')
