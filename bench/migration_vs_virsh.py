@@ -74,18 +74,27 @@ def task_seconds(path):
     return records[0]['seconds']
 
 
-def module_move(bin_dir, src, dst):
-    """(wall time of the whole ``ansible`` process, wall time of its task alone)."""
-    args = json.dumps({'uri': src.uri, 'name': NAME, 'target_uri': dst.uri})
-    cmd = [os.path.join(bin_dir, 'ansible'), 'localhost', '-c', 'local', '-i', 'localhost,', '-m', 'converge.virt.migration', '-a', args]
+def timed_task(bin_dir, module, args=None, expect='SUCCESS'):
+    """One ``ansible localhost -m module`` run: (wall time of the whole process, wall time of its task alone).
+
+    ``expect``: a word ansible prints for the task when it did its work (else RuntimeError with the output).
+    """
+    cmd = [os.path.join(bin_dir, 'ansible'), 'localhost', '-c', 'local', '-i', 'localhost,', '-m', module]
+    if args is not None:
+        cmd += ['-a', json.dumps(args)]
     handle, times = tempfile.mkstemp(prefix='bench-task-times-')
     os.close(handle)
     start = time.monotonic()
     proc = subprocess.run(cmd, env=timed_env(times), capture_output=True, text=True, check=False)
     took = time.monotonic() - start
-    if proc.returncode != 0 or 'CHANGED' not in proc.stdout:
-        raise RuntimeError('module migration failed:\n%s\n%s' % (proc.stdout[-2000:], proc.stderr[-2000:]))
+    if proc.returncode != 0 or expect not in proc.stdout:
+        raise RuntimeError('ansible -m %s failed:\n%s\n%s' % (module, proc.stdout[-2000:], proc.stderr[-2000:]))
     return took, task_seconds(times)
+
+
+def module_move(bin_dir, src, dst):
+    """(wall time of the whole ``ansible`` process, wall time of its task alone)."""
+    return timed_task(bin_dir, 'converge.virt.migration', {'uri': src.uri, 'name': NAME, 'target_uri': dst.uri}, expect='CHANGED')
 
 
 def backend_move(src, dst):
@@ -101,12 +110,7 @@ def backend_move(src, dst):
 
 def ping(bin_dir):
     """(wall time of ``ansible -m ping``, wall time of its task alone): the floor of any ansible task."""
-    cmd = [os.path.join(bin_dir, 'ansible'), 'localhost', '-c', 'local', '-i', 'localhost,', '-m', 'ansible.builtin.ping']
-    handle, times = tempfile.mkstemp(prefix='bench-task-times-')
-    os.close(handle)
-    start = time.monotonic()
-    subprocess.run(cmd, env=timed_env(times), capture_output=True, text=True, check=True)
-    return time.monotonic() - start, task_seconds(times)
+    return timed_task(bin_dir, 'ansible.builtin.ping')
 
 
 def command_virsh_move(bin_dir, src, dst):
@@ -116,16 +120,7 @@ def command_virsh_move(bin_dir, src, dst):
     interpreter) plus virsh itself, with ansible's controller running while the migration does.
     """
     argv = ['virsh', '-c', src.uri, 'migrate', '--live', '--persistent', '--undefinesource', NAME, dst.uri]
-    cmd = [os.path.join(bin_dir, 'ansible'), 'localhost', '-c', 'local', '-i', 'localhost,', '-m', 'ansible.builtin.command',
-           '-a', json.dumps({'argv': argv})]
-    handle, times = tempfile.mkstemp(prefix='bench-task-times-')
-    os.close(handle)
-    start = time.monotonic()
-    proc = subprocess.run(cmd, env=timed_env(times), capture_output=True, text=True, check=False)
-    took = time.monotonic() - start
-    if proc.returncode != 0:
-        raise RuntimeError('ansible -m command virsh migrate failed:\n%s\n%s' % (proc.stdout[-2000:], proc.stderr[-2000:]))
-    return took, task_seconds(times)
+    return timed_task(bin_dir, 'ansible.builtin.command', {'argv': argv}, expect='CHANGED')
 
 
 def virsh_move(src, dst):

@@ -36,10 +36,15 @@ DNS_LABEL = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z')
 DNS_SUBDOMAIN = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z')
 
 
+def is_subdomain(value):
+    """True when ``value`` is a DNS subdomain name of at most 253 characters (most object names, node names)."""
+    return isinstance(value, str) and len(value) <= 253 and DNS_SUBDOMAIN.match(value) is not None
+
+
 def check_node_name(value, field='node'):
     """``value`` if it is a valid Kubernetes node name (a DNS subdomain of at most 253 characters), else
     :class:`InvalidDeclaration` naming ``field``. A node name is a path segment of the API: '..' would name another URL."""
-    if not isinstance(value, str) or len(value) > 253 or not DNS_SUBDOMAIN.match(value):
+    if not is_subdomain(value):
         raise InvalidDeclaration(field, 'must be a Kubernetes node name (lower case a-z, 0-9, - and ., at most 253 characters), got %r' % (value,))
     return value
 

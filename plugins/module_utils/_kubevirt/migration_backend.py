@@ -31,7 +31,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.errors impor
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused)
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CORE_API, KUBEVIRT_API, ApiStatusError, Conflict, check_node_name, segment
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import DNS_LABEL as _DNS_LABEL, DNS_SUBDOMAIN as _DNS_SUBDOMAIN
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import DNS_LABEL as _DNS_LABEL, is_subdomain
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
@@ -86,7 +86,7 @@ def split_name(entry, namespace, field='names'):
     """``namespace/name`` or ``name`` -> (namespace, name); both must be valid Kubernetes names."""
     ns, _sep, name = entry.rpartition('/') if isinstance(entry, str) else ('', '', None)
     ns = ns or namespace
-    if not (isinstance(name, str) and _DNS_SUBDOMAIN.match(name) and len(name) <= 253 and _DNS_LABEL.match(ns or '') and len(ns) <= 63
+    if not (is_subdomain(name) and _DNS_LABEL.match(ns or '') and len(ns) <= 63
             and entry.count('/') <= 1 and not entry.startswith('/')):
         raise InvalidDeclaration(field, 'an entry is "name" or "namespace/name" (Kubernetes names: lower case a-z, 0-9, - and .), got %r' % (entry,))
     return ns, name

@@ -402,19 +402,20 @@ class Migration:  # pylint: disable=too-many-instance-attributes
     def converge(self):
         """Run the migration to its end (state finished / started); return the result dict."""
         try:
-            for attempt in range(LOOK_AGAIN):
+            looks = 1
+            while True:
                 try:
                     return self._converge()
                 except libvirt.libvirtError as exc:
                     # The VM left the source while this run was reading it (a migration started by a run that
                     # was killed, or by someone else, finished meanwhile): nothing was started by this run,
                     # so look at both hosts again instead of failing on a domain that has just moved.
-                    if not is_no_domain(exc) or self.started or attempt == LOOK_AGAIN - 1:
+                    if not is_no_domain(exc) or self.started or looks == LOOK_AGAIN:
                         raise
                     self._forget()
                     self.notes.append('the VM left the source while this run read it; looked at both hosts again')
-                    time.sleep(0.2 * (attempt + 1))
-            raise AssertionError('unreachable')  # pragma: no cover
+                    time.sleep(0.2 * looks)
+                    looks += 1
         except TransitionRefused as exc:
             raise exc
         except libvirt.libvirtError as exc:
