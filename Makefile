@@ -21,6 +21,15 @@ export PYTHONPATH := $(BUILD)/collections
 export ANSIBLE_COLLECTIONS_PATH := $(BUILD)/collections
 export ANSIBLE_NOCOLOR := 1
 export HYPOTHESIS_STORAGE_DIRECTORY := $(BUILD)/hypothesis
+# Private libvirt hosts run (and are reached) only inside a network namespace of their own (tools/virtlab/netns.py):
+# their TCP listeners have no authentication, so they must not be reachable by the machine's other users.
+NETNS := $(VPY) -m tools.virtlab netns --
+# What the test tiers and the demo leave behind (ansible's ~/.ansible, molecule's and ansible-compat's caches, the
+# modules' bytecode cache) stays in build/, not in the user's home.
+LAB_ENV := XDG_CACHE_HOME=$(BUILD)/cache ANSIBLE_HOME=$(BUILD)/ansible-home
+# ansible-test keeps its virtual environments and its pip bootstrap script under ~/.ansible/test; a HOME of its own
+# (outside the checkout, so clean clones reuse it) keeps our offline pip bootstrap out of every other project's runs.
+ANSIBLE_TEST_HOME := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/converge-virt/ansible-test-home
 
 .PHONY: help setup apt venv layout docs units sanity lint integration molecule test demo clean guest bench bench-venv
 
@@ -59,15 +68,17 @@ docs: layout
 
 # ansible-test units: the unit tests as ansible-test runs them (collection loader, controller python)
 units: venv layout
-> cd $(COLL_COPY) && $(VENV)/bin/ansible-test units --python $$($(VPY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') --color no
+> mkdir -p $(ANSIBLE_TEST_HOME)
+> cd $(COLL_COPY) && HOME=$(ANSIBLE_TEST_HOME) $(VENV)/bin/ansible-test units --python $$($(VPY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') --color no
 
 # ansible-test installs each sanity test's pinned requirements from PyPI into
 # its own virtual environment; only its pip bootstrap (a download from its CI
 # file host, unreachable here) is replaced by tools/ansible_test_pip_bootstrap.py.
 sanity: venv layout
 > @v=$$(grep -hoE "pip='[0-9.]+'" $(VENV)/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py | grep -oE '[0-9.]+'); \
-  mkdir -p $$HOME/.ansible/test/cache && cp tools/ansible_test_pip_bootstrap.py $$HOME/.ansible/test/cache/get_pip_$${v//./_}.py
-> cd $(COLL_COPY) && PATH=$(VENV)/bin:$$PATH $(VENV)/bin/ansible-test sanity --color no \
+  mkdir -p $(ANSIBLE_TEST_HOME)/.ansible/test/cache && cp tools/ansible_test_pip_bootstrap.py $(ANSIBLE_TEST_HOME)/.ansible/test/cache/get_pip_$${v//./_}.py; \
+  old=$$HOME/.ansible/test/cache/get_pip_$${v//./_}.py; if cmp -s tools/ansible_test_pip_bootstrap.py $$old; then rm -f $$old; fi
+> cd $(COLL_COPY) && HOME=$(ANSIBLE_TEST_HOME) PATH=$(VENV)/bin:$$PATH $(VENV)/bin/ansible-test sanity --color no \
     --python $$($(VPY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
     
 
@@ -84,20 +95,20 @@ guest: venv
 # and fuzz tallies stay on one worker), in argument order: tests/reliability, which holds the longest files, goes first
 # so that no long file starts last (xdist's default reorder would queue the files with the fewest tests last).
 integration: venv layout guest
-> $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=25 -n 2 --dist loadfile --no-loadscope-reorder \
+> $(LAB_ENV) $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=25 -n 2 --dist loadfile --no-loadscope-reorder \
     tests/reliability tests/integration tests/kubeapi_tests
 
 # molecule scenarios of every role that has one (delegated driver, private libvirt hosts)
 molecule: venv layout guest
-> @set -e; for scenario in roles/*/molecule/*/molecule.yml; do \
+> @$(LAB_ENV) $(NETNS) bash -c 'set -e; for scenario in roles/*/molecule/*/molecule.yml; do \
     role=$$(echo $$scenario | cut -d/ -f2); name=$$(echo $$scenario | cut -d/ -f4); \
-    echo "molecule: $$role/$$name"; (cd roles/$$role && PATH=$(VENV)/bin:$$PATH $(VENV)/bin/molecule test -s $$name); done
+    echo "molecule: $$role/$$name"; (cd roles/$$role && PATH=$(VENV)/bin:$$PATH $(VENV)/bin/molecule test -s $$name); done'
 
 test: setup units sanity lint integration molecule
 > @echo "make test: all tiers passed"
 
 demo: setup guest
-> $(VENV)/bin/ansible-playbook -i playbooks/inventory/localhost.yml playbooks/demo.yml
+> $(LAB_ENV) $(NETNS) $(VENV)/bin/ansible-playbook -i playbooks/inventory/localhost.yml playbooks/demo.yml
 
 # Benchmarks run side by side with the peer collections (the `ansible` package
 # from PyPI brings community.libvirt); they are never part of `make test`.
@@ -109,12 +120,12 @@ $(BUILD)/bench-venv/.stamp: requirements.txt
 bench-venv: venv layout $(BUILD)/bench-venv/.stamp
 
 bench: bench-venv
-> $(BUILD)/bench-venv/bin/python -m bench.vm_noop --vms 1000 --tasks 20
-> $(BUILD)/bench-venv/bin/python -m bench.volume_converge --volumes 500
-> $(BUILD)/bench-venv/bin/python -m bench.inventory_libvirt --vms 10000 --floor
-> $(BUILD)/bench-venv/bin/python -m bench.migration_vs_virsh
-> $(BUILD)/bench-venv/bin/python -m bench.kubevirt_fleet --vms 200
-> $(BUILD)/bench-venv/bin/python -m bench.inventory_kubevirt --vms 5000 --floor
+> $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.vm_noop --vms 1000 --tasks 20
+> $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.volume_converge --volumes 500
+> $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.inventory_libvirt --vms 10000 --floor
+> $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.migration_vs_virsh
+> $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.kubevirt_fleet --vms 200
+> $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.inventory_kubevirt --vms 5000 --floor
 
 clean:
 > -$(VPY) -m tools.virtlab hosts stop --state-dir $(BUILD)/lab 2>/dev/null

@@ -7,6 +7,7 @@ Usage::
     python -m tools.virtlab hosts stop --state-dir build/lab
     python -m tools.virtlab guest build --cache-dir build/guest
     python -m tools.virtlab kvm
+    python -m tools.virtlab netns [--new] -- COMMAND [ARG...]
 
 ``hosts start`` prints the hosts as JSON (the same data as ``<state-dir>/hosts.json``);
 the hosts keep running after the command exits, until ``hosts stop``.
@@ -17,7 +18,7 @@ import argparse
 import json
 import sys
 
-from . import guest, hosts
+from . import guest, hosts, netns
 
 DEFAULT_STATE_DIR = "build/lab"
 
@@ -46,12 +47,23 @@ def _parser():
     build.add_argument("--force", action="store_true", help="rebuild even if the outputs exist")
 
     sub.add_parser("kvm", help="print the domain type usable for a diskless guest (kvm or qemu)")
+    netns_parser = sub.add_parser("netns", help="run a command in a private network namespace (where lab hosts must run)")
+    netns_parser.add_argument("--new", action="store_true", help="a namespace of its own even when already inside one")
+    netns_parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
     return parser
 
 
 def main(argv=None):
-    """Entry point; returns the exit status."""
+    """Entry point; returns the exit status (2 with one line on stderr when the lab refuses or fails)."""
     args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except hosts.LabError as err:
+        print(f"virtlab: {err}", file=sys.stderr)
+        return 2
+
+
+def _run(args):
     if args.area == "hosts":
         if args.action == "start":
             started = hosts.start_hosts(args.count, args.state_dir, first_address=args.first_address, name_prefix=args.name_prefix,
@@ -64,6 +76,8 @@ def main(argv=None):
             status = hosts.hosts_status(args.state_dir)
             print(json.dumps(status, indent=2))
             return 0 if status and all(item["running"] for item in status) else 3
+    elif args.area == "netns":
+        netns.main((["--new"] if args.new else []) + args.command)
     elif args.area == "guest":
         image = guest.build_guest(args.cache_dir, force=args.force)
         print(json.dumps({"kernel": image.kernel, "initrd": image.initrd, "cmdline": image.cmdline, "ready_marker": image.ready_marker}, indent=2))

@@ -6,7 +6,7 @@ Each "host" is its own ``libvirtd`` + ``virtlogd`` pair running in a private mou
 and UTS namespace (``unshare --mount --uts --propagation private``, see
 :mod:`tools.virtlab.nsinit`).  Under ``<state_dir>/<name>/`` every host has::
 
-    etc/          copy of the Debian /etc/libvirt, then our settings  -> /etc/libvirt
+    etc/          written from scratch: libvirtd.conf, qemu.conf, virtlogd.conf  -> /etc/libvirt
     run/          -> /run/libvirt        (libvirt-sock, virtlogd-sock, pid files)
     lib/          -> /var/lib/libvirt
     log/          -> /var/log/libvirt    (libvirtd.log, qemu/<domain>.log)
@@ -20,6 +20,25 @@ client reaches host N through ``qemu+unix:///system?socket=<state_dir>/<name>/ru
 or through loopback TCP ``qemu+tcp://127.0.0.1X:<tcp_port>/system`` (``listen_tcp=1``,
 ``auth_tcp="none"``, one ``listen_addr`` per host, ``libvirtd --listen``).  Each host
 has its own host name (UTS namespace) and a distinct ``host_uuid``.
+
+Private and clean
+-----------------
+Nothing of the machine's own libvirt reaches a private host: its ``/etc/libvirt``
+holds only the three configuration files written here (no domain, network, storage
+pool, secret, nwfilter, hook or autostart link of the system is ever copied), so a
+private host cannot list, start or touch the machine's VMs or their disks.
+
+An unauthenticated TCP listener of a daemon that runs qemu as root is a root door,
+so hosts start only inside a private network namespace (one with no interface but
+loopback: :mod:`tools.virtlab.netns`), on loopback addresses only; the unix sockets
+are owner-only (``unix_sock_*_perms = "0700"``) in owner-only directories.
+
+``stop_hosts`` kills only what the lab started: it records the boot id, every
+daemon's start time and the identity (device, inode) of the host's private
+``/etc/libvirt``, and a process is signalled only if it is seen through
+``/proc/<pid>/root/etc/libvirt`` to live in that very host (and, for a recorded
+daemon PID, started when recorded).  A state directory from an earlier boot is
+cleaned up without signalling anything.
 
 ``qemu.conf`` per host: ``cgroup_controllers = []`` (no systemd/cgroup delegation
 here), ``security_driver = "none"``, ``namespaces = []`` (qemu stays in the host's
@@ -59,9 +78,10 @@ loop) in ~2.5-6 s; hosts stop in ~0.05 s.
 
 ``stop_hosts`` kills by recorded PIDs: every process whose mount namespace is the
 host's recorded namespace (qemu, virtlogd, libvirtd), plus the qemu PIDs libvirt
-recorded in ``run/qemu/*.pid``; qemu first (SIGKILL), daemons with SIGTERM, then
-SIGKILL after a grace period, and waits until none is left (zombies count as
-gone).  It is idempotent and does nothing when no ``hosts.json`` exists.
+recorded in ``run/qemu/*.pid``, each only after the identity checks above; qemu
+first (SIGKILL), daemons with SIGTERM, then SIGKILL after a grace period, and waits
+until none is left (zombies count as gone).  It is idempotent and does nothing when
+no ``hosts.json`` exists.
 
 :func:`kvm_usable` tells whether ``/dev/kvm`` can create a VM; on this kind of
 machine KVM only runs diskless guests, so :func:`diskless_domain_type` uses it
@@ -80,13 +100,15 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 
+from . import netns
+
 HOSTS_FILE = "hosts.json"
 DEFAULT_NAME_PREFIX = "virtlab-"
 DEFAULT_FIRST_ADDRESS = "127.0.0.11"
 DEFAULT_FIRST_TCP_PORT = 16611
 DEFAULT_FIRST_MIGRATION_PORT = 49300
 DEFAULT_MIGRATION_PORTS_PER_HOST = 50
-SYSTEM_LIBVIRT_ETC = "/etc/libvirt"
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 PRIVATE_DIRS = (
     ("etc", "/etc/libvirt"),
     ("run", "/run/libvirt"),
@@ -122,6 +144,11 @@ class HostInfo:  # pylint: disable=too-many-instance-attributes
     dirs: dict = field(default_factory=dict)
     pids: dict = field(default_factory=dict)
     mnt_ns: str = ""
+    boot_id: str = ""
+    # role -> start time of that PID (clock ticks since boot, /proc/<pid>/stat field 22)
+    started: dict = field(default_factory=dict)
+    # (st_dev, st_ino) of dirs["etc"]: what /proc/<pid>/root/etc/libvirt is for a process of this host
+    etc_identity: list = field(default_factory=list)
 
     @property
     def socket_path(self):
@@ -200,34 +227,34 @@ def _conf_value(value):
     return json.dumps(str(value))
 
 
-def set_conf(path, settings):
-    """Set keys in a libvirt .conf file: drop active lines for those keys, append our block."""
-    lines = []
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    kept = []
-    for line in lines:
-        stripped = line.strip()
-        key = stripped.split("=", 1)[0].strip() if "=" in stripped and not stripped.startswith("#") else None
-        if key not in settings:
-            kept.append(line)
-    kept.append("")
-    kept.append("# --- set by tools.virtlab ---")
-    for key, value in settings.items():
-        kept.append(f"{key} = {_conf_value(value)}")
+def write_conf(path, settings):
+    """Write a libvirt .conf file holding exactly settings (nothing of the system's configuration)."""
+    lines = ["# written by tools.virtlab: a private lab host's whole configuration"]
+    lines += [f"{key} = {_conf_value(value)}" for key, value in settings.items()]
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write("\n".join(kept) + "\n")
+        handle.write("\n".join(lines) + "\n")
+
+
+def _check_address(address):
+    """Lab hosts listen on loopback addresses only."""
+    try:
+        parsed = ipaddress.IPv4Address(address)
+    except ValueError as err:
+        raise LabError(f"first_address {address!r} is not an IPv4 address") from err
+    if not parsed.is_loopback:
+        raise LabError(f"first_address {address}: lab hosts listen on loopback addresses (127.0.0.0/8) only")
 
 
 def _plan_hosts(count, state_dir, first_address, *,  # pylint: disable=too-many-arguments,too-many-locals
                 name_prefix, first_tcp_port, first_migration_port, ports_per_host):
     """Compute the HostInfo of every host (no pids yet)."""
+    _check_address(first_address)
     base = ipaddress.IPv4Address(first_address)
     hosts = []
     for index in range(count):
         name = f"{name_prefix}{index + 1}"
         address = str(base + index)
+        _check_address(address)
         root = os.path.join(state_dir, name)
         dirs = {key: os.path.join(root, key) for key, _target in PRIVATE_DIRS}
         dirs["hosts_file"] = os.path.join(root, "hosts")
@@ -244,15 +271,16 @@ def _plan_hosts(count, state_dir, first_address, *,  # pylint: disable=too-many-
 def _prepare_host(host, all_hosts):
     """Create the host's private directories and configuration from scratch."""
     shutil.rmtree(host.root, ignore_errors=True)
-    os.makedirs(host.root)
-    shutil.copytree(SYSTEM_LIBVIRT_ETC, host.dirs["etc"], symlinks=True)
-    for autostart in ("qemu/autostart", "qemu/networks/autostart"):
-        shutil.rmtree(os.path.join(host.dirs["etc"], autostart), ignore_errors=True)
+    os.makedirs(host.root, mode=0o700)
     for key, _target in PRIVATE_DIRS:
-        os.makedirs(host.dirs[key], exist_ok=True)
+        os.makedirs(host.dirs[key], mode=0o700, exist_ok=True)
     os.makedirs(os.path.join(host.dirs["log"], "qemu"), exist_ok=True)
+    etc = os.stat(host.dirs["etc"])
+    host.etc_identity = [etc.st_dev, etc.st_ino]
 
-    set_conf(os.path.join(host.dirs["etc"], "libvirtd.conf"), {
+    # Written from scratch: nothing of the system's /etc/libvirt (domains, pools, networks, secrets, nwfilters,
+    # hooks, autostart links) may reach a private host, or it would see, start and touch the machine's own VMs.
+    write_conf(os.path.join(host.dirs["etc"], "libvirtd.conf"), {
         "listen_tls": 0,
         "listen_tcp": 1,
         "listen_addr": host.address,
@@ -260,10 +288,14 @@ def _prepare_host(host, all_hosts):
         "auth_tcp": "none",
         "auth_unix_ro": "none",
         "auth_unix_rw": "none",
+        "unix_sock_group": "root",
+        "unix_sock_ro_perms": "0700",
+        "unix_sock_rw_perms": "0700",
+        "unix_sock_admin_perms": "0700",
         "host_uuid": host.host_uuid,
         "log_outputs": "3:file:/var/log/libvirt/libvirtd.log",
     })
-    set_conf(os.path.join(host.dirs["etc"], "qemu.conf"), {
+    write_conf(os.path.join(host.dirs["etc"], "qemu.conf"), {
         "cgroup_controllers": [],
         "security_driver": "none",
         "namespaces": [],
@@ -275,7 +307,7 @@ def _prepare_host(host, all_hosts):
         "migration_port_min": host.migration_port_min,
         "migration_port_max": host.migration_port_max,
     })
-    set_conf(os.path.join(host.dirs["etc"], "virtlogd.conf"), {
+    write_conf(os.path.join(host.dirs["etc"], "virtlogd.conf"), {
         "log_outputs": "3:file:/var/log/libvirt/virtlogd.log",
     })
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
@@ -317,6 +349,38 @@ def _proc_state(pid):
     return data.rsplit(")", 1)[1].split()[0]
 
 
+def start_time(pid):
+    """Start time of a process (clock ticks since boot, /proc/<pid>/stat field 22), or None if there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    return int(data.rsplit(")", 1)[1].split()[19])
+
+
+def boot_id():
+    """This boot's id: a state directory recorded under another one names PIDs that are not ours any more."""
+    with open(BOOT_ID_FILE, encoding="ascii") as handle:
+        return handle.read().strip()
+
+
+def belongs_to(pid, host):
+    """True if pid lives in host: the /etc/libvirt it sees is the host's private etc directory (same device and inode).
+
+    A recorded mount namespace id or a PID in a stale pid file may name an unrelated process (ids are reused,
+    after a reboot or within one boot); the private configuration directory bind-mounted over /etc/libvirt is
+    seen only by the host's own processes.
+    """
+    if not host.etc_identity:
+        return False
+    try:
+        seen = os.stat(f"/proc/{pid}/root/etc/libvirt")
+    except OSError:
+        return False
+    return [seen.st_dev, seen.st_ino] == list(host.etc_identity)
+
+
 def pid_alive(pid):
     """True if pid is a live (non-zombie) process."""
     state = _proc_state(pid) if pid else None
@@ -351,10 +415,10 @@ def _cmdline(pid):
 
 
 def _qemu_pids(host):
-    """Live qemu PIDs of a host: its mount namespace, plus libvirt's run/qemu/*.pid files."""
+    """Live qemu PIDs of a host: its mount namespace, plus libvirt's run/qemu/*.pid files; each checked to be the host's."""
     pids = set()
     for pid in processes_in_namespace(host.mnt_ns):
-        if pid not in host.pids.values():
+        if pid not in host.pids.values() and belongs_to(pid, host):
             pids.add(pid)
     qemu_run = os.path.join(host.dirs.get("run", ""), "qemu")
     if os.path.isdir(qemu_run):
@@ -367,9 +431,19 @@ def _qemu_pids(host):
             except (OSError, ValueError):
                 continue
             argv = _cmdline(pid)
-            if pid and pid_alive(pid) and argv and b"qemu" in os.path.basename(argv[0]) and b"-name" in argv:
+            if pid > 0 and pid_alive(pid) and argv and b"qemu" in os.path.basename(argv[0]) and b"-name" in argv and belongs_to(pid, host):
                 pids.add(pid)
     return sorted(pids)
+
+
+def _recorded_daemon(host, role):
+    """The recorded PID of a daemon if that very process still runs in the host (same start time, same /etc/libvirt)."""
+    pid = host.pids.get(role)
+    if not pid or not pid_alive(pid):
+        return None
+    if start_time(pid) != host.started.get(role) or not belongs_to(pid, host):
+        return None
+    return pid
 
 
 def _signal(pid, signum):
@@ -458,6 +532,7 @@ def _wait_ready(host, proc, deadline):
         raise LabError(f"host {host.name} does not run in a private mount namespace")
     with open(os.path.join(host.dirs["run"], "virtlogd.child-pid"), encoding="utf-8") as handle:
         host.pids["virtlogd"] = int(handle.read().strip())
+    host.started["virtlogd"] = start_time(host.pids["virtlogd"])
 
 
 def _abort_start(state_dir, hosts, procs):
@@ -480,8 +555,9 @@ def _abort_start(state_dir, hosts, procs):
         except (OSError, ValueError):
             continue
         namespace = mount_namespace(pid)
-        if pid_alive(pid) and namespace and namespace != own_ns:
+        if pid_alive(pid) and namespace and namespace != own_ns and belongs_to(pid, host):
             host.pids["virtlogd"] = pid
+            host.started["virtlogd"] = start_time(pid)
             host.mnt_ns = namespace
     _write_hosts(state_dir, hosts)
     stop_hosts(state_dir)
@@ -496,11 +572,14 @@ def start_hosts(count, state_dir, first_address=DEFAULT_FIRST_ADDRESS, *, name_p
     """
     if count < 1:
         raise ValueError("count must be at least 1")
+    if not netns.in_private_network_namespace():
+        raise LabError("private hosts listen on TCP without authentication and run qemu as root: they start only inside a "
+                       "private network namespace (no interface but loopback), e.g. python -m tools.virtlab netns -- COMMAND")
     state_dir = os.path.abspath(state_dir)
-    os.makedirs(state_dir, exist_ok=True)
-    stop_hosts(state_dir)
     hosts = _plan_hosts(count, state_dir, first_address, name_prefix=name_prefix, first_tcp_port=first_tcp_port,
                         first_migration_port=first_migration_port, ports_per_host=migration_ports_per_host)
+    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    stop_hosts(state_dir)
     unshare = _which("unshare")
     procs = []
     try:
@@ -511,6 +590,8 @@ def start_hosts(count, state_dir, first_address=DEFAULT_FIRST_ADDRESS, *, name_p
                     [unshare, "--mount", "--uts", "--propagation", "private", sys.executable, NSINIT, os.path.join(host.root, "nsinit.json")],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
             host.pids = {"libvirtd": proc.pid}
+            host.boot_id = boot_id()
+            host.started = {"libvirtd": start_time(proc.pid)}
             procs.append(proc)
             # Record as we go so that stop_hosts can clean up after a failure.
             _write_hosts(state_dir, hosts[:len(procs)])
@@ -525,11 +606,16 @@ def start_hosts(count, state_dir, first_address=DEFAULT_FIRST_ADDRESS, *, name_p
 
 
 def host_processes(host):
-    """All live processes belonging to a host: {"libvirtd": [..], "virtlogd": [..], "qemu": [..]}."""
+    """All live processes belonging to a host: {"libvirtd": [..], "virtlogd": [..], "qemu": [..]}.
+
+    Nothing is a host's unless proven: same boot, and each process seen to live in the host (see belongs_to).
+    """
+    if not host.boot_id or host.boot_id != boot_id():
+        return {"qemu": [], **{role: [] for role in host.pids}}
     result = {"qemu": _qemu_pids(host)}
-    for role, pid in host.pids.items():
-        ok = pid_alive(pid) and (not host.mnt_ns or mount_namespace(pid) == host.mnt_ns)
-        result[role] = [pid] if ok else []
+    for role in host.pids:
+        pid = _recorded_daemon(host, role)
+        result[role] = [pid] if pid else []
     return result
 
 
@@ -555,9 +641,11 @@ def stop_hosts(state_dir, timeout=15.0):
         _signal(pid, signal.SIGTERM)
         signalled.append(pid)
     leftover = _wait_gone(signalled, timeout)
-    # Anything else that is still in one of the hosts' namespaces.
+    # Anything else that is still in one of the hosts' namespaces (and proven to be the host's).
+    current_boot = boot_id()
     for host in hosts:
-        leftover.extend(pid for pid in processes_in_namespace(host.mnt_ns) if pid not in leftover)
+        if host.boot_id == current_boot:
+            leftover.extend(pid for pid in processes_in_namespace(host.mnt_ns) if pid not in leftover and belongs_to(pid, host))
     for pid in leftover:
         _signal(pid, signal.SIGKILL)
     leftover = _wait_gone(leftover, 10.0)
