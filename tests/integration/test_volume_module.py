@@ -182,6 +182,27 @@ def test_import_raw_and_qcow2_verified_by_sha256(host, conn, pool_dir, tmp_path)
     assert sha(str(out), 3 * MIB) == digest
 
 
+def test_import_refuses_a_link_to_a_secret_and_a_qcow2_with_a_data_file(host, conn, pool_dir, tmp_path):
+    """A symbolic link to a root-readable file is not imported as "raw", and a qcow2 whose header names an external data
+    file (the VM would read and write that file) is refused like a backing file; nothing is created either time."""
+    secret = tmp_path / 'shadow'
+    secret.write_bytes(b'root:$6$not-for-guests:19000:0:99999:7:::\n' * 100)
+    os.chmod(str(secret), 0o600)
+    link = tmp_path / 'disk.raw'
+    link.symlink_to(secret)
+    refused = run_module('volume', vol(host, 'leak.raw', import_from=str(link)))
+    assert refused['failed'] and refused['msg'].startswith('import_from: ') and 'symbolic link' in refused['msg'], refused
+    assert 'not-for-guests' not in str(refused)
+    (tmp_path / 'data.raw').write_bytes(b'\0' * MIB)
+    image = tmp_path / 'external.qcow2'
+    subprocess.run(['qemu-img', 'create', '-f', 'qcow2', '-o', 'data_file=' + str(tmp_path / 'data.raw'), str(image), '1M'],
+                   check=True, capture_output=True)
+    refused = run_module('volume', vol(host, 'ext.qcow2', import_from=str(image)))
+    assert refused['failed'] and refused['msg'].startswith('import_from: ') and 'data-file' in refused['msg'], refused
+    names = conn.storagePoolLookupByName(POOL).listVolumes()
+    assert not [n for n in names if n.startswith(('leak.raw', 'ext.qcow2'))], names
+
+
 def test_an_import_killed_during_the_upload_is_never_taken_for_the_image(host, conn, pool_dir, tmp_path):
     """SIGKILL while the image streams in: the half-written volume is marked partial, volume_info says so, a
     declaration without import_from is refused, and the next import run removes it and imports again (sha256 checked)."""

@@ -15,8 +15,9 @@ module runs as, one file per module (a new version of the collection overwrites 
 cache never grows past one entry per module). The directory must be owned by that user and
 not writable by group or others, files are opened without following links; otherwise the
 cache is not used. Any failure means "compile as usual": the cache can make a module faster,
-never different. Turned off by ``CONVERGE_VIRT_BYTECODE_CACHE=0`` in the module's environment;
-like Python, nothing is written when ``PYTHONDONTWRITEBYTECODE`` is set.
+never different (an entry that does not hold a code object is compiled again and replaced).
+Turned off by ``CONVERGE_VIRT_BYTECODE_CACHE=0`` in the module's environment; like Python,
+nothing is written when ``PYTHONDONTWRITEBYTECODE`` is set.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import marshal
 import os
 import stat
 import sys
+import types
 import zipimport
 from importlib.machinery import ModuleSpec
 
@@ -118,9 +120,11 @@ class ByteCache:
         if data[:_DIGEST] != digest:
             return None
         try:
-            return marshal.loads(data[_DIGEST:])
+            code = marshal.loads(data[_DIGEST:])
         except (EOFError, ValueError, TypeError):
             return None
+        # the right digest with something else than a code object (a damaged or planted entry): compiled again, replaced
+        return code if isinstance(code, types.CodeType) else None
 
     def _store(self, name, digest, code):
         temp = '%s.%d.tmp' % (self._path(name), os.getpid())

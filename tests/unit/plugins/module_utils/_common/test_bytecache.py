@@ -4,10 +4,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import marshal
 import os
 import sys
 import traceback
+import types
 import zipfile
 
 import pytest
@@ -119,6 +122,25 @@ def test_a_damaged_entry_is_ignored_and_rewritten(tmp_path, cache_dir, content):
     assert finder.cache.misses == 1
     with open(path, 'rb') as stream:
         assert len(stream.read()) > 32
+
+
+@pytest.mark.parametrize('value', [42, ('not', 'code'), b'bytes', {'co_code': b''}])
+def test_an_entry_with_the_right_digest_but_no_code_object_is_compiled_again_and_replaced(tmp_path, cache_dir, value):
+    """marshal loads something that is not a code object (a damaged or planted entry whose digest matches): the module
+    is compiled as usual instead of failing, and the entry is replaced by the compiled code."""
+    source = 'VALUE = "ok"\n'
+    finder = new_finder(cache_dir)
+    load(finder, 'probe_g', make_zip(tmp_path, {'probe_g.py': source}))
+    path = os.path.join(cache_dir, os.listdir(cache_dir)[0])
+    with open(path, 'wb') as stream:
+        stream.write(hashlib.sha256(source.encode()).digest() + marshal.dumps(value))
+    finder = new_finder(cache_dir)
+    _spec, module = load(finder, 'probe_g', make_zip(tmp_path, {'probe_g.py': source}, name='g2.zip'))
+    assert module.VALUE == 'ok'
+    assert (finder.cache.hits, finder.cache.misses) == (0, 1)
+    with open(path, 'rb') as stream:
+        data = stream.read()
+    assert data[:32] == hashlib.sha256(source.encode()).digest() and isinstance(marshal.loads(data[32:]), types.CodeType)
 
 
 def test_nothing_written_when_writing_is_off_or_no_directory(tmp_path, cache_dir):

@@ -105,31 +105,34 @@ def test_xml_is_built_not_templated():
     assert storage.parse_pool_xml(storage.pool_xml('p<', '/srv/p&')) == {'name': 'p<', 'type': 'dir', 'path': '/srv/p&'}
 
 
-def test_image_info_uses_argv_and_checks_format(tmp_path):
+def test_image_inspection_uses_argv_on_the_open_descriptor_and_checks_format(tmp_path):
     image = tmp_path / 'i.img'
     image.write_bytes(b'x' * 1024)
     seen = []
 
-    def runner(argv, **_kwargs):
-        seen.append(argv)
-        return subprocess.CompletedProcess(argv, 0, json.dumps({'format': 'qcow2', 'virtual-size': 4 * MIB}), '')
+    def runner(argv, **kwargs):
+        seen.append((argv, kwargs))
+        return subprocess.CompletedProcess(argv, 0, json.dumps({'format': 'raw', 'virtual-size': 1024}), '')
 
-    assert storage.image_info(str(image), runner=runner) == {'format': 'qcow2', 'virtual_size': 4 * MIB, 'file_size': 1024}
-    assert seen[0][:2] == ['qemu-img', 'info'] and seen[0][-1] == str(image)
+    with storage.LocalImage(str(image)) as local:
+        assert local.inspect(runner=runner) == {'format': 'raw', 'virtual_size': 1024, 'file_size': 1024}
+        argv, kwargs = seen[0]
+        assert argv[:2] == ['qemu-img', 'info'] and argv[-1] == '/proc/self/fd/%d' % local.fd and kwargs['pass_fds'] == (local.fd,)
+        with pytest.raises(InvalidDeclaration) as info:
+            local.inspect('qcow2', runner=runner)
+        assert info.value.field == 'import_format'
     with pytest.raises(InvalidDeclaration) as info:
-        storage.image_info(str(image), 'raw', runner=runner)
-    assert info.value.field == 'import_format'
-    with pytest.raises(InvalidDeclaration) as info:
-        storage.image_info(str(tmp_path / 'missing'), runner=runner)
+        storage.LocalImage(str(tmp_path / 'missing'))
     assert info.value.field == 'import_from'
 
 
-def test_sha256_of_file_prefix(tmp_path):
+def test_image_sha256_reads_the_whole_file_through_the_descriptor(tmp_path):
     path = tmp_path / 'f'
     path.write_bytes(b'abcdef')
     import hashlib
-    assert storage.sha256_of_file(str(path), 3) == hashlib.sha256(b'abc').hexdigest()
-    assert storage.sha256_of_file(str(path)) == hashlib.sha256(b'abcdef').hexdigest()
+    with storage.LocalImage(str(path)) as local:
+        path.unlink()
+        assert local.sha256() == hashlib.sha256(b'abcdef').hexdigest()
 
 
 def disk(dev, pool=None, volume=None, path=None, bus='virtio', readonly=False, serial=None, device='disk'):
