@@ -16,6 +16,8 @@ options:
       - Path of a kubeconfig file (O(backend=kubevirt) only).
       - Defaults to the E(K8S_AUTH_KUBECONFIG) environment variable, then E(KUBECONFIG) / C(~/.kube/config),
         then the in-cluster service account.
+      - When neither a kubeconfig nor O(host) is found and the in-cluster service account of the pod is used, the task
+        warns naming it (it may not be the cluster or the identity the task meant).
     type: path
   context:
     description:
@@ -26,6 +28,7 @@ options:
     description:
       - URL of the Kubernetes API server, overriding the kubeconfig's (O(backend=kubevirt) only).
       - Defaults to the E(K8S_AUTH_HOST) environment variable.
+      - A credential (O(api_key), or one from the kubeconfig) sent to an V(http://) URL travels unencrypted; the task warns.
     type: str
   api_key:
     description:
@@ -41,6 +44,8 @@ options:
     description:
       - Verify the API server's TLS certificate (O(backend=kubevirt) only).
       - Defaults to the E(K8S_AUTH_VERIFY_SSL) environment variable, then to the kubeconfig's setting (verify).
+      - A E(K8S_AUTH_VERIFY_SSL) that is set but is not a boolean word (V(true)/V(false), V(yes)/V(no), V(on)/V(off), V(1)/V(0))
+        fails the task naming the variable, even when this option is given; it never turns verification off.
     type: bool
   namespace:
     description:

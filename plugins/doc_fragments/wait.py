@@ -20,6 +20,7 @@ options:
   wait_timeout:
     description:
       - Seconds to wait for an action to take effect before failing with the last observed state.
+      - At most V(86400) (one day; a task record's lease is bounded by the longest task).
     type: int
     default: 300
 '''

@@ -17,7 +17,14 @@ description:
   - Groups by vm_state, power_state, status, namespace and node; C(compose), C(groups), C(keyed_groups).
   - An API server that cannot be read costs one warning; with an inventory cache, its VMs are still
     reported from the cache with status C(Unknown).
-  - Every value read from the cluster is marked unsafe; labels holding Jinja are never evaluated.
+  - Every value read from the cluster, and every host name, is marked unsafe; a label or a host name holding Jinja
+    is never evaluated, on any supported ansible-core - not in C(inventory_hostname), not in O(compose) or
+    O(keyed_groups), not as the address of a connection to a VM without C(ansible_host). O(host_format) is not a
+    template either.
+  - With O(cache), a file cache directory (O(cache_connection)) must belong to the user running ansible and be
+    writable by no one else (nor may a directory above it be, without the sticky bit); another is refused, since
+    whoever writes the cache chooses the hosts and C(ansible_host) values. Use a private directory such as
+    C(~/.cache/converge.virt/kubevirt-inventory), not a shared one like C(/tmp).
   - The inventory file name must end in C(.converge_kubevirt.yml) or C(.converge_kubevirt.yaml) (AWX).
 author:
   - converge.virt developers (@converge-virt)
@@ -87,7 +94,7 @@ namespaces: [prod, staging]
 label_selectors: ['app=web']
 cache: true
 cache_plugin: ansible.builtin.jsonfile
-cache_connection: /tmp/converge-kubevirt-cache
+cache_connection: ~/.cache/converge.virt/kubevirt-inventory   # private: never a shared directory such as /tmp
 keyed_groups:
   - key: status
     prefix: status
@@ -100,6 +107,7 @@ host_vars: [vm_state, power_state, task_state, status, phase, message, printable
 
 from ansible.utils.display import Display
 
+from ansible_collections.converge.virt.plugins.module_utils._common.address import guest_ip
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, client_from_params
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.observe import NamespaceSnapshot, public_view
@@ -109,9 +117,10 @@ display = Display()
 
 
 def _address(vmi):
+    # the guest agent reports these: only an IP address of another machine becomes ansible_host
     for iface in ((vmi or {}).get('status') or {}).get('interfaces') or ():
-        if iface.get('ipAddress'):
-            return iface['ipAddress']
+        if guest_ip(iface.get('ipAddress')):
+            return guest_ip(iface['ipAddress'])
     return None
 
 
@@ -137,6 +146,8 @@ class InventoryModule(StateInventory):
             client = client_from_params(params)
         except ConvergeError as exc:
             return self._unreachable(cached, exc.message)
+        for warning in client.warnings:
+            display.warning('converge.virt.kubevirt: %s' % client.redact(warning))
         with client:
             for namespace in self.get_option('namespaces'):
                 namespace = unsafe(namespace)       # from the inventory file: trusted there, not in a host variable

@@ -18,8 +18,14 @@ description:
     thousand VMs take seconds, not minutes.
   - A host that cannot be reached costs one warning; with an inventory cache, its VMs are still reported
     from the cache, with status C(Unknown). The other hosts are unaffected.
-  - Every value read from libvirt is marked unsafe, so a VM whose name or title holds a Jinja expression
-    never has it evaluated.
+  - Every value read from libvirt, and every host name, is marked unsafe, so a VM whose name or title holds a
+    Jinja expression never has it evaluated, on any supported ansible-core - not in C(inventory_hostname), not in
+    O(compose) or O(keyed_groups), not as the address of a connection to a VM without C(ansible_host). Such a VM
+    is listed under its name as it is.
+  - With O(cache), a file cache directory (O(cache_connection)) must belong to the user running ansible and be
+    writable by no one else (nor may a directory above it be, without the sticky bit); another is refused, since
+    whoever writes the cache chooses the hosts and C(ansible_host) values. Use a private directory such as
+    C(~/.cache/converge.virt/libvirt-inventory), not a shared one like C(/tmp).
   - The inventory file name must end in C(.converge_libvirt.yml) or C(.converge_libvirt.yaml) (for AWX
     inventory sources), or be C(converge_libvirt.yml).
 author:
@@ -89,7 +95,7 @@ uris:
   - qemu+ssh://root@hv2.example.com/system
 cache: true
 cache_plugin: ansible.builtin.jsonfile
-cache_connection: /tmp/converge-libvirt-cache
+cache_connection: ~/.cache/converge.virt/libvirt-inventory   # private: never a shared directory such as /tmp
 keyed_groups:
   - key: libvirt_host
     prefix: hv

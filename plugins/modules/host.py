@@ -100,13 +100,13 @@ host:
 # pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
 import os
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
@@ -153,8 +153,7 @@ def main():
                 taint=dict(type='bool', default=True))
     spec.update(LIBVIRT_CONNECTION_ARGS)
     spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
-    hide_uri_secrets(module, module.params.get('uri'))
+    module = ConvergeModule(argument_spec=spec, supports_check_mode=True)
     if module.params['backend'] == 'kubevirt':
         main_kubevirt(module)
         return

@@ -78,7 +78,7 @@ options:
   pending_timeout:
     description:
       - KubeVirt only. Seconds the migration's target pod may stay unschedulable before KubeVirt fails the migration
-        (the annotation C(kubevirt.io/migrationUnschedulablePodTimeoutSeconds); KubeVirt's default is 300).
+        (the annotation C(kubevirt.io/migrationUnschedulablePodTimeoutSeconds); KubeVirt's default is 300). At most V(86400).
     type: int
   target_uri:
     description:
@@ -141,7 +141,7 @@ options:
     default: false
   completion_timeout:
     description:
-      - Seconds the transfer may run before O(completion_action) is taken. No limit when not given.
+      - Seconds the transfer may run before O(completion_action) is taken. No limit when not given; at most V(86400).
     type: int
   completion_action:
     description:
@@ -166,6 +166,7 @@ options:
   wait_timeout:
     description:
       - Seconds to wait for the migration to end. When they pass, the migration is aborted and the module fails.
+      - At most V(86400) (one day; a task record's lease is bounded by the longest task).
     type: int
     default: 600
   parallel:
@@ -317,13 +318,13 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
@@ -580,9 +581,8 @@ def run_many(module, params, opts):
 
 def main():
     """Entry point."""
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
-                           mutually_exclusive=[('name', 'names'), ('target_uri', 'target_uris')], required_one_of=[('name', 'names')])
-    hide_uri_secrets(module, module.params.get('uri'), module.params.get('target_uri'), *(module.params.get('target_uris') or []))
+    module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True,
+                            mutually_exclusive=[('name', 'names'), ('target_uri', 'target_uris')], required_one_of=[('name', 'names')])
     if module.params['backend'] == 'kubevirt':
         main_kubevirt(module)
         return

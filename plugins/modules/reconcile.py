@@ -16,7 +16,14 @@ description:
     host is gone; Nova's C(_init_instance)).
   - Report-only by default; with O(fix=true) each disagreement is fixed through the same planner and
     action table as M(converge.virt.vm), and each stale task is recovered.
-  - VMs with a task in flight are skipped, as the table says.
+  - VMs with a task in flight are skipped, as the table says. A task whose lease is no finite number or ends further ahead
+    than the longest possible task (two days of module timeouts, plus five minutes of clock skew) cannot have been written
+    by a run of the collection; it is a stale task, reported with that reason and recovered by O(fix=true).
+  - Never deletes a VM. A record lives with the VM (libvirt C(<metadata>), KubeVirt annotations), and whoever may write it
+    may write any record, so a record alone is no reason to delete. A VM recorded C(DELETED) whose guest runs is reported
+    only, and a stale C(DELETING) task is cleared (the VM kept as the hypervisor shows it); declare
+    O(converge.virt.vm#module:state=absent) to delete. A fix that turns a guest off runs only when a second reading of the
+    VM, taken just before it, agrees with the first (same record, same power state, same fix).
   - With O(backend=kubevirt) every C(VirtualMachine) of O(namespace) is examined with the same table. The power
     state compared is the one KubeVirt carries out (a start or stop already under way, for example after a change
     of C(runStrategy), counts as done); fixes go through the KubeVirt backend of M(converge.virt.vm), and stale
@@ -66,7 +73,7 @@ options:
     type: bool
     default: false
   shutdown_timeout:
-    description: Seconds for a graceful shutdown when a fix stops a VM (forced stops do not wait).
+    description: Seconds for a graceful shutdown when a fix stops a VM (forced stops do not wait). At most V(86400).
     type: int
     default: 60
 requirements:
@@ -122,25 +129,34 @@ disagreements:
     action:
       description:
         - "What was done (or would be done in check mode or without fix): a declared state, V(recover) for a stale task, or none."
-        - "A stale V(DELETING) task is recovered and the delete finished: V(recover, then state=absent (forced)) (volumes are kept)."
+        - "Never V(state=absent): a stale V(DELETING) task is only recovered (cleared), and a VM recorded C(DELETED) whose guest
+          runs gets V(none); see RV(disagreements[].note)."
       type: str
       returned: always
+    reason:
+      description: "Why: the states compared for V(power); for V(stale task) why the task is stale (its run is gone, its lease ran out,
+        or its lease is one no task can have written: not a finite number, or too far ahead)."
+      type: str
+      returned: always
+    note:
+      description: "What reconcile did not do and why (it never deletes a VM; a fix whose second reading disagreed with the first)."
+      type: str
+      returned: when something was left undone
     done: {description: Whether the fix ran., type: bool, returned: always}
     steps: {description: Steps the fix took., type: list, elements: dict, returned: when done}
-    vm_state_after: {description: The VM's vm_state once a power fix or a finished delete ran., type: str, returned: when such a fix ran}
+    vm_state_after: {description: The VM's vm_state once a power fix ran., type: str, returned: when such a fix ran}
     error: {description: Why the fix failed., type: str, returned: when the fix failed}
 '''
 
 # pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
 import time
 
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
@@ -180,10 +196,21 @@ def kubevirt_reading(obs):
     power_state is the power KubeVirt carries out (a start or stop under way counts as done),
     the same reading the vm module plans from.
     """
+    if not obs.get('exists'):
+        return None
     meta = views.kubevirt_metadata(obs.get('vm'))
     return {'name': obs['name'], 'vm_state': obs['vm_state'], 'power_state': kubevirt_vm_backend().intended_power(obs),
-            'task_state': obs.get('task_state'), 'lease_until': obs.get('lease_until'), 'task_owner': obs.get('task_owner'),
-            'recorded': bool(meta.get('vm_state'))}
+            'task_state': obs.get('task_state'), 'task_id': obs.get('task_id'), 'lease_until': obs.get('lease_until'),
+            'task_owner': obs.get('task_owner'), 'recorded': bool(meta.get('vm_state'))}
+
+
+def libvirt_reading(obs):
+    """The VM as examine() reads it, from one libvirt observation (the same words as the bulk listing; pure)."""
+    if not obs.get('exists'):
+        return None
+    return {'name': obs['name'], 'vm_state': obs['vm_state'], 'power_state': obs['power_state'], 'task_state': obs.get('task_state'),
+            'task_id': obs.get('task_id'), 'lease_until': obs.get('lease_until'), 'task_owner': obs.get('task_owner') or None,
+            'recorded': bool(obs.get('recorded_vm_state'))}
 
 
 def kubevirt_vm_backend():
@@ -192,20 +219,31 @@ def kubevirt_vm_backend():
     return vm_backend
 
 
+# A record lives with the VM: whoever may write its metadata (libvirt) or annotations (KubeVirt) may write any
+# record. Reconcile therefore never deletes a VM on the strength of a record (see _phase/reconcile.py
+# FIX_DECLARATIONS), and acts destructively (turning a guest off) only on two reads that agree.
+NOT_DELETED_NOTE = ('reconcile never deletes a VM on the strength of its record alone; declare state=absent with converge.virt.vm '
+                    'to delete it (that finishes an interrupted delete), or any other state to keep it')
+# what examine() compares between its reading and the second one taken before a destructive fix
+READING_KEYS = ('vm_state', 'power_state', 'task_state', 'task_id', 'lease_until', 'task_owner', 'recorded')
+
+
 def examine(vm, now, params):
     """The disagreement entry for one VM, or None when it agrees (pure, from the bulk view)."""
     entry = {'name': vm['name'], 'vm_state': vm['vm_state'], 'power_state': vm['power_state'], 'task_state': vm['task_state'],
              'done': False}
     if vm['task_state']:
-        if not tasks.lease_expired(vm.get('lease_until'), now) and not owner_gone(vm.get('task_owner')):
+        record = tasks.TaskRecord(vm_state=vm['vm_state'], task_state=vm['task_state'], lease_until=vm.get('lease_until'),
+                                  owner=vm.get('task_owner'))
+        reason = record.stale_reason(now, run_gone=owner_gone(vm.get('task_owner')))
+        if reason is None:
             return None
         recovery = reconcile.recover_stale_task(vm['task_state'], vm['vm_state'], None, vm['power_state'])
-        entry.update(kind='stale task', decision=recovery.action, action='recover')
+        entry.update(kind='stale task', decision=recovery.action, action='recover', reason=reason)
         if recovery.action == reconcile.FINISH_DELETE:
-            # Nova _init_instance: an interrupted delete is finished (the guest is forced off, the definition removed;
-            # volumes are never deleted by a VM delete)
-            entry.update(action='recover, then state=absent (forced)')
-            entry['_fix'] = ('absent', {'shutdown_timeout': 0})
+            # Nova _init_instance finishes an interrupted delete; here the task is only cleared (the VM keeps
+            # running or stays stopped as the hypervisor shows), a forged DELETING must not delete a VM
+            entry['note'] = 'the interrupted delete is not finished: ' + NOT_DELETED_NOTE
         return entry
     if not vm.get('recorded'):
         return None
@@ -217,12 +255,36 @@ def examine(vm, now, params):
     fix = reconcile.fix_declaration(decision, use_alternative=alternative)
     entry.update(kind='power', decision=decision.action, reason=decision.reason,
                  action=('state=%s' % fix[0]) + (' (forced)' if fix[1].get('shutdown_timeout') == 0 else '') if fix else 'none')
+    if decision.action == reconcile.REAP:
+        entry['note'] = 'the VM is recorded %s but its guest runs: %s' % (vm['vm_state'], NOT_DELETED_NOTE)
     entry['_fix'] = fix
+    entry['_reading'] = dict((key, vm.get(key)) for key in READING_KEYS)
     return entry
 
 
-def _apply(vm, entry, params, converge, make_options):
-    """Run the fix of one entry through a vm backend (recovery of a stale task, then the fix declaration); updates it in place."""
+def reads_disagree(entry, again, now, params):
+    """Why a second reading ``again`` of the VM of ``entry`` does not confirm its fix, or None when both reads agree (pure).
+
+    Both reads must show the same record and power_state, and the second must still call for the same fix.
+    """
+    if again is None:
+        return 'the VM is gone'
+    first = entry.get('_reading') or {}
+    changed = [key for key in READING_KEYS if first.get(key) != again.get(key)]
+    if changed:
+        return 'changed between two reads (%s)' % ', '.join('%s %s -> %s' % (key, first.get(key), again.get(key)) for key in changed)
+    second = examine(again, now, params)
+    if second is None or (second['kind'], second['decision'], second['action']) != (entry['kind'], entry['decision'], entry['action']):
+        return 'the second read no longer calls for %s' % entry['action']
+    return None
+
+
+def _apply(vm, entry, params, converge, make_options, reading):
+    """Run the fix of one entry through a vm backend (recovery of a stale task, then the fix declaration); updates it in place.
+
+    ``reading(obs)`` turns the backend's observation into examine()'s reading: a destructive fix runs only when
+    a second reading, taken just before it, agrees with the first (:func:`reads_disagree`).
+    """
     fix = entry.pop('_fix', None)
     steps = []
     if entry['kind'] == 'stale task':
@@ -233,6 +295,11 @@ def _apply(vm, entry, params, converge, make_options):
     if not fix:
         return
     declared, extra = fix
+    if reconcile.destructive_fix(declared, entry['power_state']):
+        why = reads_disagree(entry, reading(vm.observe()), time.time(), params)
+        if why:
+            entry['note'] = 'not fixed, %s: the next run looks again' % why
+            return
     options = make_options(shutdown_timeout=extra.get('shutdown_timeout', params['shutdown_timeout']))
     changed, result = converge(vm, VmDeclaration(state=declared), None, options, False)
     entry['done'] = entry.get('done') or changed
@@ -242,13 +309,14 @@ def _apply(vm, entry, params, converge, make_options):
 
 def apply_fix(connection, entry, params):
     """Run the fix of one entry on libvirt; updates it in place."""
-    _apply(LibvirtVm(connection, entry['name']), entry, params, converge_vm, VmOptions)
+    _apply(LibvirtVm(connection, entry['name']), entry, params, converge_vm, VmOptions, libvirt_reading)
 
 
 def apply_fix_kubevirt(client, namespace, entry, params):
     """Run the fix of one entry on KubeVirt (the vm backend's converge, or its stale-task recovery); updates it in place."""
     backend = kubevirt_vm_backend()
-    _apply(backend.KubevirtVm(client, namespace, entry['name']), entry, params, backend.converge_vm, backend.KubevirtOptions)
+    _apply(backend.KubevirtVm(client, namespace, entry['name']), entry, params, backend.converge_vm, backend.KubevirtOptions,
+           kubevirt_reading)
 
 
 def run_fixes(module, found, fixer):
@@ -264,6 +332,7 @@ def run_fixes(module, found, fixer):
         elif module.params['fix'] and module.check_mode and entry.get('action') != 'none':
             changed = True
         entry.pop('_fix', None)
+        entry.pop('_reading', None)
     return changed
 
 
@@ -287,7 +356,8 @@ def main_kubevirt(module):
         from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve  # pylint: disable=import-outside-toplevel
         snapshot = kobserve.NamespaceSnapshot(client, namespace)
         wanted = set(module.params['name']) if module.params['name'] else None
-        vms = [kubevirt_reading(snapshot.observe(name)) for name in snapshot.names() if wanted is None or name in wanted]
+        readings = [kubevirt_reading(snapshot.observe(name)) for name in snapshot.names() if wanted is None or name in wanted]
+        vms = [vm for vm in readings if vm is not None]
         now = time.time()
         found = [entry for entry in (examine(vm, now, module.params) for vm in vms) if entry]
         changed = run_fixes(module, found, lambda entry: apply_fix_kubevirt(client, namespace, entry, module.params))
@@ -306,13 +376,14 @@ def main():
     )
     spec.update(LIBVIRT_CONNECTION_ARGS)
     spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
-    hide_uri_secrets(module, module.params.get('uri'))
+    module = ConvergeModule(argument_spec=spec, supports_check_mode=True)
     refused = refused_option(module.params)
     if refused:
         module.fail_json(msg='%s: %s' % refused, field=refused[0])
-    if module.params['shutdown_timeout'] < 0:
-        module.fail_json(msg='shutdown_timeout: must be 0 or more', field='shutdown_timeout')
+    try:
+        tasks.check_timeout('shutdown_timeout', module.params['shutdown_timeout'])
+    except ConvergeError as exc:
+        module.fail_json(**exc.to_result())
     if module.params['backend'] == 'kubevirt':
         main_kubevirt(module)
         return

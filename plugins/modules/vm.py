@@ -228,12 +228,12 @@ options:
     type: bool
     default: true
   shutdown_timeout:
-    description: Seconds to wait for a graceful shutdown. V(0) forces the VM off at once (if O(force_stop)).
+    description: Seconds to wait for a graceful shutdown. V(0) forces the VM off at once (if O(force_stop)). At most V(86400).
     type: int
     default: 60
   lock_timeout:
     description:
-      - Seconds to wait for another task in flight on the VM to end. V(0) fails at once, naming the task.
+      - Seconds to wait for another task in flight on the VM to end. V(0) fails at once, naming the task. At most V(86400).
     type: int
     default: 0
   vms:
@@ -361,14 +361,14 @@ results:
 '''
 
 # pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
-from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets, redact_fields
+from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import (
     BEHAVIOUR_ARGS, DEFINITION_ARGS, LIBVIRT_CONNECTION_ARGS, STATE_CHOICES, WAIT_ARGS, other_connection_option, spec_of)
@@ -501,8 +501,7 @@ def declaration(params):
 def options_from(params):
     """Execution options, validated."""
     for field in ('wait_timeout', 'shutdown_timeout', 'lock_timeout'):
-        if params[field] < 0:
-            raise InvalidDeclaration(field, 'must be 0 or more, got %d' % params[field])
+        tasks.check_timeout(field, params[field])
     return VmOptions(wait=params['wait'], wait_timeout=params['wait_timeout'], shutdown_timeout=params['shutdown_timeout'],
                      force_stop=params['force_stop'], lock_timeout=params['lock_timeout'])
 
@@ -593,9 +592,8 @@ def main_kubevirt(module):
 
 def main():
     """Entry point."""
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'vms'), ('xml', 'vms')],
-                           required_one_of=[('name', 'vms', 'xml')])
-    hide_uri_secrets(module, module.params.get('uri'))
+    module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'vms'), ('xml', 'vms')],
+                            required_one_of=[('name', 'vms', 'xml')])
     wrong = other_connection_option(module.params, module.params['backend'])
     if wrong:
         module.fail_json(msg=wrong[1], field=wrong[0])

@@ -103,13 +103,12 @@ vms:
 '''
 
 # pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS, other_connection_option
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kubevirt_observe
@@ -143,8 +142,7 @@ def main():
     )
     spec.update(LIBVIRT_CONNECTION_ARGS)
     spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
-    hide_uri_secrets(module, module.params.get('uri'))
+    module = ConvergeModule(argument_spec=spec, supports_check_mode=True)
     wrong = other_connection_option(module.params, module.params['backend'])
     if wrong:
         module.fail_json(msg=wrong[1], field=wrong[0])

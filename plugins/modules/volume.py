@@ -97,6 +97,11 @@ options:
     description:
       - Create the volume with the content of this image file on the machine running the module; its format is
         detected with C(qemu-img info) (or O(import_format)). The content is read back and its sha256 compared.
+      - The path is opened once, without following a symbolic link (a link is refused), and must be a regular file; the
+        format check, the sha256 and the upload all read that one open file, so replacing the path meanwhile changes
+        nothing, and a file written to meanwhile fails the task and leaves no volume. Only raw and standalone qcow2
+        images are imported; a qcow2 with a backing file or an external data file (C(data-file)) is refused, since the
+        VM would read or write a file outside the pool.
       - While the image streams in, an empty volume C(<name>.converge-partial) marks the import as unfinished; a run killed
         in between leaves the volume marked (RV(volume.partial)), and the next run with O(import_from) removes it and imports
         again; a declaration without O(import_from) is refused for it. Names ending in C(.converge-partial) are reserved.
@@ -171,10 +176,10 @@ options:
   wait_timeout:
     description:
       - Seconds to wait for a claim to bind, an import to finish, a resize, a deletion, or a hotplug to reach Ready or
-        be released (O(backend=kubevirt) only; default 300). V(0) does not wait.
+        be released (O(backend=kubevirt) only; default 300). V(0) does not wait. At most V(86400).
     type: int
   detach_timeout:
-    description: Seconds to wait for a running guest to release a disk (the request is repeated during that time).
+    description: Seconds to wait for a running guest to release a disk (the request is repeated during that time). At most V(86400).
     type: int
     default: 30
   volumes:
@@ -401,14 +406,15 @@ uncertain:
 '''
 
 # pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets, redact_fields
+from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import check_timeout
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_args import VOLUME_OPTIONS, declared
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
@@ -474,10 +480,8 @@ def refuse_other_backend(params):
 
 def kubevirt_declarations(params):
     """Validate every kubevirt declaration before anything is touched; return normalized specs."""
-    if params['detach_timeout'] < 0:
-        raise InvalidDeclaration('detach_timeout', 'must be 0 or more')
-    if params['wait_timeout'] is not None and params['wait_timeout'] < 0:
-        raise InvalidDeclaration('wait_timeout', 'must be 0 or more')
+    check_timeout('detach_timeout', params['detach_timeout'])
+    check_timeout('wait_timeout', params['wait_timeout'])
     if params['volumes'] is None:
         return [volume_backend.normalize_volume(_kubevirt_declared(params))]
     defaults = dict((k, v) for k, v in _kubevirt_declared(params).items() if k != 'name')
@@ -492,8 +496,7 @@ def kubevirt_declarations(params):
 
 def declarations(params):
     """Validate every declaration before anything is touched; return normalized specs."""
-    if params['detach_timeout'] < 0:
-        raise InvalidDeclaration('detach_timeout', 'must be 0 or more')
+    check_timeout('detach_timeout', params['detach_timeout'])
     if params['volumes'] is None:
         return [storage.normalize_volume(declared(params), 'volume')]
     defaults = dict((k, v) for k, v in declared(params).items() if k != 'name')
@@ -553,9 +556,8 @@ def main_kubevirt(module):
 
 def main():
     """Entry point."""
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'volumes')],
-                           required_one_of=[('name', 'volumes')])
-    hide_uri_secrets(module, module.params.get('uri'))
+    module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'volumes')],
+                            required_one_of=[('name', 'volumes')])
     if module.params['backend'] == 'kubevirt':
         main_kubevirt(module)
         return

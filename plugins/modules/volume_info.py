@@ -112,13 +112,12 @@ pools:
 '''
 
 # pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
-from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import hide_uri_secrets
+from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
@@ -195,8 +194,7 @@ def report(connection, pool, names):
 
 def main():
     """Entry point."""
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    hide_uri_secrets(module, module.params.get('uri'))
+    module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True)
     if module.params['backend'] == 'kubevirt':
         main_kubevirt(module)
         return

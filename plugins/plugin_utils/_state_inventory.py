@@ -8,11 +8,19 @@ source that cannot be read is reported from the cache with status Unknown),
 and populating hosts with the modules' state words, marked unsafe, grouped by
 them, plus constructed's compose / groups / keyed_groups. A plugin says which
 variables and groups it has and how it reads its sources.
+
+Host names are marked unsafe too: a VM named ``x-{{ lookup('pipe', 'id') }}`` is
+never evaluated, on any supported ansible-core. Before 2.19 ansible templates the
+host name when a play uses ``inventory_hostname``, when compose / keyed_groups use
+it, and when it connects to a host with no ``ansible_host``; an unsafe host name
+stays unevaluated on each of those paths (tests/integration/test_inventory_*.py,
+on every version of the matrix).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 
 from ansible.errors import AnsibleError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
@@ -47,6 +55,54 @@ def _memo_unsafe():
     return mark
 
 
+def check_private_directory(path, plugin, option='cache_connection'):
+    """Raise AnsibleError unless no other local user can change what ``path`` (an inventory cache directory) holds.
+
+    Whoever can write the cache chooses the host names and ``ansible_host`` values the inventory reports. So the
+    directory must be owned by the user running ansible and writable by no one else; every directory above it must
+    be owned by that user or root and, when others may write it, have the sticky bit (as /tmp has: no one else can
+    rename or replace what is in it); a symbolic link on the way must belong to that user or root.
+    """
+    uid = os.geteuid()
+    given = os.path.abspath(path)
+
+    def refuse(reason):
+        raise AnsibleError('%s: %s: refusing the inventory cache directory %s: %s; whoever can change it chooses the hosts and '
+                           'ansible_host values this inventory reports. Use a directory of your own, such as ~/.cache/converge.virt/.'
+                           % (plugin, option, given, reason))
+
+    parts = given.split(os.sep)
+    for end in range(2, len(parts) + 1):
+        prefix = os.sep.join(parts[:end]) or os.sep
+        try:
+            info = os.lstat(prefix)
+        except OSError as exc:
+            refuse('cannot read %s (%s)' % (prefix, exc.strerror))
+        if stat.S_ISLNK(info.st_mode) and info.st_uid not in (uid, 0):
+            refuse('%s is a symbolic link of uid %d' % (prefix, info.st_uid))
+    real = os.path.realpath(given)
+    try:
+        info = os.stat(real)
+    except OSError as exc:
+        refuse('cannot read %s (%s)' % (real, exc.strerror))
+    if not stat.S_ISDIR(info.st_mode):
+        refuse('%s is not a directory' % real)
+    if info.st_uid != uid:
+        refuse('it belongs to uid %d, not to you (uid %d)' % (info.st_uid, uid))
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        refuse('it is writable by %s (mode %04o)' % ('others' if info.st_mode & stat.S_IWOTH else 'its group', stat.S_IMODE(info.st_mode)))
+    parent = os.path.dirname(real)
+    while True:
+        info = os.stat(parent)
+        if info.st_uid not in (uid, 0):
+            refuse('the directory %s above it belongs to uid %d' % (parent, info.st_uid))
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
+            refuse('the directory %s above it is writable by others and has no sticky bit (mode %04o)' % (parent, stat.S_IMODE(info.st_mode)))
+        if parent == os.path.dirname(parent):
+            return
+        parent = os.path.dirname(parent)
+
+
 def stale_copy(vms):
     """Cached VMs of a source that could not be read: the words say Unknown."""
     return [dict(vm, status='Unknown', power_state='NOSTATE', phase='Unknown', stale=True) for vm in vms]
@@ -74,6 +130,11 @@ class StateInventory(BaseInventoryPlugin, Constructable, Cacheable):
         super().parse(inventory, loader, path, cache)
         self._read_config_data(path)
         self.check_requirements()
+        if self.get_option('cache'):
+            # a file cache (jsonfile, yaml, pickle): its directory is refused before anything is read from it
+            cache_dir = getattr(getattr(self._cache, '_plugin', None), '_cache_dir', None)
+            if cache_dir:
+                check_private_directory(cache_dir, self.NAME)
         cache_key = self.get_cache_key(path)
         cached = None
         if self.get_option('cache'):
@@ -127,7 +188,7 @@ class StateInventory(BaseInventoryPlugin, Constructable, Cacheable):
         mark = unsafe if TRUST_BY_TAGS else _memo_unsafe()
         for source in sorted(data):
             for vm in data[source]:
-                name = add_host(self.host_name(source, vm))
+                name = add_host(mark(self.host_name(source, vm)))   # a host name is never evaluated either
                 for var, key in pairs:
                     if key in vm:
                         set_variable(name, var, mark(vm[key]))

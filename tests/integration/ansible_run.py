@@ -10,8 +10,12 @@ import os
 import subprocess
 import sys
 
+from ansible.release import __version__ as _ansible_version
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the ansible commands of the Python that runs the tests (make matrix runs them with one virtualenv per ansible-core)
 BIN = os.path.dirname(sys.executable)
+ANSIBLE_CORE = tuple(int(part) for part in _ansible_version.split('.')[:2])    # (2, 16) ... of the ansible those commands are
 
 
 def ansible_env(extra=None):
@@ -85,3 +89,42 @@ def run_playbook(path, extra_vars=None, check=False, diff=False, timeout=900, en
         return proc.returncode, json.loads(proc.stdout)
     except ValueError:
         raise AssertionError('ansible-playbook printed no JSON (rc %d):\n%s\n%s' % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+
+
+def write_name_probe_play(path):
+    """A play that evaluates what a VM name reaches: inventory_hostname, the composed ``composed_name``, group_names, and a
+    connection to a host with no ansible_host (ssh, whose executable is /bin/false: nothing leaves the machine). Its task
+    'templates' prints ``inventory_hostname|composed_name|group_names``; the task 'connects' is unreachable."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    with open(path, 'w', encoding='utf-8') as handle:
+        yaml.safe_dump([{'hosts': 'all', 'gather_facts': False, 'tasks': [
+            {'name': 'templates', 'ansible.builtin.debug': {'msg': '{{ inventory_hostname }}|{{ composed_name }}|{{ group_names | join(",") }}'}},
+            {'name': 'connects', 'ansible.builtin.ping': None, 'ignore_unreachable': True,
+             'vars': {'ansible_connection': 'ssh', 'ansible_ssh_executable': '/bin/false'}}]}], handle)
+    return path
+
+
+def task_results(out):
+    """{task name: {host: result}} of the first play of a run_playbook output."""
+    return dict((task['task']['name'], task['hosts']) for task in out['plays'][0]['tasks'])
+
+
+def flushed_hostvars(inventory, plugin, env=None):
+    """(host variables of every host, stderr) of an inventory source read again, not served from its cache.
+
+    ansible-inventory has --flush-cache only from ansible-core 2.19 on; ansible-playbook has it on every version,
+    so a play shows each host's variables.
+    """
+    import tempfile  # pylint: disable=import-outside-toplevel
+    import yaml  # pylint: disable=import-outside-toplevel
+    with tempfile.TemporaryDirectory() as tmp:
+        play = os.path.join(tmp, 'hostvars.yml')
+        with open(play, 'w', encoding='utf-8') as handle:
+            yaml.safe_dump([{'hosts': 'all', 'gather_facts': False, 'tasks': [
+                {'name': 'hostvars', 'ansible.builtin.debug': {'var': 'hostvars[inventory_hostname]'}}]}], handle)
+        cmd = [os.path.join(BIN, 'ansible-playbook'), '-i', inventory, '-c', 'local', '--flush-cache', play]
+        proc = subprocess.run(cmd, env=ansible_env(dict(env or {}, ANSIBLE_INVENTORY_ENABLED=plugin)), capture_output=True, text=True,
+                              timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    hosts = task_results(json.loads(proc.stdout))['hostvars']
+    return dict((host, result['hostvars[inventory_hostname]']) for host, result in hosts.items()), proc.stderr

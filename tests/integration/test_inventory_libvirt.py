@@ -3,22 +3,27 @@
 State words agree with vm_info, groups, compose/keyed_groups, cache (a second
 run is served from the cache), an unreachable host costs one warning and its
 VMs are reported as Unknown from the cache, Jinja in names and titles is never
-evaluated.
+evaluated: not as a host variable, not as inventory_hostname, in compose or
+keyed_groups, or as the address of a connection (issue 24; `make matrix` runs
+this file on every ansible-core the collection claims).
 """
 
 import json
 import os
+import re
 import subprocess
 
 import libvirt
 import pytest
 import yaml
 
-from tests.integration.ansible_run import BIN, ansible_env, run_module, run_playbook
+from tests.integration.ansible_run import ANSIBLE_CORE, BIN, ansible_env, flushed_hostvars, run_module, run_playbook, task_results, write_name_probe_play
 from tools.virtlab import domains, hosts as virtlab_hosts
 
 INJECTED_TITLE = "{{ lookup('pipe', 'id') }}"
 INJECTED_NAME = 'inj-{{ 7 * 7 }}'
+# a VM name that, evaluated, creates the file $CONVERGE_TEST_MARKER on the controller (libvirt accepts any name without '/')
+HOSTILE_NAME = "inj-{{ lookup('pipe', 'touch $CONVERGE_TEST_MARKER') }}"
 DEFAULT_VARS = ('vm_state', 'power_state', 'task_state', 'status', 'phase', 'state_reason', 'vcpus', 'memory_kib', 'uuid', 'host', 'libvirt_uri')
 
 
@@ -30,10 +35,8 @@ def write_config(path, uris, **extra):
     return path
 
 
-def inventory_list(path, flush=False):
+def inventory_list(path):
     cmd = [os.path.join(BIN, 'ansible-inventory'), '-i', path, '--list', '--export']
-    if flush:
-        cmd.append('--flush-cache')
     env = ansible_env({'ANSIBLE_INVENTORY_ENABLED': 'converge.virt.libvirt'})
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -93,7 +96,8 @@ def test_state_words_agree_with_vm_info_and_groups(fleet, tmp_path):
     assert set(DEFAULT_VARS) <= set(hostvars['inv-stop']) and hostvars['inv-stop']['libvirt_uri'] == fleet[1].uri
     assert not set(hostvars['inv-stop']) & {'task_id', 'autostart', 'pending_restart', 'libvirt_name'}
     assert hostvars['inv-stop']['vm_state'] == 'STOPPED' and hostvars['inv-stop']['power_state'] == 'SHUTDOWN'
-    assert hostvars['inv-run']['double_vcpus'] == 2
+    # compose evaluates to native types from ansible-core 2.19 on; before, to text (unless jinja2_native)
+    assert hostvars['inv-run']['double_vcpus'] == (2 if ANSIBLE_CORE >= (2, 19) else '2')
     assert 'inv-run' in data['vm_state_active']['hosts'] and 'inv-pause' in data['power_state_paused']['hosts']
     assert 'inv-stop' in data['status_stopped']['hosts'] and 'inv-stop' in data['st_Stopped']['hosts']
     assert set(data['small']['hosts']) >= {'inv-run', 'inv-pause', 'inv-stop'}
@@ -119,6 +123,31 @@ def test_jinja_in_names_and_titles_is_never_evaluated(fleet, tmp_path):
     assert 'uid=' not in json.dumps(out) and '49' not in msg
 
 
+def test_a_vm_name_holding_jinja_never_runs_on_the_controller(fleet, host_conns, tmp_path):
+    """Issue 24: inventory_hostname, compose and keyed_groups on the name, and a connection with no ansible_host, read and from the cache."""
+    marker = tmp_path / 'evaluated'
+    define(host_conns[0], HOSTILE_NAME)
+    try:
+        path = write_config(str(tmp_path / 'hostile.converge_libvirt.yml'), [fleet[0].uri], compose={'composed_name': 'inventory_hostname'},
+                            keyed_groups=[{'key': 'inventory_hostname', 'prefix': 'byname'}], cache=True, cache_plugin='ansible.builtin.jsonfile',
+                            cache_connection=str(tmp_path / 'cache'), cache_timeout=3600)
+        play = write_name_probe_play(str(tmp_path / 'hostile.yml'))
+        env = {'ANSIBLE_INVENTORY_ENABLED': 'converge.virt.libvirt', 'CONVERGE_TEST_MARKER': str(marker)}
+        for run in ('read from libvirt', 'served from the cache'):
+            _rc, out = run_playbook(play, env=env, inventory=path, limit='inj-*')
+            assert not marker.exists(), '%s: the VM name was evaluated on the controller' % run
+            tasks = task_results(out)
+            msg = tasks['templates'][HOSTILE_NAME]['msg']
+            name, composed, groups = msg.split('|')
+            assert name == HOSTILE_NAME and composed == HOSTILE_NAME, (run, msg)
+            assert [g for g in groups.split(',') if g.startswith('byname_')] == [re.sub(r'\W', '_', 'byname_' + HOSTILE_NAME)], msg
+            assert tasks['connects'][HOSTILE_NAME].get('unreachable'), (run, 'the connection to the name was tried', tasks['connects'])
+        data, _stderr = inventory_list(path)
+        assert 'ansible_host' not in data['_meta']['hostvars'][HOSTILE_NAME]
+    finally:
+        domains.remove_domain(host_conns[0], HOSTILE_NAME)
+
+
 def test_cache_and_unreachable_host(libvirt_hosts, virtlab_layout, tmp_path):
     state_dir = str(tmp_path / 'lab2')
     extra = virtlab_hosts.start_hosts(1, state_dir, **virtlab_layout(2))
@@ -137,8 +166,8 @@ def test_cache_and_unreachable_host(libvirt_hosts, virtlab_layout, tmp_path):
         assert 'inv-late' not in second['_meta']['hostvars'], 'the second run must be served from the cache'
     finally:
         virtlab_hosts.stop_hosts(state_dir)
-    third, stderr = inventory_list(path, flush=True)
+    third, stderr = flushed_hostvars(path, 'converge.virt.libvirt')
     assert stderr.count('cannot reach') == 1, stderr
-    far = third['_meta']['hostvars']['inv-far']
+    far = third['inv-far']
     assert far['status'] == 'Unknown' and far['stale'] is True
-    assert third['_meta']['hostvars']['inv-run']['status'] == 'Running', 'the reachable host is unaffected'
+    assert third['inv-run']['status'] == 'Running', 'the reachable host is unaffected'

@@ -269,18 +269,29 @@ def test_role_refuses_a_libvirt_run_without_uri(tmp_path):
     assert messages == ['reconcile_uri: is required with reconcile_backend libvirt'], messages
 
 
-def test_an_interrupted_delete_is_finished_by_fix(kube_server):
-    """A stale DELETING task (its run was killed) is reported as 'finish delete' and finished by fix: the VM goes."""
+def test_an_interrupted_delete_is_not_finished_by_fix(kube_server):
+    """A stale DELETING task (its run was killed, or the annotations were forged) is cleared by fix, and the VM kept.
+
+    The annotations may be written by any namespace user with patch on VMs: reconcile never deletes on their
+    strength alone (issue 24); state=absent finishes the delete.
+    """
     srv = kube_server
     make_vms(srv, [('rc-deleting', 'running')])
+    uid = vm_obj(srv, 'rc-deleting')['metadata']['uid']
     patch_vm(srv, 'rc-deleting', stale_task('DELETING', 'delete', time.time() - 5, '%s:999999' % socket.gethostname()))
     before = quiet(srv)
     for args, check in ((kv(srv), False), (kv(srv, fix=True), True)):
         entry = ok(run_module('reconcile', args, check=check))['disagreements'][0]
-        assert entry['decision'] == 'finish delete' and entry['action'] == 'recover, then state=absent (forced)' and not entry['done'], entry
+        assert entry['decision'] == 'finish delete' and entry['action'] == 'recover' and not entry['done'], entry
+        assert 'never deletes' in entry['note']
     assert versions(srv) == before
     entry = ok(run_module('reconcile', kv(srv, fix=True)))['disagreements'][0]
-    assert entry['done'] and entry['steps'][0]['recovered_task'] == 'DELETING' and entry['vm_state_after'] == 'DELETED', entry
-    wait_until('the VM to go', lambda: vm_obj(srv, 'rc-deleting') is None and vmi_obj(srv, 'rc-deleting') is None)
+    assert entry['done'] and entry['steps'][0]['recovered_task'] == 'DELETING' and entry['steps'][0]['vm_state'] == 'ACTIVE', entry
+    assert 'vm_state_after' not in entry
+    assert vm_obj(srv, 'rc-deleting')['metadata']['uid'] == uid and running(srv, 'rc-deleting')
+    assert TASK not in vm_obj(srv, 'rc-deleting')['metadata']['annotations']
     again = ok(run_module('reconcile', kv(srv, fix=True)))
     assert again['disagreements'] == [] and not again['changed']
+    gone = ok(run_module('vm', kv(srv, name='rc-deleting', state='absent', wait_timeout=60)))
+    assert gone['changed']
+    wait_until('the VM to go', lambda: vm_obj(srv, 'rc-deleting') is None and vmi_obj(srv, 'rc-deleting') is None)

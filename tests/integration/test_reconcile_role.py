@@ -85,8 +85,12 @@ def test_reconcile_role_reports_then_fixes(libvirt_hosts, tmp_path):
         conn.close()
 
 
-def test_an_interrupted_delete_is_finished_by_fix(libvirt_hosts):
-    """A delete whose run was killed (stale DELETING, owner gone) is finished only by fix, as Nova's _init_instance does."""
+def test_an_interrupted_delete_is_not_finished_by_fix(libvirt_hosts):
+    """A stale DELETING task (its run was killed, or the record was forged) is cleared by fix, and the VM kept.
+
+    Nova's _init_instance finishes an interrupted delete; the record lives with the VM and whoever may write it may
+    write any record, so reconcile never deletes on its strength alone (issue 24): state=absent finishes it.
+    """
     host = libvirt_hosts[0]
     conn = libvirt.open(host.uri)
     try:
@@ -101,15 +105,17 @@ def test_an_interrupted_delete_is_finished_by_fix(libvirt_hosts):
         for extra, check in (({}, False), ({'fix': True}, True)):
             report = run_module('reconcile', dict(args, **extra), check=check)
             entry = report['disagreements'][0]
-            assert entry['decision'] == 'finish delete' and entry['action'] == 'recover, then state=absent (forced)', entry
+            assert entry['decision'] == 'finish delete' and entry['action'] == 'recover' and 'never deletes' in entry['note'], entry
             assert not entry['done'] and conn.lookupByName('rc-deleting').isActive()
         fixed = run_module('reconcile', dict(args, fix=True))
         entry = fixed['disagreements'][0]
         assert fixed['changed'] and entry['done'], fixed
-        assert [step.get('recovery') for step in entry['steps'][:1]] == ['finish delete'] and entry['vm_state_after'] == 'DELETED', entry
-        assert 'rc-deleting' not in [d.name() for d in conn.listAllDomains()]
+        assert [step.get('recovery') for step in entry['steps']] == ['finish delete'] and entry['steps'][0]['vm_state'] == 'ACTIVE', entry
+        assert 'rc-deleting' in [d.name() for d in conn.listAllDomains()] and conn.lookupByName('rc-deleting').isActive()
         again = run_module('reconcile', dict(args, fix=True))
         assert again['disagreements'] == [] and not again['changed']
+        gone = run_module('vm', _args(host, 'rc-deleting', 'absent'))
+        assert gone['changed'] and 'rc-deleting' not in [d.name() for d in conn.listAllDomains()], gone
     finally:
         run_module('vm', _args(host, 'rc-deleting', 'absent'))
         conn.close()

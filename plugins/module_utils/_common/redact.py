@@ -6,16 +6,28 @@
 A libvirt URI may carry a password (``qemu+tcp://user:secret@host/system``) or
 secret-bearing query parameters; a Kubernetes error may echo a bearer token.
 Everything a module shows passes through :func:`redact_uri` or :func:`redact_text`.
+A KubeVirt spec may carry cloud-init user data or an import URL with a password:
+:func:`redact_spec` / :func:`redact_change` mask them in what a module shows, and
+:func:`declared_secrets` finds every such value in the module's parameters, so that
+AnsibleModule masks them everywhere, its first log line included (``_common.module``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 MASK = '********'
 SECRET_QUERY_KEYS = ('password', 'passwd', 'pass', 'token', 'secret', 'auth', 'key', 'pkipath', 'keyfile')
 _BEARER = re.compile(r'(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+')
 _USERINFO = re.compile(r'(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^:/@\s]*):(?P<pw>[^@/\s]*)@', re.IGNORECASE)
+# a URL inside free text (a declaration, domain XML, cloud-init data): up to white space, a quote or an angle bracket
+_URL = re.compile(r'[a-z][a-z0-9+.-]*://[^\s"\'<>]+', re.IGNORECASE)
+# the password of a <graphics> element of domain XML
+_XML_PASSWD = re.compile(r'\bpasswd\s*=\s*(?P<q>["\'])(?P<pw>.*?)(?P=q)')
+# keys of a KubeVirt / CDI spec whose whole value is secret: cloud-init user and network data (a password, an SSH key,
+# a token in a script) and the extra HTTP headers of a DataVolume import (an Authorization header)
+SECRET_SPEC_KEYS = frozenset(('userData', 'userDataBase64', 'networkData', 'networkDataBase64', 'extraHeaders'))
 
 
 def redact_uri(uri):
@@ -77,8 +89,79 @@ def uri_secrets(uri):
     return secrets
 
 
-def hide_uri_secrets(module, *uris):
-    """Register the secrets of ``uris`` with an AnsibleModule's no_log values."""
-    for uri in uris:
-        for secret in uri_secrets(uri):
-            module.no_log_values.add(secret)
+def _url_secrets(text):
+    """The secret parts of every URL inside ``text`` (a whole URI, or an XML, cloud-init or message text that holds some)."""
+    if '://' not in text:
+        return []
+    found = []
+    for match in _URL.finditer(text):
+        found.extend(uri_secrets(match.group(0)))
+    return found
+
+
+def _secret_key(key):
+    return isinstance(key, str) and key in SECRET_SPEC_KEYS
+
+
+def declared_secrets(value):
+    """Every secret string inside a declaration (module parameters, a KubeVirt spec; nested dicts and lists).
+
+    The whole values of :data:`SECRET_SPEC_KEYS` (cloud-init user and network data, CDI HTTP headers), the
+    password and secret query values of every URL in any string (libvirt URIs, DataVolume import URLs, URLs
+    inside user data or domain XML), and VNC/SPICE ``passwd`` attributes of domain XML. The modules register
+    them as no_log values before AnsibleModule logs or returns anything (``_common.module.ConvergeModule``).
+    """
+    found = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, sub in item.items():
+                if _secret_key(key):
+                    found.update(s for s in (sub if isinstance(sub, list) else [sub]) if isinstance(s, str) and s)
+                else:
+                    stack.append(sub)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, str):
+            found.update(_url_secrets(item))
+            if 'passwd' in item:
+                found.update(m.group('pw') for m in _XML_PASSWD.finditer(item) if m.group('pw'))
+    return found
+
+
+def secret_forms(secrets):
+    """Each secret as given and as it reads inside a Python repr or a JSON string (escaped new lines, quotes, backslashes).
+
+    AnsibleModule writes a dict option into its log line as ``str(dict)``: a multi-line user data there is escaped, and
+    only its escaped form is found and masked.
+    """
+    forms = set()
+    for secret in secrets:
+        if secret:
+            forms.update((secret, repr(secret)[1:-1], json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]))
+    return set(form for form in forms if form)
+
+
+def redact_spec(value):
+    """A copy of ``value`` (nested dicts and lists) that is safe to show: every value of :data:`SECRET_SPEC_KEYS` masked,
+    every URL in a string with its password and secret query values masked."""
+    if isinstance(value, dict):
+        return dict((key, (MASK if sub not in (None, '', []) else sub) if _secret_key(key) else redact_spec(sub)) for key, sub in value.items())
+    if isinstance(value, list):
+        return [redact_spec(item) for item in value]
+    if isinstance(value, str) and '://' in value:
+        return _URL.sub(lambda m: redact_uri(m.group(0)), value)
+    return value
+
+
+def redact_change(change):
+    """One ``{path, before, after}`` change of a declared spec, safe to show: masked whole when its path runs through a
+    secret key (``...cloudInitNoCloud.userData``), else with :func:`redact_spec` applied to both sides."""
+    names = [part.split('[', 1)[0] for part in str(change.get('path', '')).split('.')]
+    secret = any(_secret_key(name) for name in names)
+    shown = dict(change)
+    for side in ('before', 'after'):
+        if side in shown:
+            shown[side] = (MASK if shown[side] not in (None, '', []) else shown[side]) if secret else redact_spec(shown[side])
+    return shown

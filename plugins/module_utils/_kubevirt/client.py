@@ -102,14 +102,30 @@ class Conflict(ApiStatusError):
     """409: a stale resourceVersion, or a refusal of virt-api."""
 
 
-def _bool(value):
+# the words ansible takes for a boolean (ansible.module_utils.parsing.convert_bool)
+TRUE_WORDS = ('1', 'true', 'yes', 'on', 'y', 't')
+FALSE_WORDS = ('0', 'false', 'no', 'off', 'n', 'f')
+
+
+def _bool(value, field):
+    """``value`` as a boolean; anything but a boolean word is an error naming ``field`` (never a silent false)."""
     if isinstance(value, bool) or value is None:
         return value
-    return str(value).strip().lower() in ('1', 'true', 'yes', 'on', 'y')
+    word = str(value).strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise InvalidDeclaration(field, '%r is not a boolean (true/false, yes/no, on/off, 1/0); refusing to guess whether to verify the API '
+                             "server's certificate" % (value,))
 
 
 def connection_params(params, environ=None):
-    """The connection options with the K8S_AUTH_* fallbacks applied (explicit options win)."""
+    """The connection options with the K8S_AUTH_* fallbacks applied (explicit options win).
+
+    A K8S_AUTH_VERIFY_SSL that is set but is not a boolean word is refused (:class:`InvalidDeclaration` naming the
+    variable) even when ``validate_certs`` is given: a typo must never turn certificate checks off.
+    """
     environ = os.environ if environ is None else environ
     result = {}
     for key in CONNECTION_OPTIONS:
@@ -117,16 +133,31 @@ def connection_params(params, environ=None):
         if value is None and environ.get(ENV_FALLBACKS[key]) not in (None, ''):
             value = environ[ENV_FALLBACKS[key]]
         result[key] = value
-    result['validate_certs'] = _bool(result['validate_certs'])
+    verify_env = environ.get(ENV_FALLBACKS['validate_certs'])
+    if verify_env not in (None, ''):
+        _bool(verify_env, ENV_FALLBACKS['validate_certs'])
+    result['validate_certs'] = _bool(result['validate_certs'], 'validate_certs')
     return result
 
 
+def _has_credential(cfg):
+    """True when requests of ``cfg`` carry a credential in a header (a bearer token, a refreshed token, a user's password)."""
+    return bool(any((cfg.api_key or {}).values()) or getattr(cfg, 'refresh_api_key_hook', None) or
+                (getattr(cfg, 'username', None) and getattr(cfg, 'password', None)))
+
+
 class KubeClient:
-    """One API server connection: JSON in, JSON out."""
+    """One API server connection: JSON in, JSON out.
+
+    ``warnings``: what the caller should show about the connection: the in-cluster service account was used because
+    nothing else was configured, or a credential goes to an ``http://`` API server.
+    """
 
     def __init__(self, kubeconfig=None, context=None, host=None, api_key=None, ca_cert=None, validate_certs=None, timeout=30):
         self.secrets = [api_key] if api_key else []
         self.timeout = timeout
+        # what the user should know about this connection (modules pass them to module.warn, the inventory to display)
+        self.warnings = []
         kubernetes = import_kubernetes()
         if kubernetes is None:
             raise BackendError('the kubernetes Python library is required for backend kubevirt', exception=KUBERNETES_IMPORT_ERROR)
@@ -140,10 +171,15 @@ class KubeClient:
                 try:
                     config.load_kube_config(config_file=os.path.expanduser(kubeconfig) if kubeconfig else None, context=context,
                                             client_configuration=cfg)
-                except config.ConfigException:
+                except config.ConfigException as exc:
                     if kubeconfig or context:
                         raise
+                    missing = self.redact(str(exc))
                     config.load_incluster_config(client_configuration=cfg)
+                    # the pod's own service account acts: say so, it may not be the cluster or identity the task meant
+                    self.warnings.append('no kubeconfig was found (%s) and no API server was given (host, K8S_AUTH_HOST): using the in-cluster '
+                                         'service account of this pod (%s); give kubeconfig or host and api_key to choose the cluster and '
+                                         'identity' % (missing, cfg.host))
         except config.ConfigException as exc:
             raise BackendError('cannot load the Kubernetes configuration: %s' % self.redact(str(exc)))
         if host:
@@ -160,6 +196,9 @@ class KubeClient:
                 self.secrets.append(value.split(' ', 1)[-1])
         self.config = cfg
         self.host = cfg.host
+        if (self.host or '').lower().startswith('http://') and _has_credential(cfg):
+            self.warnings.append('the API server %s is reached over plain http://: the credential (bearer token or password) is sent '
+                                 'unencrypted; use https://' % self.host)
         self.api_client = client.ApiClient(cfg)
 
     def close(self):
@@ -180,11 +219,11 @@ class KubeClient:
         """``text`` without the token (or any bearer token)."""
         return redact_text(text, self.secrets)
 
-    def _headers(self, content_type=None):
+    def _headers(self, content_type=None, accept='application/json'):
         cfg = self.config
         if getattr(cfg, 'refresh_api_key_hook', None):
             cfg.refresh_api_key_hook(cfg)
-        headers = {'Accept': 'application/json', 'User-Agent': 'converge.virt'}
+        headers = {'Accept': accept, 'User-Agent': 'converge.virt'}
         key = (cfg.api_key or {}).get('authorization') or (cfg.api_key or {}).get('BearerToken')
         if key:
             prefix = (cfg.api_key_prefix or {}).get('authorization') or (cfg.api_key_prefix or {}).get('BearerToken')
@@ -199,12 +238,19 @@ class KubeClient:
     def request(self, method, path, body=None, query=None, content_type=None, what=None):
         """One request; returns the decoded JSON (or None). Errors become :class:`ApiStatusError`."""
         url = self.host + path
+        accept = 'application/json'
+        if path.startswith(SUBRESOURCE_API):
+            # virt-api's subresource routes declare no representation: an exact `Accept: application/json` gets 406
+            accept = '*/*'
+        elif method in ('POST', 'PUT', 'PATCH'):
+            # an unknown field (a typo in `spec`) is refused naming it, instead of dropped with a warning nobody sees
+            query = dict(query or {}, fieldValidation='Strict')
         if query:
             url += '?' + urlencode([(k, v) for k, v in query.items() if v is not None])
         if body is not None and content_type is None:
             content_type = 'application/json'
         try:
-            response = self.api_client.rest_client.request(method, url, headers=self._headers(content_type), body=body,
+            response = self.api_client.rest_client.request(method, url, headers=self._headers(content_type, accept), body=body,
                                                            _request_timeout=self.timeout)
             status = response.status
             data = response.data if getattr(response, 'data', None) is not None else response.read()
@@ -326,8 +372,10 @@ class ModuleSession(session.ModuleSession):
         self.secrets = [module.params.get('api_key'), os.environ.get('K8S_AUTH_API_KEY')]
 
     def connect(self):
-        """The client for the module's connection options (kept for redaction)."""
+        """The client for the module's connection options (kept for redaction); its warnings become the module's."""
         self.client = client_from_params(self.module.params)
+        for warning in self.client.warnings:
+            self.module.warn(self.redact(warning))
         return self.client
 
     def redact_text(self, text):

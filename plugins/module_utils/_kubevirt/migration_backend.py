@@ -35,7 +35,7 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client imp
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
-from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks
+from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
 from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
 
 VMIM = 'virtualmachineinstancemigrations'
@@ -68,12 +68,17 @@ class KubevirtMigrationOptions(NamedTuple):
     poll_interval: float = 0.1
 
 
+def task_lease_seconds(opts):
+    """The lease of a migration task: its whole wait and a margin (within tasks.MAX_LEASE_SECONDS)."""
+    return float(opts.wait_timeout) + 120.0
+
+
 def validate_options(opts):
     """Raise :class:`InvalidDeclaration` naming the field of a bad option."""
-    if opts.wait_timeout < 0:
-        raise InvalidDeclaration('wait_timeout', 'must be 0 or more')
+    tasks.check_timeout('wait_timeout', opts.wait_timeout)
     if opts.pending_timeout is not None and opts.pending_timeout <= 0:
         raise InvalidDeclaration('pending_timeout', 'must be a positive number of seconds, got %r' % opts.pending_timeout)
+    tasks.check_timeout('pending_timeout', opts.pending_timeout)
     for field in ('target_node', 'source_node'):
         if getattr(opts, field) is not None:
             check_node_name(getattr(opts, field), field)
@@ -517,6 +522,26 @@ class KubevirtMigration:  # pylint: disable=too-many-instance-attributes
             pass
         return self._observe()
 
+    def _recover_stale(self, obs):
+        """A task of another kind whose run is gone, or whose lease no task can have written: recovered as the vm module does.
+
+        Returns the observation to plan from (the task cleared; in check mode as it would be). A live task is
+        left alone (refused next, naming it).
+        """
+        store = self._store(obs)
+        record, _version = store.load()
+        reason = record.stale_reason(time.time(), run_gone=owner_gone(record.owner))
+        if reason is None:
+            return obs
+        power = views.kubevirt_intended_power(views.kubevirt_status_input(obs['vm'], obs.get('vmi')), obs['power_state'])
+        recovery, vm_state = views.stale_recovery(record, power)
+        if self.check_mode:
+            self.notes.append('would recover the stale task %s (%s): %s' % (record.task_id, record.task_state, reason))
+            return dict(obs, task_state=None, task_id=None, effective_vm_state=vm_state)
+        tasks.clear_stale_task(store, record.task_id, vm_state, name=self.name)
+        self.notes.append('recovered the stale task %s (%s, %s): %s' % (record.task_id, record.task_state, recovery.action, reason))
+        return self._observe()
+
     # ---------------------------------------------------------- converge
     def converge(self):
         """Run the migration (state finished / started); return the result dict."""
@@ -530,6 +555,8 @@ class KubevirtMigration:  # pylint: disable=too-many-instance-attributes
         if flying:
             return self._attach(obs, flying[-1])
         obs = self._close_leftover_task(obs, vmims)
+        if obs.get('task_state') is not None and not self.closed_leftover:
+            obs = self._recover_stale(obs)
         running = vmi is not None and _get(vmi, 'status', 'phase') == 'Running' and not _get(vmi, 'metadata', 'deletionTimestamp')
         if running and self.opts.target_node and obs.get('node') == self.opts.target_node:
             return self._result(changed=self.closed_leftover, obs=obs,
@@ -586,7 +613,7 @@ class KubevirtMigration:  # pylint: disable=too-many-instance-attributes
 
     def _start(self, obs):
         task_id = tasks.new_task_id()
-        lease = float(self.opts.wait_timeout) + 120.0
+        lease = task_lease_seconds(self.opts)
         store = self._store(obs)
         tasks.take_task(store, 'live_migrate', task_id, time.time(), lease_seconds=lease, owner=self.owner, name=self.name)
         try:
@@ -613,7 +640,7 @@ class KubevirtMigration:  # pylint: disable=too-many-instance-attributes
         elif record.idle() and obs.get('effective_vm_state') in ('ACTIVE', 'PAUSED'):
             task_id = label or tasks.new_task_id()
             try:
-                tasks.take_task(self._store(obs), 'live_migrate', task_id, time.time(), lease_seconds=float(self.opts.wait_timeout) + 120.0,
+                tasks.take_task(self._store(obs), 'live_migrate', task_id, time.time(), lease_seconds=task_lease_seconds(self.opts),
                                 owner=self.owner, name=self.name)
             except ConvergeError:
                 task_id = None

@@ -28,13 +28,13 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused, WaitTimeout)
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_change, redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, KUBEVIRT_API, Conflict, NotFound
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import DNS_LABEL as _DNS_LABEL, DNS_SUBDOMAIN as _DNS_SUBDOMAIN
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore, annotations_from_record
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.units import parse_size
-from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks, views, vm_plan
+from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views, vm_plan
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 
@@ -340,15 +340,13 @@ class KubevirtVm:
         """Clear a task left behind by a killed run (lease over, or its owner on this host gone); return a note or None."""
         store = self.store(obs)
         record, _version = store.load()
-        if record.idle() or not (record.stale(now) or owner_gone(record.owner)):
+        reason = record.stale_reason(now, run_gone=owner_gone(record.owner))
+        if reason is None:
             return None
-        power = intended_power(obs)
-        recovery = reconcile.recover_stale_task(record.task_state, record.vm_state, record.action, power)
-        vm_state = recovery.vm_state
-        if recovery.action in (reconcile.REDO, reconcile.RESET_AFTER_LOCATING, reconcile.CLEAR, reconcile.FINISH_DELETE):
-            vm_state = views.effective_vm_state(record.vm_state, power)
+        recovery, vm_state = views.stale_recovery(record, intended_power(obs))
         tasks.clear_stale_task(store, record.task_id, vm_state, name=self.name)
-        return {'recovered_task': record.task_state, 'recovered_task_id': record.task_id, 'recovery': recovery.action, 'vm_state': vm_state}
+        return {'recovered_task': record.task_state, 'recovered_task_id': record.task_id, 'recovery': recovery.action, 'vm_state': vm_state,
+                'reason': reason}
 
     def record_vm_state(self, obs, vm_state):
         """Write ``vm_state`` into an idle VM's record (compare-and-swap on the annotations)."""
@@ -602,7 +600,8 @@ def converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=
         exists=obs['exists'], vm_state=obs.get('effective_vm_state') or 'DELETED', task_state=obs.get('task_state'),
         definition_differs=bool(diff), restart_needed=bool(obs.get('pending_restart')), autostart=None)
     steps = vm_plan.plan_vm(decl, plan_obs)
-    result = {'steps': [s.as_dict() for s in steps], 'changes': diff if obs['exists'] else []}
+    # the changes name declared fields and their values: cloud-init user data and import URLs are masked (never shown)
+    result = {'steps': [s.as_dict() for s in steps], 'changes': [redact_change(c) for c in diff] if obs['exists'] else []}
     result.update(notes)
     drift = recorded_drift(obs) if decl.state != 'absent' else None
     if drift:

@@ -36,6 +36,7 @@ import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError, InvalidDeclaration, WaitTimeout
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, CORE_API, KUBEVIRT_API, SUBRESOURCE_API, Conflict
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
@@ -125,7 +126,7 @@ def _source(spec, field):
             return {'http': {'url': url}}
         if url.startswith('docker://'):
             return {'registry': {'url': url}}
-        raise InvalidDeclaration(field + 'import_from', 'on kubevirt this is an http(s):// URL or a docker:// registry image, got %r' % url)
+        raise InvalidDeclaration(field + 'import_from', 'on kubevirt this is an http(s):// URL or a docker:// registry image, got %r' % redact_uri(url))
     if clone:
         namespace, _sep, name = clone.rpartition('/')
         if not _NAME.match(name) or (namespace and not _LABEL.match(namespace)):

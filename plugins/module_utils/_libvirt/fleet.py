@@ -16,6 +16,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible_collections.converge.virt.plugins.module_utils._common.address import guest_ip
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._phase import views
@@ -44,15 +45,17 @@ def _title(dom):
 
 
 def guest_addresses(connection, names, leases=True, agent=False):
-    """name -> first IPv4 address of running VMs ``names``, from DHCP leases of the host's networks or the guest agent."""
+    """name -> first IPv4 address of running VMs ``names``, from DHCP leases of the host's networks or the guest agent.
+
+    Only addresses :func:`guest_ip` accepts are taken (the guest agent reports what the guest says)."""
     conn = connection.conn
     by_mac = {}
     if leases:
         try:
             for net in conn.listAllNetworks(libvirt.VIR_CONNECT_LIST_NETWORKS_ACTIVE):
                 for lease in net.DHCPLeases():
-                    if lease.get('type') == libvirt.VIR_IP_ADDR_TYPE_IPV4 and lease.get('mac'):
-                        by_mac[lease['mac'].lower()] = lease['ipaddr']
+                    if lease.get('type') == libvirt.VIR_IP_ADDR_TYPE_IPV4 and lease.get('mac') and guest_ip(lease.get('ipaddr')):
+                        by_mac[lease['mac'].lower()] = guest_ip(lease['ipaddr'])
         except libvirt.libvirtError:
             by_mac = {}
     found = {}
@@ -75,7 +78,9 @@ def guest_addresses(connection, names, leases=True, agent=False):
         for iface_name, iface in sorted(ifaces.items()):
             if iface_name == 'lo':
                 continue
-            addrs = [a['addr'] for a in iface.get('addrs') or () if a.get('type') == libvirt.VIR_IP_ADDR_TYPE_IPV4]
+            # the guest writes these: only an IP address of another machine may become ansible_host
+            addrs = [guest_ip(a.get('addr')) for a in iface.get('addrs') or () if a.get('type') == libvirt.VIR_IP_ADDR_TYPE_IPV4]
+            addrs = [a for a in addrs if a]
             if addrs:
                 found[name] = addrs[0]
                 break

@@ -80,14 +80,19 @@ class MigrationOptions(NamedTuple):  # pylint: disable=too-many-instance-attribu
         return 'offline_migrate' if self.offline else 'live_migrate'
 
 
+def task_lease_seconds(opts):
+    """The lease of a migration task: its whole wait, the completion timeout, and a margin (within tasks.MAX_LEASE_SECONDS)."""
+    return float(opts.wait_timeout) + float(opts.completion_timeout or 0) + 120.0
+
+
 def validate_options(opts):
     """Raise :class:`InvalidDeclaration` naming the field of a bad option."""
     for field in ('bandwidth', 'max_downtime', 'completion_timeout'):
         value = getattr(opts, field)
         if value is not None and value <= 0:
             raise InvalidDeclaration(field, 'must be a positive number, got %r' % value)
-    if opts.wait_timeout < 0:
-        raise InvalidDeclaration('wait_timeout', 'must be 0 or more')
+    for field in ('wait_timeout', 'completion_timeout'):
+        tasks.check_timeout(field, getattr(opts, field))
     if opts.offline:
         for field in ('post_copy', 'auto_converge', 'copy_storage'):
             if getattr(opts, field):
@@ -477,6 +482,8 @@ class Migration:  # pylint: disable=too-many-instance-attributes
             if attached is not None:
                 return attached
             view = vm_view(src_dom)
+        if view['task_state'] is not None:
+            view = self._recover_stale(src_dom, view)
         # refused from the wrong state: nothing changed, the error names the state
         actions.check_action(self.opts.action, view['effective_vm_state'], view['task_state'])
         if not migration.may_start(view['effective_vm_state'], view['task_state']) and not self.opts.offline:
@@ -545,18 +552,38 @@ class Migration:  # pylint: disable=too-many-instance-attributes
                 except libvirt.libvirtError:
                     pass
             return self._follow(src_dom, record.task_id, thread=None, started_at=record.started_at)
-        if owner_gone(record.owner) or record.stale(time.time()):
+        reason = record.stale_reason(time.time(), run_gone=owner_gone(record.owner))
+        if reason is not None:
             if self.check_mode:
                 return None
             tasks.abandon_task(store, record.task_id, name=self.name, rolled_back=True)
-            self.notes.append('cleared the task %s left by an interrupted run (the guest stayed on the source)' % record.task_id)
+            self.notes.append('cleared the task %s left by an interrupted run (the guest stayed on the source): %s' % (record.task_id, reason))
             return None
         raise TaskConflict(self.name, record.task_id, record.task_state, owner=record.owner)
+
+    def _recover_stale(self, src_dom, view):
+        """A task of another kind whose run is gone, or whose lease no task can have written: recovered as the vm module does.
+
+        Returns the view to plan from (the task cleared; in check mode as it would be). A live task is left alone
+        (the action check that follows refuses it, naming it).
+        """
+        store = LibvirtTaskStore(self.source.conn, src_dom, self.owner, inferred_vm_state=view['effective_vm_state'])
+        record, _version = store.load()
+        reason = record.stale_reason(time.time(), run_gone=owner_gone(record.owner))
+        if reason is None:
+            return view
+        recovery, vm_state = views.stale_recovery(record, view['power_state'])
+        if self.check_mode:
+            self.notes.append('would recover the stale task %s (%s): %s' % (record.task_id, record.task_state, reason))
+            return dict(view, task_state=None, task_id=None, effective_vm_state=vm_state)
+        tasks.clear_stale_task(store, record.task_id, vm_state, name=self.name)
+        self.notes.append('recovered the stale task %s (%s, %s): %s' % (record.task_id, record.task_state, recovery.action, reason))
+        return vm_view(src_dom)
 
     def _run(self, src_dom):
         task_id = tasks.new_task_id()
         view = vm_view(src_dom)
-        lease = float(self.opts.wait_timeout) + float(self.opts.completion_timeout or 0) + 120.0
+        lease = task_lease_seconds(self.opts)
         store = LibvirtTaskStore(self.source.conn, src_dom, self.owner, inferred_vm_state=view['effective_vm_state'])
         record = tasks.take_task(store, self.opts.action, task_id, time.time(), lease_seconds=lease, owner=self.owner, name=self.name)
         self.started = True

@@ -17,12 +17,14 @@ not by the mutex, so a task survives daemon restarts and is visible to
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import time
 import xml.etree.ElementTree as ET
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import TaskConflict
+from ansible_collections.converge.virt.plugins.module_utils._common import files
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord, TaskStore
@@ -71,11 +73,9 @@ class DomainMutex:
         try:
             held = self.conn.secretLookupByUsage(libvirt.VIR_SECRET_USAGE_TYPE_VOLUME, self.usage)
             desc = ET.fromstring(held.XMLDesc(0)).findtext('description') or ''
-            since = float(desc.split('mutex ', 1)[1].split(' ', 1)[0])
-        except (libvirt.libvirtError, ValueError, IndexError, ET.ParseError):
+        except (libvirt.libvirtError, ET.ParseError):
             return
-        # a holder killed on this host (its process is gone) never releases it: broken at once
-        if time.time() - since > STALE_MUTEX_SECONDS or owner_gone(desc.rpartition(' held by ')[2]):
+        if mutex_stale_reason(desc, time.time()) is not None:
             try:
                 held.undefine()
             except libvirt.libvirtError:
@@ -90,12 +90,40 @@ class DomainMutex:
             self.secret = None
 
 
+def mutex_stale_reason(description, now):
+    """Why the mutex secret with ``description`` is stale and may be broken, or None while its holder may be alive.
+
+    The holder writes "converge.virt task mutex <time> held by <host:pid>" and keeps the mutex a few
+    milliseconds. Anybody who may define secrets on the daemon can define one with the same usage, so the
+    description is trusted only as far as a real holder can have written it: a time that is no number, not
+    finite, or more than :data:`STALE_MUTEX_SECONDS` away from ``now`` (either way: a clock that far ahead is
+    as wrong as one that far behind), a description in another form, or a holder on this host whose process
+    is gone, all make it stale.
+    """
+    prefix = 'converge.virt task mutex '
+    if not description.startswith(prefix) or ' held by ' not in description:
+        return 'its description is not one this collection writes'
+    stamp, _sep, holder = description[len(prefix):].partition(' held by ')
+    try:
+        since = float(stamp)
+    except ValueError:
+        return 'its time %r is not a number' % stamp
+    if not math.isfinite(since):
+        return 'its time %r is not a finite number' % stamp
+    if abs(now - since) > STALE_MUTEX_SECONDS:
+        return 'it was taken %.0f s %s' % (abs(now - since), 'ago' if since < now else 'in the future')
+    if owner_gone(holder):
+        return 'its holder %s is gone' % holder
+    return None
+
+
 def audit(event, vm, task_id, action, **extra):
     """Append one line to the audit journal named by ``$CONVERGE_VIRT_AUDIT_JOURNAL`` (nothing when unset).
 
     ``begin`` is written once the task is held, ``end`` before it is released,
     so the intervals of one VM never overlap while the task protocol holds.
-    One write() with O_APPEND per line: lines of concurrent runs do not mix.
+    One write() with O_APPEND per line: lines of concurrent runs do not mix. The file is created 0600 and opened
+    with O_NOFOLLOW: a symbolic link or anything but a regular file is refused (BackendError naming the variable).
     """
     path = os.environ.get(AUDIT_JOURNAL_ENV)
     if not path:
@@ -103,7 +131,13 @@ def audit(event, vm, task_id, action, **extra):
     entry = {'event': event, 'vm': vm, 'task_id': task_id, 'action': action, 'pid': os.getpid(), 'time': time.time(),
              'monotonic': time.monotonic()}
     entry.update(extra)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        # created owner-only; never through a symbolic link (a module running as root would append to its target)
+        fd = files.open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except files.UnsafeFile as exc:
+        raise BackendError('%s: the audit journal %s %s; nothing was appended' % (AUDIT_JOURNAL_ENV, path, exc)) from None
+    except OSError as exc:
+        raise BackendError('%s: cannot append to the audit journal %s: %s' % (AUDIT_JOURNAL_ENV, path, exc.strerror)) from None
     try:
         os.write(fd, (json.dumps(entry, sort_keys=True) + '\n').encode('utf-8'))
     finally:

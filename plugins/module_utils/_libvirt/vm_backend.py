@@ -20,7 +20,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.wait import 
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import is_no_domain, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, audit, metadata_from_record
-from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks, views, vm_plan
+from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views, vm_plan
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 
@@ -130,16 +130,14 @@ class LibvirtVm:
         """
         store = self.store(obs)
         record, _version = store.load()
-        if record.idle() or not record.stale(now):
+        # the store reads a task whose owner on this host is gone with its lease over (LibvirtTaskStore.load)
+        reason = record.stale_reason(now, run_gone=owner_gone(record.owner))
+        if reason is None:
             return None
-        recovery = reconcile.recover_stale_task(record.task_state, record.vm_state, record.action, obs['power_state'])
-        vm_state = recovery.vm_state
-        if recovery.action in (reconcile.REDO, reconcile.RESET_AFTER_LOCATING, reconcile.CLEAR, reconcile.FINISH_DELETE):
-            # what the interrupted task left behind is read off the hypervisor
-            vm_state = views.effective_vm_state(record.vm_state, obs['power_state'], obs['managed_save'])
+        recovery, vm_state = views.stale_recovery(record, obs['power_state'], obs['managed_save'])
         tasks.clear_stale_task(store, record.task_id, vm_state, name=self.name)
         return {'recovered_task': record.task_state, 'recovered_task_id': record.task_id, 'recovery': recovery.action,
-                'vm_state': vm_state}
+                'vm_state': vm_state, 'reason': reason}
 
     def record_vm_state(self, obs, vm_state):
         """Write ``vm_state`` into an idle VM's record (compare-and-swap)."""

@@ -28,6 +28,11 @@ Action = namedtuple('Action', ['name', 'vm_states', 'task_states', 'task_state',
 
 _ALL = ANY
 _IDLE = (None,)
+# Nova task_states.ALLOW_REBOOT: a hard reboot may interrupt these (a stuck soft reboot among them). Nova's
+# REBOOT_PENDING / REBOOT_STARTED sub-steps of a soft reboot are REBOOTING here (one task, no RPC hop).
+ALLOW_HARD_REBOOT_TASKS = (None, 'REBOOTING', 'REBOOTING_HARD', 'RESUMING', 'UNPAUSING', 'PAUSING', 'SUSPENDING')
+# Nova attach_volume / detach_volume (SHELVED and SHELVED_OFFLOADED have no counterpart here).
+VOLUME_VM_STATES = (s.ACTIVE, s.VM_PAUSED, s.STOPPED, s.RESIZED, s.SOFT_DELETED)
 
 ACTIONS = {
     a.name: a for a in (
@@ -37,8 +42,8 @@ ACTIONS = {
         Action('start', (s.STOPPED,), _IDLE, 'STARTING', s.ACTIVE, 'nova start: STOPPED'),
         Action('stop', (s.ACTIVE, s.ERROR), _IDLE, 'STOPPING', s.STOPPED, 'nova stop: ACTIVE, ERROR'),
         Action('reboot_soft', (s.ACTIVE,), _IDLE, 'REBOOTING', s.ACTIVE, 'nova reboot SOFT'),
-        Action('reboot_hard', (s.ACTIVE, s.STOPPED, s.VM_PAUSED, s.VM_SUSPENDED, s.ERROR), _IDLE, 'REBOOTING', s.ACTIVE,
-               'nova reboot HARD'),
+        Action('reboot_hard', (s.ACTIVE, s.STOPPED, s.VM_PAUSED, s.VM_SUSPENDED, s.ERROR), ALLOW_HARD_REBOOT_TASKS, 'REBOOTING_HARD',
+               s.ACTIVE, 'nova reboot HARD: task_state in ALLOW_REBOOT'),
         Action('pause', (s.ACTIVE,), _IDLE, 'PAUSING', s.VM_PAUSED, 'nova pause'),
         Action('unpause', (s.VM_PAUSED,), _IDLE, 'UNPAUSING', s.ACTIVE, 'nova unpause'),
         Action('suspend', (s.ACTIVE,), _IDLE, 'SUSPENDING', s.VM_SUSPENDED, 'nova suspend'),
@@ -46,13 +51,13 @@ ACTIONS = {
         Action('live_migrate', (s.ACTIVE, s.VM_PAUSED), _IDLE, 'MIGRATING', UNCHANGED, 'nova live_migrate'),
         Action('offline_migrate', (s.STOPPED,), _IDLE, 'MIGRATING', UNCHANGED,
                'extension: move a stopped VM definition to another host (nova migrate of a stopped instance, without resize)'),
-        Action('migrate_abort', (s.ACTIVE, s.VM_PAUSED), ('MIGRATING',), 'MIGRATING', UNCHANGED,
-               'nova live_migrate_abort: only while task_state is MIGRATING'),
+        Action('migrate_abort', _ALL, ('MIGRATING',), 'MIGRATING', UNCHANGED,
+               'nova live_migrate_abort: only while task_state is MIGRATING (any vm_state)'),
         Action('resize', (s.ACTIVE, s.STOPPED), _IDLE, 'RESIZING', s.RESIZED, 'nova resize'),
         Action('confirm_resize', (s.RESIZED,), _IDLE, None, PREVIOUS, 'nova confirm_resize'),
-        Action('attach_volume', (s.ACTIVE, s.VM_PAUSED, s.STOPPED, s.SOFT_DELETED), _IDLE, None, UNCHANGED, 'nova attach_volume'),
-        Action('detach_volume', (s.ACTIVE, s.VM_PAUSED, s.STOPPED, s.SOFT_DELETED), _IDLE, None, UNCHANGED, 'nova detach_volume'),
-        Action('soft_delete', _ALL, _IDLE, 'DELETING', s.SOFT_DELETED, 'nova soft_delete'),
+        Action('attach_volume', VOLUME_VM_STATES, _IDLE, None, UNCHANGED, 'nova attach_volume'),
+        Action('detach_volume', VOLUME_VM_STATES, _IDLE, None, UNCHANGED, 'nova detach_volume'),
+        Action('soft_delete', _ALL, _ALL, 'DELETING', s.SOFT_DELETED, 'nova soft_delete: any vm_state, any task_state'),
         Action('restore', (s.SOFT_DELETED,), _IDLE, 'RESTORING', s.ACTIVE, 'nova restore'),
         Action('delete', _ALL, _ALL, 'DELETING', s.DELETED, 'nova delete: preempts any task'),
     )

@@ -10,7 +10,7 @@ so the documentation can never drift from the tables the code runs.
 
 from __future__ import annotations
 
-from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, reconcile, states, status, vm_plan
+from ansible_collections.converge.virt.plugins.module_utils._phase import actions, deviations, migration, reconcile, states, status, vm_plan
 
 HEADER = '<!-- Generated from plugins/module_utils/_phase by `make docs`; do not edit by hand. -->'
 
@@ -57,8 +57,8 @@ def vmi_phase_diagram():
         '    Scheduling --> Scheduled: launcher ready, nothing failed to sync',
         '    Scheduling --> Failed: launcher failed',
         '    Scheduled --> Running: domain running / paused / blocked / pmsuspended',
-        '    Running --> Succeeded: shutdown, saved, snapshot, destroyed without ACPI',
-        '    Running --> Failed: crashed, panicked, destroyed after the ACPI grace period, post-copy failed',
+        '    Running --> Succeeded: shutdown, saved, snapshot, destroyed with no graceful stop asked',
+        '    Running --> Failed: crashed, panicked, destroyed after the grace period of a graceful stop, post-copy failed',
     ]
 
 
@@ -94,14 +94,13 @@ def render_states_markdown():
     out += ['## Instance phase', '']
     out += _mermaid(vmi_phase_diagram())
     phase_rows = []
-    for (state, reason), acpi, phase in states.DOMAIN_PHASE_TABLE:
-        phase_rows.append((state, reason or 'any', {True: 'on', False: 'off', None: 'either'}[acpi], phase or 'unchanged'))
-    out += _table(('domain state', 'reason', 'ACPI', 'phase'), phase_rows)
+    for (state, reason), tried, phase, why in states.DOMAIN_PHASE_TABLE:
+        phase_rows.append((state, reason or 'any', {True: 'yes', False: 'no', None: 'either'}[tried], phase or 'unchanged', why or ''))
+    out += _table(('domain state', 'reason', 'graceful stop tried (ACPI and grace period > 0)', 'phase', 'phase_reason'), phase_rows)
     out += ['## Printable status (first match wins)', '']
-    status_rows = [(index + 1, word, (rule.__doc__ or '').strip().split('. ', 1)[-1]) for index, (word, rule) in enumerate(status.STATUS_RULES)]
+    status_rows = [(index + 1, word, (rule.__doc__ or '').strip().partition('. ')[2]) for index, (word, rule) in enumerate(status.STATUS_RULES)]
     status_rows.append((len(status_rows) + 1, status.UNKNOWN, 'otherwise'))
     out += _table(('#', 'status', 'when'), status_rows)
-    out += ['Start backoff before retry n: `min(300, 10*n^2 + random(0, 10*n^2/2))` seconds.', '']
     out += ['## Power-state reconciliation', '']
     sync_rows = [(vm, 'any' if power == '*' else ', '.join(power), action, 'yes' if reread else '', alt or '')
                  for vm, power, action, reread, alt in reconcile.POWER_SYNC_TABLE]
@@ -110,4 +109,8 @@ def render_states_markdown():
     out += _table(('task_state', 'recovery'), sorted(reconcile.STALE_TASK_TABLE.items()))
     out += ['## Migration phases', '']
     out += _mermaid(migration_diagram())
+    out += ['## Where ours differs from upstream, and why', '',
+            'Every other rule agrees with the upstream code and its test suites '
+            '(`tests/unit/plugins/module_utils/_phase/test_upstream_*.py` cite each upstream test).', '']
+    out += _table(('area', 'upstream', 'converge.virt', 'why'), [(d.area, d.upstream, d.ours, d.reason) for d in deviations.DEVIATIONS])
     return '\n'.join(out).rstrip('\n') + '\n'

@@ -9,9 +9,11 @@ Unset -> Pending -> Scheduling -> Scheduled -> PreparingTarget -> TargetReady
 observation at a time, first checking the failure rules of
 :data:`FAILURE_RULES` in order.
 
-Abort is the deletion of the migration object: before the hand-off to the
-source (Running) it fails at once; after it, the source is asked to abort and
-the guest keeps running on the source.
+Abort is the deletion of the migration object: before the hand-off of the
+target to the nodes (PreparingTarget) it fails at once; after it, the source is
+asked to abort and the migration ends as the source reports: Failed (aborted,
+the guest keeps running on the source) or, when the transfer completed first,
+Succeeded.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ FAILED = 'Failed'
 PHASES = (UNSET, PENDING, SCHEDULING, SCHEDULED, PREPARING_TARGET, TARGET_READY, RUNNING, SUCCEEDED, FAILED)
 FINAL = (SUCCEEDED, FAILED)
 ORDER = (UNSET, PENDING, SCHEDULING, SCHEDULED, PREPARING_TARGET, TARGET_READY, RUNNING, SUCCEEDED)
+# KubeVirt TargetIsHandedOff: from PreparingTarget on, the nodes drive the migration.
+HANDED_OFF = (PREPARING_TARGET, TARGET_READY, RUNNING)
+# KubeVirt checks the target's pending timeouts while the migration is Pending or Scheduling (migration.go sync).
+PENDING_TIMEOUT_PHASES = (PENDING, SCHEDULING)
+# KubeVirt's defaults: an unschedulable target pod, and a target pod pending for any other reason.
+UNSCHEDULABLE_TIMEOUT_SECONDS = 300.0
+PENDING_TIMEOUT_SECONDS = 900.0
 
 # phase -> the phases it may move to (Failed from any non-final phase).
 TRANSITIONS = {
@@ -50,6 +59,7 @@ TARGET_FAILED = 'the target died or vanished'
 SUPERSEDED = 'another migration of this VM took over'
 SOURCE_FAILED = 'the source reported the migration failed'
 PENDING_TIMEOUT = 'the target stayed pending too long'
+UNSCHEDULABLE_TIMEOUT = 'the target stayed unschedulable too long'
 ABORTED = 'aborted'
 DRAINING_TARGET = 'the target host is being drained'
 
@@ -70,28 +80,35 @@ class MigrationObservation(NamedTuple):
     source_failed: bool = False
     superseded: bool = False
     abort_requested: bool = False
-    pending_seconds: float = 0.0
-    pending_timeout: float = 300.0
+    pending_seconds: float = 0.0        # how long the target has been pending (KubeVirt: the target pod's age)
+    pending_timeout: float = PENDING_TIMEOUT_SECONDS
+    target_unschedulable: bool = False  # the target is pending because it cannot be scheduled
+    unschedulable_timeout: float = UNSCHEDULABLE_TIMEOUT_SECONDS
 
 
 def _failure(obs):
-    # Order follows migration.go updateStatus: VM final first, then the target.
-    if not obs.vm_running and obs.phase != RUNNING:
+    # Order follows migration.go updateStatus: the VM first, an abort before hand-off, then the target, another
+    # migration, the source; the pending timeouts come from sync() (they delete the pending target).
+    if not obs.vm_running and not (obs.phase == RUNNING and obs.transfer_completed):
         return VM_GONE
-    if obs.superseded:
-        return SUPERSEDED
-    if obs.target_draining and obs.phase not in (RUNNING,):
+    if obs.abort_requested and obs.phase not in HANDED_OFF:
+        return ABORTED
+    if obs.target_draining and obs.phase != RUNNING:
         return DRAINING_TARGET
     if obs.target_failed:
         return TARGET_FAILED
+    if obs.superseded:
+        return SUPERSEDED
     if obs.source_failed:
-        return SOURCE_FAILED
-    if obs.abort_requested:
+        return ABORTED if obs.abort_requested else SOURCE_FAILED
+    if obs.abort_requested and not obs.transfer_started:
+        # handed off but no transfer runs (any more): nothing is left to stop, the abort took effect
         return ABORTED
-    if obs.phase in (UNSET, PENDING, SCHEDULING) and obs.pending_seconds > obs.pending_timeout:
-        return PENDING_TIMEOUT
-    if obs.phase == RUNNING and not obs.vm_running and not obs.transfer_completed:
-        return VM_GONE
+    if obs.phase in PENDING_TIMEOUT_PHASES:
+        if obs.target_unschedulable and obs.pending_seconds >= obs.unschedulable_timeout:
+            return UNSCHEDULABLE_TIMEOUT
+        if obs.pending_seconds >= obs.pending_timeout:
+            return PENDING_TIMEOUT
     return None
 
 
@@ -112,7 +129,9 @@ def next_phase(obs):
 
     A final phase never changes. Failure rules are checked first. Otherwise
     the phase moves forward as far as the observation allows, one edge of
-    :data:`TRANSITIONS` at a time (the result is always reachable).
+    :data:`TRANSITIONS` at a time (the result is always reachable). An abort
+    requested after the hand-off waits for the source while a transfer runs
+    (it completes: Succeeded; the source stops it: Failed, aborted).
     """
     if obs.phase in FINAL:
         return obs.phase, None
@@ -135,21 +154,17 @@ def next_phase(obs):
 
 
 def abort_plan(phase):
-    """What aborting (deleting the migration) does in ``phase``.
+    """What aborting (deleting the migration) does in ``phase`` (KubeVirt migration.go updateStatus).
 
-    Returns 'nothing' for a final migration, 'fail' before the hand-off to
-    the source, 'ask source to abort' once the transfer runs.
+    Returns 'nothing' for a final migration, 'fail' before the hand-off
+    (:data:`HANDED_OFF`), 'ask source to abort' after it: the guest keeps
+    running on the source unless the transfer completes first.
     """
     if phase in FINAL:
         return 'nothing'
-    if phase == RUNNING:
+    if phase in HANDED_OFF:
         return 'ask source to abort'
     return 'fail'
-
-
-def can_transition(current, new):
-    """True when ``new`` is a legal next phase of ``current``."""
-    return new == current or new in TRANSITIONS.get(current, ())
 
 
 def may_start(vm_state, task_state, other_migration_phase=None):
@@ -176,10 +191,12 @@ def libvirt_observation(phase, dest_connected=False, dest_checked=False, dest_ac
     Scheduling/Scheduled = destination connection opened and checked;
     PreparingTarget/TargetReady = the destination accepts (Begin/Prepare);
     Running = the job is active; Succeeded = job completed and the domain runs
-    on the destination; Failed = job failed or cancelled.
+    on the destination; Failed = job failed or cancelled (a cancelled job is the
+    source's answer to an abort: reason aborted). ``aborted``: an abort was asked.
     """
     active = job_type in (LIBVIRT_JOB_BOUNDED, LIBVIRT_JOB_UNBOUNDED)
     completed = on_destination and (job_type in (LIBVIRT_JOB_COMPLETED, LIBVIRT_JOB_NONE))
+    ended_unfinished = job_type in (LIBVIRT_JOB_FAILED, LIBVIRT_JOB_CANCELLED) or bool(error)
     return MigrationObservation(
         phase=phase,
         vm_running=vm_running or on_destination,
@@ -190,7 +207,7 @@ def libvirt_observation(phase, dest_connected=False, dest_checked=False, dest_ac
         transfer_started=active or completed,
         transfer_completed=completed,
         target_failed=dest_failed,
-        source_failed=(job_type == LIBVIRT_JOB_FAILED or bool(error)) and not on_destination,
+        source_failed=ended_unfinished and not on_destination,
         abort_requested=aborted or job_type == LIBVIRT_JOB_CANCELLED,
     )
 

@@ -103,7 +103,8 @@ def recover_stale_task(task_state, vm_state, action=None, power_state=None):
 
     - starting / stopping / rebooting / pausing ...: redone (the interrupted
       action is retried from the recorded vm_state).
-    - deleting: the delete is finished.
+    - deleting: Nova finishes the delete; here only a declaration does (converge.virt.vm state=absent):
+      the record alone never deletes a VM (see :data:`FIX_DECLARATIONS`).
     - migrating: reset after checking where the guest really runs; vm_state
       is unchanged (a migration never changes it).
     - spawning / building: ERROR (Nova sets ERROR for an interrupted build),
@@ -125,16 +126,34 @@ def recover_stale_task(task_state, vm_state, action=None, power_state=None):
 
 # What fixing a disagreement means, as a declaration the vm planner reaches:
 # decision -> (declared state, options). Policy alternatives replace the first.
+#
+# REAP (recorded DELETED or SOFT_DELETED while the guest runs) has no fix, and a stale DELETING task is only
+# cleared, never finished: the record lives with the VM, and whoever may write the VM's metadata or annotations
+# may write any record, so a record alone never makes reconcile delete a VM. Deleting is for a declaration
+# (converge.virt.vm state=absent), which re-plans from the hypervisor and finishes an interrupted delete.
 FIX_DECLARATIONS = {
     RECORD_STOPPED: ('stopped', {}),
     STOP: ('stopped', {}),
     FORCE_STOP: ('stopped', {'shutdown_timeout': 0}),
-    REAP: ('absent', {}),
 }
 ALTERNATIVE_DECLARATIONS = {
     'start': ('running', {}),
     'record ACTIVE': ('running', {}),
 }
+
+
+# power_states of a guest that a declared 'stopped' no longer turns off
+_ALREADY_OFF = (s.SHUTDOWN,)
+
+
+def destructive_fix(declared, power_state):
+    """True when a fix declaring ``declared`` loses a guest's running state or the VM itself.
+
+    Turning a guest off (``stopped`` while it runs, is paused, suspended or crashed) and ``absent`` are
+    destructive; recording a state, starting a guest and clearing a stale task are not. The reconcile module
+    reads a VM again before a destructive fix and acts only when both reads agree.
+    """
+    return declared == 'absent' or (declared == 'stopped' and power_state not in _ALREADY_OFF)
 
 
 def fix_declaration(decision, use_alternative=False):

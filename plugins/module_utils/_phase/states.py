@@ -44,7 +44,7 @@ VM_STATES = (ACTIVE, BUILDING, INITIALIZED, STOPPED, VM_PAUSED, VM_SUSPENDED, RE
 # A verb + "ing"; None when idle (seed 004 lists Nova's full set; these are
 # the ones a converge task can hold).
 TASK_STATES = (
-    'SPAWNING', 'STARTING', 'STOPPING', 'REBOOTING', 'PAUSING', 'UNPAUSING', 'SUSPENDING', 'RESUMING',
+    'SPAWNING', 'STARTING', 'STOPPING', 'REBOOTING', 'REBOOTING_HARD', 'PAUSING', 'UNPAUSING', 'SUSPENDING', 'RESUMING',
     'MIGRATING', 'RESIZING', 'UPDATING', 'DELETING', 'RESTORING', 'REBUILDING',
 )
 
@@ -57,7 +57,8 @@ PHASE_RUNNING = 'Running'
 SUCCEEDED = 'Succeeded'
 FAILED = 'Failed'
 UNKNOWN = 'Unknown'
-PHASES = (PHASE_UNSET, PENDING, SCHEDULING, SCHEDULED, PHASE_RUNNING, SUCCEEDED, FAILED, UNKNOWN)
+WAITING_FOR_SYNC = 'WaitingForSync'     # a receiver of a decentralized migration waits for its source
+PHASES = (PHASE_UNSET, PENDING, SCHEDULING, SCHEDULED, PHASE_RUNNING, SUCCEEDED, FAILED, UNKNOWN, WAITING_FOR_SYNC)
 FINAL_PHASES = (SUCCEEDED, FAILED)
 
 # ---------------------------------------------------- libvirt states, as data
@@ -126,87 +127,97 @@ def power_state_from_libvirt(state, reason=0):
     return PowerObservation(POWER_STATE_OF_LIBVIRT_STATE.get(state_word, NOSTATE), state_word, reason_word)
 
 
-# (state word, reason word or None for "any other", acpi or None for "either") -> phase.
-# None as the phase means "unchanged: keep the previous phase". Order matters:
-# the first matching row wins. KubeVirt virt-handler getVMIPhaseFromDomain.
+# (state word, reason word or None for "any other"), graceful stop tried (True / False / None for
+# "either"), phase (None: unchanged, keep the previous phase), why (shown as phase_reason). Order matters:
+# the first matching row wins. KubeVirt virt-handler calculateVmPhaseForStatusReason (pkg/virt-handler/vm.go).
 DOMAIN_PHASE_TABLE = (
-    (('shutoff', 'crashed'), None, FAILED),
-    # libvirt's CRASHED state (reason panicked or unknown) is a crash whatever the
-    # reason; KubeVirt's own reason words only name 'panicked' (extension, see docs).
-    (('crashed', None), None, FAILED),
-    (('shutoff', 'destroyed'), True, FAILED),       # ACPI on: graceful stop timed out, then forced
-    (('shutoff', 'destroyed'), False, SUCCEEDED),   # no ACPI: destroying is the normal stop
-    (('shutoff', 'shutdown'), None, SUCCEEDED),
-    (('shutoff', 'saved'), None, SUCCEEDED),
-    (('shutoff', 'from_snapshot'), None, SUCCEEDED),
-    (('shutoff', 'migrated'), None, None),          # the domain left: we no longer know the phase
-    (('paused', 'postcopy_failed'), None, FAILED),
-    (('running', None), None, PHASE_RUNNING),
-    (('blocked', None), None, PHASE_RUNNING),
-    (('paused', None), None, PHASE_RUNNING),
-    (('pmsuspended', None), None, PHASE_RUNNING),
+    (('shutoff', 'crashed'), None, FAILED, 'the guest crashed'),
+    # libvirt's CRASHED state (reason panicked or unknown) is a crash whatever the reason; KubeVirt fails only
+    # the reasons it names (Crashed, Panicked) and keeps the phase for crashed/unknown (deviation, see docs).
+    (('crashed', None), None, FAILED, 'the guest crashed'),
+    (('shutoff', 'destroyed'), True, FAILED,
+     'forced off (destroyed) after a graceful shutdown (ACPI) did not finish within the grace period'),
+    (('shutoff', 'destroyed'), False, SUCCEEDED, 'powered off at once: no graceful shutdown was asked for (no ACPI or no grace period)'),
+    (('shutoff', 'shutdown'), None, SUCCEEDED, 'the guest shut down'),
+    (('shutoff', 'saved'), None, SUCCEEDED, 'the guest state was saved to disk'),
+    (('shutoff', 'from_snapshot'), None, SUCCEEDED, 'stopped by reverting to a snapshot'),
+    (('shutoff', 'migrated'), None, None, 'the domain migrated away: the phase is the one it had'),
+    (('paused', 'postcopy_failed'), None, FAILED, 'a post-copy migration failed: the guest cannot be recovered'),
+    (('running', None), None, PHASE_RUNNING, None),
+    (('blocked', None), None, PHASE_RUNNING, None),
+    (('paused', None), None, PHASE_RUNNING, None),
+    (('pmsuspended', None), None, PHASE_RUNNING, None),
 )
 
+# The reason shown while the graceful-stop attempt is not known (a destroyed ACPI domain whose record does not say
+# how it was stopped): KubeVirt's default (a grace period is set) reads it as Failed.
+DESTROYED_GRACE_UNKNOWN = ('forced off (destroyed) while ACPI was available: read as a graceful shutdown that did not finish in '
+                           'time (KubeVirt\'s rule when the grace period is not known)')
 
-def phase_from_domain(state, reason=0, acpi=True, previous=PHASE_UNSET):
-    """VMI phase from a domain's (state, reason), ACPI / grace-period aware.
 
-    A domain destroyed while ACPI was available means a graceful shutdown was
-    tried and the grace period ran out: Failed. Without ACPI, destroy is the
-    normal way to stop: Succeeded. A migrated-away domain keeps ``previous``.
-    States and reasons the table does not name keep ``previous`` too, as
-    virt-handler does.
+def graceful_stop_tried(acpi, grace_period=None):
+    """KubeVirt ``isACPIEnabled``: a graceful shutdown was tried before a destroy.
+
+    True when the domain has ACPI and the termination grace period is above zero. ``grace_period`` None means not
+    known: KubeVirt then uses its default grace period (30 s), so an ACPI domain counts as tried.
     """
+    return bool(acpi) and (grace_period is None or grace_period > 0)
+
+
+def _domain_row(state, reason, acpi, grace_period):
     state_word, reason_word = libvirt_state_words(state, reason)
-    for (row_state, row_reason), row_acpi, phase in DOMAIN_PHASE_TABLE:
-        if row_state != state_word:
-            continue
-        if row_reason is not None and row_reason != reason_word:
-            continue
-        if row_acpi is not None and row_acpi != bool(acpi):
-            continue
-        return previous if phase is None else phase
-    return previous
+    tried = graceful_stop_tried(acpi, grace_period)
+    for row in DOMAIN_PHASE_TABLE:
+        (row_state, row_reason), row_tried = row[0], row[1]
+        if row_state == state_word and row_reason in (None, reason_word) and row_tried in (None, tried):
+            return row
+    return None
+
+
+def phase_from_domain(state, reason=0, acpi=True, previous=PHASE_UNSET, grace_period=None):
+    """VMI phase from a domain's (state, reason), grace-period aware (KubeVirt calculateVmPhaseForStatusReason).
+
+    A domain destroyed after a graceful shutdown was tried (ACPI and a grace period above zero) means the grace
+    period ran out: Failed. With no graceful attempt (no ACPI, or ``grace_period`` 0: an immediate power-off)
+    destroy is the normal way to stop: Succeeded. A migrated-away domain keeps ``previous``; so do states and
+    reasons the table does not name, as virt-handler does.
+    """
+    row = _domain_row(state, reason, acpi, grace_period)
+    if row is None or row[2] is None:
+        return previous
+    return row[2]
+
+
+def domain_phase_reason(state, reason=0, acpi=True, grace_period=None):
+    """Why :func:`phase_from_domain` gives its phase, in words (None for a live domain or an unnamed state).
+
+    For a destroyed ACPI domain whose grace period is not known the reason says that the phase is read, not known.
+    """
+    row = _domain_row(state, reason, acpi, grace_period)
+    if row is None:
+        return None
+    if row[2] == FAILED and row[0] == ('shutoff', 'destroyed') and grace_period is None:
+        return DESTROYED_GRACE_UNKNOWN
+    return row[3]
 
 
 def phase_without_domain(host_reachable, launcher_present=True, final=False, previous=PHASE_UNSET):
-    """VMI phase when no domain exists (virt-handler, seed 000).
+    """VMI phase when no domain exists (virt-handler calculateVmPhaseForStatusReason with a nil domain).
 
-    - the host cannot be asked at all: Unknown;
-    - the launcher (for libvirt: the daemon / the host record) is gone: Failed;
-    - the instance is already final: keep ``previous``;
+    - the host cannot be asked at all: Unknown (extension: KubeVirt has no such case);
+    - an instance already Scheduled or Running keeps its phase while its launcher (for libvirt: the daemon, the
+      host record) answers (a domain briefly not found is no reason to go backwards), and is Failed once the
+      launcher is gone or unresponsive;
+    - an instance that is already final keeps ``previous`` (``final`` says so when ``previous`` is not given);
     - otherwise the domain is not created yet: Scheduled.
     """
     if not host_reachable:
         return UNKNOWN
-    if final:
+    if previous in (SCHEDULED, PHASE_RUNNING):
+        return previous if launcher_present else FAILED
+    if final or is_final(previous):
         return previous
-    if not launcher_present:
-        return FAILED
     return SCHEDULED
-
-
-def phase_before_domain(phase, launcher_exists=False, launcher_ready=False, sync_failed=False,
-                        image_pull_error=False, launcher_failed=False, deletion_requested=False):
-    """Controller-side phase progression before a domain exists (virt-controller, seed 000).
-
-    Pending/"" -> Scheduling when the launcher exists; Scheduling -> Scheduled
-    when it is ready and nothing failed to sync; image pull errors keep
-    Scheduling; a launcher that fails (or a deletion before start) -> Failed.
-    """
-    if phase in FINAL_PHASES:
-        return phase
-    if launcher_failed:
-        return FAILED
-    if phase in (PHASE_UNSET, PENDING):
-        if deletion_requested:
-            return FAILED
-        return SCHEDULING if launcher_exists else phase or PENDING
-    if phase == SCHEDULING:
-        if image_pull_error or sync_failed or not launcher_ready:
-            return SCHEDULING
-        return SCHEDULED
-    return phase
 
 
 def is_final(phase):

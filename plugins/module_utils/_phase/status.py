@@ -12,7 +12,6 @@ instance, a storage volume onto a claim, a pool refresh onto provisioning.
 
 from __future__ import annotations
 
-import random
 from typing import NamedTuple, Optional, Tuple
 
 from ansible_collections.converge.virt.plugins.module_utils._phase import states
@@ -45,9 +44,10 @@ REASON_IMAGE_PULL_BACK_OFF = 'ImagePullBackOff'
 RUN_STRATEGIES = ('Always', 'Halted', 'Manual', 'RerunOnFailure', 'Once', 'WaitAsReceiver')
 CRASH_LOOP_RUN_STRATEGIES = ('Always', 'RerunOnFailure', 'Once')
 
-# DataVolume phases that are neither an error nor still provisioning
-# (CDI; KubeVirt storagetypes.HasDataVolumeProvisioning).
-DV_DONE_PHASES = ('Succeeded', 'WaitForFirstConsumer', 'PendingPopulation')
+# DataVolume phases that are not provisioning (KubeVirt storagetypes.HasDataVolumeProvisioning): done, or
+# waiting for a populator; WaitForFirstConsumer is not provisioning either while its claim is unbound.
+DV_DONE_PHASES = ('Succeeded', 'PendingPopulation')
+DV_WAIT_FOR_FIRST_CONSUMER = 'WaitForFirstConsumer'
 DV_FAILED = 'Failed'
 
 
@@ -65,6 +65,7 @@ class DataVolumeView(NamedTuple):
 
     phase: str = ''
     running_error: bool = False  # condition Running=False with an error reason
+    bound: bool = False          # condition Bound=True: its claim is bound
 
 
 class StatusInput(NamedTuple):
@@ -80,6 +81,8 @@ class StatusInput(NamedTuple):
     unbound_claims: bool = False
     start_failures: int = 0
     run_strategy: str = 'Manual'
+    start_requested: bool = False     # a Start request is pending (KubeVirt stateChangeRequests), or a strategy just switched on
+    stop_requested: bool = False      # a Stop request for the live instance is pending
 
 
 def _instance_final(inp):
@@ -87,10 +90,17 @@ def _instance_final(inp):
 
 
 def _set_to_start(inp):
-    # KubeVirt isSetToStart: a live instance, or a start is expected.
-    if inp.instance is not None and not states.is_final(inp.instance.phase):
+    """KubeVirt isSetToStart: whether the run strategy wants the VM to run."""
+    instance = inp.instance
+    if inp.run_strategy == 'Always':
         return True
-    return inp.start_expected
+    if inp.run_strategy == 'Manual':
+        return not inp.stop_requested if instance is not None else inp.start_requested
+    if inp.run_strategy == 'RerunOnFailure':
+        return instance.phase != states.SUCCEEDED if instance is not None else inp.start_requested
+    if inp.run_strategy == 'Once':
+        return instance is None
+    return False     # Halted, WaitAsReceiver and unknown strategies
 
 
 def is_terminating(inp):
@@ -139,12 +149,12 @@ def is_unschedulable(inp):
 
 
 def is_provisioning(inp):
-    """9. A DataVolume is still being provisioned."""
-    return any(dv.phase not in DV_DONE_PHASES and dv.phase != DV_FAILED for dv in inp.datavolumes)
+    """9. A DataVolume is still being provisioned (not Succeeded or PendingPopulation; WaitForFirstConsumer only once bound)."""
+    return any(dv.phase not in DV_DONE_PHASES and (dv.bound or dv.phase != DV_WAIT_FOR_FIRST_CONSUMER) for dv in inp.datavolumes)
 
 
 def is_waiting_for_volume_binding(inp):
-    """10. Set to start and a claim is unbound."""
+    """10. Set to start (by its run strategy) and a claim is unbound."""
     return _set_to_start(inp) and inp.unbound_claims
 
 
@@ -182,8 +192,8 @@ def is_stopped(inp):
 
 
 def is_waiting_for_receiver(inp):
-    """16. Run strategy WaitAsReceiver."""
-    return inp.run_strategy == 'WaitAsReceiver'
+    """16. Run strategy WaitAsReceiver, and no instance or one waiting for its migration source."""
+    return inp.run_strategy == 'WaitAsReceiver' and (inp.instance is None or inp.instance.phase == states.WAITING_FOR_SYNC)
 
 
 # The precedence, first match wins (KubeVirt setPrintableStatus). 17: Unknown.
@@ -220,34 +230,3 @@ def printable_status(inp):
         if rule(inp):
             return word
     return UNKNOWN
-
-
-BACKOFF_BASE_SECONDS = 10
-BACKOFF_CAP_SECONDS = 300
-
-
-def start_backoff(failures, rng=None):
-    """Seconds to wait before start retry number ``failures`` (KubeVirt startFailureBackoff).
-
-    10 * n^2 seconds plus a random extra of up to half of that, capped at
-    300 s. ``failures`` <= 0 means no wait. ``rng`` is a ``random.Random``
-    (or anything with ``.random()``), so tests can pin the jitter.
-    """
-    if failures <= 0:
-        return 0.0
-    base = BACKOFF_BASE_SECONDS * failures * failures
-    rng = rng or random
-    return float(min(BACKOFF_CAP_SECONDS, base + rng.random() * (base / 2.0)))
-
-
-def count_start_failure(failures, reached_running, became_final):
-    """New consecutive start-failure count after an instance ends (KubeVirt vm.go).
-
-    A failure counts only if the instance became final without ever reaching
-    Running; the count resets when an instance reaches Running.
-    """
-    if reached_running:
-        return 0
-    if became_final:
-        return failures + 1
-    return failures

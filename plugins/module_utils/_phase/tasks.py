@@ -18,10 +18,11 @@ lease that tells a task in flight from one left behind by a killed run.
 from __future__ import annotations
 
 import abc
+import math
 import os
 from typing import NamedTuple, Optional
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import TaskConflict
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration, TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions
 
 
@@ -32,16 +33,63 @@ def new_task_id():
 
 DEFAULT_LEASE_SECONDS = 120.0
 
+# The record lives with the VM, so whoever may write the VM's metadata (libvirt) or annotations (KubeVirt) can
+# write any lease. A lease is trusted only as far as a real task can reach: every timeout option of every module
+# is at most MAX_TIMEOUT_SECONDS (check_timeout), and the longest lease a module takes is two of them plus a
+# margin (the libvirt migration: wait_timeout + completion_timeout + 120 s; a vm task: wait_timeout +
+# shutdown_timeout + 30 s). A lease that is no number, not finite, or ends further ahead than MAX_LEASE_SECONDS
+# plus the clock skew allowed between two controllers cannot have been written by a live task: it is stale.
+MAX_TIMEOUT_SECONDS = 86400
+MAX_LEASE_SECONDS = 2.0 * MAX_TIMEOUT_SECONDS + 120.0
+CLOCK_SKEW_SECONDS = 300.0
+LEASE_HORIZON_SECONDS = MAX_LEASE_SECONDS + CLOCK_SKEW_SECONDS
+
+
+def check_timeout(field, value):
+    """Refuse a timeout option that is negative or longer than :data:`MAX_TIMEOUT_SECONDS` (None passes); return it.
+
+    The bound is what keeps a real task's lease inside :data:`LEASE_HORIZON_SECONDS`, past which a lease counts
+    as forged (stale).
+    """
+    if value is None:
+        return value
+    if value < 0:
+        raise InvalidDeclaration(field, 'must be 0 or more, got %r' % (value,))
+    if value > MAX_TIMEOUT_SECONDS:
+        raise InvalidDeclaration(field, 'must be at most %d seconds (one day: a task record\'s lease is bounded by the longest task), got %r'
+                                 % (MAX_TIMEOUT_SECONDS, value))
+    return value
+
+
+def lease_stale_reason(lease_until, now):
+    """Why a recorded lease (a number, its text as stored, or None) no longer holds at ``now``; None while it holds.
+
+    A missing or unreadable lease counts as over: nobody can prove the task is alive. So does a lease that no
+    task of this collection can have written: not a finite number (NaN, inf), or ending more than
+    :data:`LEASE_HORIZON_SECONDS` after ``now`` (the longest task plus the allowed clock skew).
+    """
+    if lease_until is None or lease_until == '':
+        return 'no lease is recorded'
+    try:
+        until = float(lease_until)
+    except (TypeError, ValueError):
+        return 'the lease %r is not a number' % (lease_until,)
+    if not math.isfinite(until):
+        return 'the lease %r is not a finite number' % (lease_until,)
+    if until > now + LEASE_HORIZON_SECONDS:
+        return ('the lease ends %.0f s from now, further ahead than the longest possible task (%.0f s with clock skew): '
+                'no task of this collection wrote it' % (until - now, LEASE_HORIZON_SECONDS))
+    if until < now:
+        return 'the lease ran out %.1f s ago' % (now - until)
+    return None
+
 
 def lease_expired(lease_until, now):
-    """True when a recorded lease (a number, its text as stored in metadata, or None) ran out at ``now``.
+    """True when a recorded lease (a number, its text as stored in metadata, or None) no longer holds at ``now``.
 
-    A missing or unreadable lease counts as expired: nobody can prove the task is alive.
+    See :func:`lease_stale_reason`: missing, unreadable, non-finite and impossibly long leases count as expired.
     """
-    try:
-        return lease_until is None or lease_until == '' or float(lease_until) < now
-    except (TypeError, ValueError):
-        return True
+    return lease_stale_reason(lease_until, now) is not None
 
 
 class TaskRecord(NamedTuple):
@@ -61,8 +109,20 @@ class TaskRecord(NamedTuple):
         return self.task_state is None
 
     def stale(self, now):
-        """True when a task is recorded but its lease ran out: its run is gone."""
+        """True when a task is recorded but its lease no longer holds (ran out, or is one no task can have written)."""
         return not self.idle() and lease_expired(self.lease_until, now)
+
+    def stale_reason(self, now, run_gone=False):
+        """Why the recorded task is stale, or None (idle, or its lease holds).
+
+        ``run_gone``: the backend knows the run that holds it is dead (its owner process on this host is gone).
+        Otherwise the lease decides (see :func:`lease_stale_reason`).
+        """
+        if self.idle():
+            return None
+        if run_gone:
+            return 'the run that held it (%s) is gone' % self.owner
+        return lease_stale_reason(self.lease_until, now)
 
 
 class TaskStore(abc.ABC):
@@ -95,6 +155,7 @@ def take_task(store, action, task_id, now, lease_seconds=DEFAULT_LEASE_SECONDS, 
       :class:`TransitionRefused` names the state.
     - The write is a compare-and-swap; losing it is a :class:`TaskConflict`.
     """
+    _check_lease_seconds(lease_seconds)
     record, version = store.load()
     if not record.idle() and action != 'delete':
         raise TaskConflict(name, record.task_id, record.task_state, stale=record.stale(now), action=record.action)
@@ -108,6 +169,12 @@ def take_task(store, action, task_id, now, lease_seconds=DEFAULT_LEASE_SECONDS, 
     return new
 
 
+def _check_lease_seconds(lease_seconds):
+    # a longer lease would be read as forged by every other run (lease_stale_reason): never write one
+    if not 0 < lease_seconds <= MAX_LEASE_SECONDS:
+        raise InvalidDeclaration('lease_seconds', 'must be more than 0 and at most %.0f, got %r' % (MAX_LEASE_SECONDS, lease_seconds))
+
+
 def _ours(store, task_id, name):
     record, version = store.load()
     if record.task_id != task_id:
@@ -117,6 +184,7 @@ def _ours(store, task_id, name):
 
 def renew_task(store, task_id, now, lease_seconds=DEFAULT_LEASE_SECONDS, name='vm'):
     """Extend our lease; raise :class:`TaskPreempted` if the task is no longer ours."""
+    _check_lease_seconds(lease_seconds)
     record, version = _ours(store, task_id, name)
     new = record._replace(lease_until=now + lease_seconds)
     if not store.compare_and_swap(version, new):

@@ -17,7 +17,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.data import 
 
 # recorded vm_states that the hypervisor's word never overrides
 STICKY_VM_STATES = (s.ERROR, s.RESCUED, s.RESIZED, s.SOFT_DELETED, s.BUILDING)
-START_TASKS = ('STARTING', 'REBOOTING', 'RESUMING', 'UNPAUSING', 'RESTORING')
+START_TASKS = ('STARTING', 'REBOOTING', 'REBOOTING_HARD', 'RESUMING', 'UNPAUSING', 'RESTORING')
 
 
 def effective_vm_state(recorded, power_state, managed_save=False, task_state=None):
@@ -39,36 +39,66 @@ def effective_vm_state(recorded, power_state, managed_save=False, task_state=Non
     return recorded if decision.action == reconcile.IN_SYNC else inferred
 
 
-def libvirt_vm_view(state, reason, metadata=None, acpi=True, managed_save=False, autostart=False, job_active=False):
+def stale_recovery(record, power_state, managed_save=False):
+    """``(Recovery, vm_state to record)`` for the stale task of ``record`` (a :class:`.tasks.TaskRecord`), Nova _init_instance.
+
+    What the interrupted task left behind is read off the hypervisor (redo, reset after locating the guest,
+    clear, and an interrupted delete, which is never finished here: the planner, or the user's declaration,
+    decides what happens next); an interrupted build is set ERROR (STOPPED when the guest is plainly there and off).
+    """
+    recovery = reconcile.recover_stale_task(record.task_state, record.vm_state, record.action, power_state)
+    vm_state = recovery.vm_state
+    if recovery.action in (reconcile.REDO, reconcile.RESET_AFTER_LOCATING, reconcile.CLEAR, reconcile.FINISH_DELETE):
+        vm_state = effective_vm_state(record.vm_state, power_state, managed_save)
+    return recovery, vm_state
+
+
+def _grace_seconds(value):
+    """A recorded grace period (a number or its text) in seconds; None when absent or unreadable."""
+    if isinstance(value, bool):
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds >= 0 else None
+
+
+def libvirt_vm_view(state, reason, metadata=None, acpi=True, managed_save=False, autostart=False, job_active=False, grace_period=None):
     """All state words of a libvirt domain.
 
     ``state`` / ``reason``: ``dom.state()``; ``metadata``: the converge record
     (vm_state, task_state, task_id ...); ``acpi``: the domain has ACPI;
-    ``job_active``: a migration job runs. Returns a dict with power_state,
-    vm_state (as recorded, or inferred when there is no record),
-    effective_vm_state, task_state, task_id, status, phase, state and
-    state_reason.
+    ``job_active``: a migration job runs; ``grace_period``: the seconds the last
+    stop gave a graceful shutdown before destroying the domain (0: forced at once),
+    None to read ``stop_grace_period`` from the record (unknown when absent).
+    Returns a dict with power_state, vm_state (as recorded, or inferred when
+    there is no record), effective_vm_state, task_state, task_id, status, phase,
+    phase_reason (why a final phase is what it is), state and state_reason.
     """
     metadata = metadata or {}
+    if grace_period is None:
+        grace_period = _grace_seconds(metadata.get('stop_grace_period'))
     power = s.power_state_from_libvirt(state, reason)
     task_state = metadata.get('task_state') or None
-    phase = s.phase_from_domain(power.state, power.reason, acpi=acpi, previous=s.PHASE_UNSET)
+    phase = s.phase_from_domain(power.state, power.reason, acpi=acpi, previous=s.PHASE_UNSET, grace_period=grace_period)
     active = power.state not in ('shutoff', 'nostate')
     instance = None
     if active:
         instance = st.InstanceView(
             phase=phase, paused=power.state == 'paused' and power.reason != 'migration',
-            migrating=job_active or task_state == 'MIGRATING', marked_for_deletion=task_state == 'DELETING')
+            migrating=job_active or task_state == 'MIGRATING')
     elif s.is_final(phase) and not managed_save:
         instance = st.InstanceView(phase=phase)
     inp = st.StatusInput(
-        deletion_requested=task_state == 'DELETING',
+        deletion_requested=task_state == 'DELETING',    # Terminating: before Stopping, so no marked_for_deletion is needed
         instance=instance,
         start_expected=task_state in START_TASKS,
         stop_expected=task_state == 'STOPPING' or power.state == 'shutdown',
         run_strategy='Always' if autostart else 'Manual',
     )
     recorded = metadata.get('vm_state') or None
+    shown_phase = phase if active or s.is_final(phase) else s.PHASE_UNSET
     return {
         'power_state': power.power_state,
         'state': power.state,
@@ -78,14 +108,16 @@ def libvirt_vm_view(state, reason, metadata=None, acpi=True, managed_save=False,
         'task_state': task_state,
         'task_id': metadata.get('task_id') or None,
         'status': st.printable_status(inp),
-        'phase': phase if active or s.is_final(phase) else s.PHASE_UNSET,
+        'phase': shown_phase,
+        'phase_reason': s.domain_phase_reason(power.state, power.reason, acpi=acpi, grace_period=grace_period)
+        if s.is_final(shown_phase) else None,
     }
 
 
 def absent_view():
     """The words for a VM that does not exist."""
     return {'power_state': s.NOSTATE, 'state': None, 'state_reason': None, 'vm_state': s.DELETED, 'effective_vm_state': s.DELETED,
-            'task_state': None, 'task_id': None, 'status': None, 'phase': None}
+            'task_state': None, 'task_id': None, 'status': None, 'phase': None, 'phase_reason': None}
 
 
 # ------------------------------------------------------------------ KubeVirt
@@ -161,7 +193,7 @@ def kubevirt_instance_migrating(vmi):
 def _datavolume_view(dv):
     running = _condition(dv, 'Running')
     running_error = running is not None and running.get('status') == 'False' and running.get('reason') in ('Error', 'ImagePullFailed')
-    return st.DataVolumeView(phase=_get(dv, 'status', 'phase') or '', running_error=running_error)
+    return st.DataVolumeView(phase=_get(dv, 'status', 'phase') or '', running_error=running_error, bound=_cond_is(dv, 'Bound'))
 
 
 def kubevirt_status_input(vm, vmi, datavolumes=None, pvcs=None):
@@ -175,9 +207,13 @@ def kubevirt_status_input(vm, vmi, datavolumes=None, pvcs=None):
     failures = int(_get(vm, 'status', 'startFailure', 'consecutiveFailCount') or 0)
     start_requested = first.get('action') == 'Start'
     stop_requested = first.get('action') == 'Stop' and (not first.get('uid') or first.get('uid') == vmi_uid)
+    # RerunOnFailure starts without a request only right after the strategy was switched to it (KubeVirt
+    # shouldStartRerunOnFailure: status.runStrategy differs), and restarts an instance that Failed, not one that Succeeded
+    rerun_switched = strategy == 'RerunOnFailure' and (_get(vm, 'status', 'runStrategy') or '') != strategy
+    automatic = (strategy == 'Always' or (strategy == 'Once' and vmi is None)
+                 or (strategy == 'RerunOnFailure' and (phase == s.FAILED if vmi is not None else rerun_switched)))
     # an automatic start is expected while no instance is live, unless start failures put it in backoff
-    start_expected = start_requested or (not live and failures == 0 and (
-        strategy in ('Always', 'RerunOnFailure') or (strategy == 'Once' and vmi is None)))
+    start_expected = start_requested or (not live and failures == 0 and automatic)
     stop_expected = live and (stop_requested or strategy == 'Halted')
     instance = None
     if vmi is not None:
@@ -195,7 +231,8 @@ def kubevirt_status_input(vm, vmi, datavolumes=None, pvcs=None):
         deletion_requested=bool(_get(vm, 'metadata', 'deletionTimestamp')),
         instance=instance, start_expected=start_expected, stop_expected=stop_expected, synchronized_false_reason=sync_reason,
         pod_unschedulable=vmi is not None and _cond_is(vmi, 'PodScheduled', 'False', 'Unschedulable'),
-        datavolumes=dv_views, unbound_claims=unbound, start_failures=failures, run_strategy=strategy)
+        datavolumes=dv_views, unbound_claims=unbound, start_failures=failures, run_strategy=strategy,
+        start_requested=start_requested or rerun_switched, stop_requested=stop_requested)
 
 
 def kubevirt_power_state(vmi):
@@ -242,7 +279,8 @@ def kubevirt_vm_view(vm, vmi, datavolumes=None, pvcs=None):
     ``datavolumes`` / ``pvcs``: the referenced DataVolumes and claims (lists of
     dicts or name -> dict; missing ones are simply absent). Returns power_state,
     vm_state, effective_vm_state, task_state, task_id, status (ours),
-    printable_status (KubeVirt's, None when it reports none), phase,
+    printable_status (KubeVirt's, None when it reports none), phase, phase_reason
+    (the VMI's status.reason),
     run_strategy, start_failures and pending_restart. Pure: no kubernetes import.
     """
     meta = kubevirt_metadata(vm)
@@ -268,6 +306,7 @@ def kubevirt_vm_view(vm, vmi, datavolumes=None, pvcs=None):
         'status': status_word,
         'printable_status': _get(vm, 'status', 'printableStatus') or None,
         'phase': _get(vmi, 'status', 'phase') or None if vmi is not None else None,
+        'phase_reason': _get(vmi, 'status', 'reason') or None if vmi is not None else None,
         'run_strategy': inp.run_strategy,
         'start_failures': inp.start_failures,
         'pending_restart': bool(stale_generation or _cond_is(vm, 'RestartRequired')),

@@ -285,11 +285,13 @@ def _torn_down(plan, att):
     return gone
 
 
-def apply_operation(actual_volumes, actual_attachments, op):
+def apply_operation(actual_volumes, actual_attachments, op, vms_running=None):
     """Model of the world: what the world looks like after ``op`` succeeds.
 
     Used by the property tests (a plan applied to the model yields an empty
     plan) and by check mode to predict the result. Returns new lists.
+    ``vms_running``: VM name -> whether its guest runs, as given to
+    :func:`plan_volumes` (a VM's first attachment has no other to tell).
     """
     vols = {v.key: v for v in actual_volumes}
     atts = list(actual_attachments)
@@ -312,13 +314,14 @@ def apply_operation(actual_volumes, actual_attachments, op):
         atts = new_atts
     elif op.kind in (ATTACH_CONFIG, ATTACH_LIVE):
         detail = dict(op.detail)
-        running = next((a.vm_running for a in atts if a.vm == op.vm), False)
+        # a live attach proves the guest runs; otherwise the VM's other attachments (or vms_running) tell
+        running = op.kind == ATTACH_LIVE or next((a.vm_running for a in atts if a.vm == op.vm), bool((vms_running or {}).get(op.vm)))
         existing = [a for a in atts if a.vm == op.vm and a.target == op.target and a.volume == op.volume]
         base = existing[0] if existing else Attachment(op.vm, op.target, op.volume, detail.get('readonly', False), detail.get('bus'),
-                                                       detail.get('serial'), vm_running=running)
+                                                       detail.get('serial'))
         atts = [a for a in atts if a is not base]
         atts.append(Attachment(**dict(base.__dict__, live=base.live or op.kind == ATTACH_LIVE,
-                                      persistent=base.persistent or op.kind == ATTACH_CONFIG)))
+                                      persistent=base.persistent or op.kind == ATTACH_CONFIG, vm_running=base.vm_running or running)))
     users = {}
     for a in atts:
         users.setdefault(a.volume, set()).add(a.vm)

@@ -62,8 +62,13 @@ def test_a_vanished_migration_object():
 
 
 def test_deletion_requested_is_an_abort_request():
+    # handed off and transferring: the source is asked to abort and its answer decides (KubeVirt migration_test.go
+    # "should abort the migration": AbortRequested is set, the migration is not failed yet)
     obs = kmb.observation(migration.RUNNING, vmim('Running', deleting=True), vmi(state={'startTimestamp': 't'}))
-    assert obs.abort_requested and migration.next_phase(obs) == (migration.FAILED, migration.ABORTED)
+    assert obs.abort_requested and migration.next_phase(obs) == (migration.RUNNING, None)
+    # before the hand-off it fails at once ("Migration abortion before hand-off to virt-handler")
+    obs = kmb.observation(migration.PENDING, vmim('Pending', deleting=True), vmi())
+    assert migration.next_phase(obs) == (migration.FAILED, migration.ABORTED)
 
 
 def test_the_vmi_state_of_another_migration_is_ignored():

@@ -112,6 +112,8 @@ def test_recover_stale(lease_delta, owner_pid, recovered):
     note = vm.recover_stale(obs, time.time())
     annotations = client.vm['metadata']['annotations']
     if recovered:
+        reason = note.pop('reason')
+        assert reason.startswith('the lease ran out') if lease_delta < 0 else reason == 'the run that held it (%s) is gone' % owner
         assert note == {'recovered_task': 'STOPPING', 'recovered_task_id': 'old', 'recovery': 'redo', 'vm_state': 'STOPPED'}
         assert annotations == {'converge.virt/vm-state': 'STOPPED'}
     else:
@@ -139,7 +141,7 @@ def test_record_vm_state():
 def test_module_reads_and_examines_kubevirt_vms():
     now = time.time()
     halted = module.kubevirt_reading(observed('Halted', vmi_object(), vm_state='ACTIVE'))
-    assert halted == {'name': 'a', 'vm_state': 'ACTIVE', 'power_state': 'SHUTDOWN', 'task_state': None, 'lease_until': None,
+    assert halted == {'name': 'a', 'vm_state': 'ACTIVE', 'power_state': 'SHUTDOWN', 'task_state': None, 'task_id': None, 'lease_until': None,
                       'task_owner': None, 'recorded': True}
     entry = module.examine(halted, now, PARAMS)
     assert (entry['kind'], entry['decision'], entry['action']) == ('power', 'record STOPPED', 'state=stopped')
@@ -155,6 +157,7 @@ def test_module_reads_and_examines_kubevirt_vms():
     stale = module.kubevirt_reading(observed('Halted', None, vm_state='ACTIVE', task_state='STOPPING', lease_until=repr(now - 1),
                                              task_owner='elsewhere:1'))
     assert module.examine(stale, now, PARAMS)['kind'] == 'stale task'
+    assert module.examine(stale, now, PARAMS)['reason'].startswith('the lease ran out')
     live = dict(stale, lease_until=repr(now + 60))
     assert module.examine(live, now, PARAMS) is None
 
@@ -184,3 +187,103 @@ def test_options_of_the_other_backend_are_refused(params, field):
 ])
 def test_options_of_the_backend_are_accepted(params):
     assert module.refused_option(params) is None
+
+
+# ----------------------------------------------------------------- forged records (issue 24, finding 5)
+# A namespace user with `patch` on VirtualMachines may write any converge.virt/* annotation.
+
+@pytest.mark.parametrize('lease', ['nan', 'inf', '-inf', '1e18', '1e400'])
+def test_a_forged_lease_in_the_annotations_is_stale(lease):
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import record_from_annotations
+    record = record_from_annotations(dict(_task('STOPPING', 0, 'elsewhere:1'), **{'converge.virt/lease-until': lease}))
+    assert record.task_id == 'old' and record.stale(time.time()) and record.stale_reason(time.time())
+
+
+@pytest.mark.parametrize('lease', ['nan', 'inf', '1e18', 'thirty days ahead'])
+def test_a_forged_lease_is_recovered_with_its_reason(lease):
+    # a time in the parameters would differ between xdist workers' collections
+    lease = repr(time.time() + 30 * 86400) if lease == 'thirty days ahead' else lease
+    annotations = dict(_task('STOPPING', 0, 'elsewhere:1'), **{'converge.virt/lease-until': lease})
+    client, vm, obs = _kvm('Halted', None, annotations)
+    note = vm.recover_stale(obs, time.time())
+    assert note['recovered_task'] == 'STOPPING' and note['vm_state'] == 'STOPPED', note
+    assert 'not a finite number' in note['reason'] or 'longest possible task' in note['reason'], note
+    assert client.vm['metadata']['annotations'] == {'converge.virt/vm-state': 'STOPPED'}
+
+
+def test_examine_reports_a_forged_lease_as_stale_with_the_reason():
+    reading = module.kubevirt_reading(observed('Always', vmi_object(), vm_state='ACTIVE', task_state='STOPPING', task_id='x',
+                                               lease_until='1e18', task_owner='elsewhere:1'))
+    entry = module.examine(reading, time.time(), PARAMS)
+    assert (entry['kind'], entry['action']) == ('stale task', 'recover') and 'longest possible task' in entry['reason'], entry
+
+
+def test_a_forged_deleting_task_is_only_recovered():
+    reading = module.kubevirt_reading(observed('Always', vmi_object(), vm_state='ACTIVE', task_state='DELETING', task_id='x',
+                                               lease_until='nan', task_owner='elsewhere:1'))
+    entry = module.examine(reading, time.time(), PARAMS)
+    assert (entry['kind'], entry['decision'], entry['action']) == ('stale task', 'finish delete', 'recover'), entry
+    assert '_fix' not in entry and 'never deletes' in entry['note']
+
+
+@pytest.mark.parametrize('vm_state', ['DELETED', 'SOFT_DELETED'])
+def test_a_forged_deleted_record_is_reported_only(vm_state):
+    reading = module.kubevirt_reading(observed('Always', vmi_object(), vm_state=vm_state))
+    entry = module.examine(reading, time.time(), PARAMS)
+    assert (entry['kind'], entry['decision'], entry['action']) == ('power', 'finish delete', 'none'), entry
+    assert entry['_fix'] is None and 'never deletes' in entry['note']
+
+
+class FakeVm:
+    """A vm backend whose observations are scripted; records whether a fix ran."""
+
+    def __init__(self, readings):
+        self.readings = list(readings)
+
+    def observe(self):
+        return self.readings.pop(0)
+
+
+def _sneaky():
+    return module.kubevirt_reading(observed('Always', vmi_object(), vm_state='STOPPED'))
+
+
+@pytest.mark.parametrize('second, runs', [
+    (_sneaky(), True),                                              # both reads agree: forced off
+    (dict(_sneaky(), vm_state='ACTIVE'), False),                    # the record changed in between
+    (dict(_sneaky(), task_state='STARTING', task_id='t'), False),   # a task started in between
+    (dict(_sneaky(), power_state='SHUTDOWN'), False),               # the guest went off meanwhile
+    (None, False),                                                  # the VM is gone
+])
+def test_a_destructive_fix_needs_two_reads_that_agree(second, runs):
+    entry = module.examine(_sneaky(), time.time(), PARAMS)
+    assert entry['action'] == 'state=stopped (forced)'
+    calls = []
+
+    def converge(vm, decl, declared, options, check_mode):
+        del vm, declared, check_mode
+        calls.append((decl.state, options.shutdown_timeout))
+        return True, {'steps': [{'action': 'stop'}], 'vm': {'vm_state': 'STOPPED'}}
+
+    module._apply(FakeVm([second]), entry, dict(PARAMS, shutdown_timeout=60), converge, vb.KubevirtOptions,  # pylint: disable=protected-access
+                  lambda reading: reading)
+    if runs:
+        assert calls == [('stopped', 0)] and entry['done'] and 'note' not in entry
+    else:
+        assert calls == [] and not entry['done'] and entry['note'].startswith('not fixed'), entry
+
+
+def test_a_fix_that_is_not_destructive_needs_no_second_read():
+    halted = module.kubevirt_reading(observed('Halted', vmi_object(), vm_state='ACTIVE'))
+    entry = module.examine(halted, time.time(), PARAMS)
+    assert entry['action'] == 'state=stopped' and entry['power_state'] == 'SHUTDOWN'
+    calls = []
+
+    def converge(vm, decl, declared, options, check_mode):
+        del vm, declared, options, check_mode
+        calls.append(decl.state)
+        return True, {'steps': [{'action': 'record'}], 'vm': {'vm_state': 'STOPPED'}}
+
+    module._apply(FakeVm([]), entry, dict(PARAMS, shutdown_timeout=60), converge, vb.KubevirtOptions,  # pylint: disable=protected-access
+                  lambda reading: reading)
+    assert calls == ['stopped'] and entry['done']

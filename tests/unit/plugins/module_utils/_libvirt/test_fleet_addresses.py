@@ -67,3 +67,15 @@ def test_agent_only_when_asked_and_no_lease():
     assert fleet.guest_addresses(FakeConnection(doms), ['a', 'c', 'd']) == {'a': '192.0.2.11'}
     assert fleet.guest_addresses(FakeConnection(doms), ['a', 'c', 'd'], agent=True) == {'a': '192.0.2.11', 'c': '198.51.100.7'}
     assert fleet.guest_addresses(FakeConnection(doms), ['c'], leases=False, agent=True) == {'c': '198.51.100.7'}
+
+
+def test_only_an_ip_address_of_another_machine_is_taken_from_the_agent():
+    # the guest writes what its agent reports: a name, its own loopback or a metadata address never become ansible_host
+    forged = {'eth0': {'addrs': [{'type': libvirt.VIR_IP_ADDR_TYPE_IPV4, 'addr': 'controller.example'},
+                                 {'type': libvirt.VIR_IP_ADDR_TYPE_IPV4, 'addr': '127.0.0.1'}]},
+              'eth1': {'addrs': [{'type': libvirt.VIR_IP_ADDR_TYPE_IPV4, 'addr': '169.254.169.254'},
+                                 {'type': libvirt.VIR_IP_ADDR_TYPE_IPV4, 'addr': '-oProxyCommand=id'}]},
+              'eth2': {'addrs': [{'type': libvirt.VIR_IP_ADDR_TYPE_IPV4, 'addr': '198.51.100.9'}]}}
+    only_forged = {'eth0': forged['eth0'], 'eth1': forged['eth1']}
+    doms = {'e': FakeDom('e', '52:54:00:ee:00:05', agent=forged), 'f': FakeDom('f', '52:54:00:ff:00:06', agent=only_forged)}
+    assert fleet.guest_addresses(FakeConnection(doms), ['e', 'f'], leases=False, agent=True) == {'e': '198.51.100.9'}

@@ -25,18 +25,18 @@ EXPECTED = {
     'start': ({'STOPPED'}, 'STARTING', 'ACTIVE'),
     'stop': ({'ACTIVE', 'ERROR'}, 'STOPPING', 'STOPPED'),
     'reboot_soft': ({'ACTIVE'}, 'REBOOTING', 'ACTIVE'),
-    'reboot_hard': ({'ACTIVE', 'STOPPED', 'PAUSED', 'SUSPENDED', 'ERROR'}, 'REBOOTING', 'ACTIVE'),
+    'reboot_hard': ({'ACTIVE', 'STOPPED', 'PAUSED', 'SUSPENDED', 'ERROR'}, 'REBOOTING_HARD', 'ACTIVE'),
     'pause': ({'ACTIVE'}, 'PAUSING', 'PAUSED'),
     'unpause': ({'PAUSED'}, 'UNPAUSING', 'ACTIVE'),
     'suspend': ({'ACTIVE'}, 'SUSPENDING', 'SUSPENDED'),
     'resume': ({'SUSPENDED'}, 'RESUMING', 'ACTIVE'),
     'live_migrate': ({'ACTIVE', 'PAUSED'}, 'MIGRATING', None),
-    'migrate_abort': ({'ACTIVE', 'PAUSED'}, 'MIGRATING', None),
+    'migrate_abort': (ALL, 'MIGRATING', None),
     'offline_migrate': ({'STOPPED'}, 'MIGRATING', None),
     'resize': ({'ACTIVE', 'STOPPED'}, 'RESIZING', 'RESIZED'),
     'confirm_resize': ({'RESIZED'}, None, 'ACTIVE'),
-    'attach_volume': ({'ACTIVE', 'PAUSED', 'STOPPED', 'SOFT_DELETED'}, None, None),
-    'detach_volume': ({'ACTIVE', 'PAUSED', 'STOPPED', 'SOFT_DELETED'}, None, None),
+    'attach_volume': ({'ACTIVE', 'PAUSED', 'STOPPED', 'RESIZED', 'SOFT_DELETED'}, None, None),
+    'detach_volume': ({'ACTIVE', 'PAUSED', 'STOPPED', 'RESIZED', 'SOFT_DELETED'}, None, None),
     'soft_delete': (ALL, 'DELETING', 'SOFT_DELETED'),
     'restore': ({'SOFT_DELETED'}, 'RESTORING', 'ACTIVE'),
     'delete': (ALL, 'DELETING', 'DELETED'),
@@ -63,7 +63,7 @@ def test_row(action):
             assert vm_state in str(err.value) and action in str(err.value)
 
 
-@pytest.mark.parametrize('action', sorted(set(EXPECTED) - {'delete', 'migrate_abort'}))
+@pytest.mark.parametrize('action', sorted(set(EXPECTED) - {'delete', 'soft_delete', 'migrate_abort'}))
 def test_task_in_flight_refuses(action):
     accepted = sorted(EXPECTED[action][0])
     with pytest.raises(TransitionRefused) as err:
@@ -96,3 +96,48 @@ def test_unknown_action():
     with pytest.raises(TransitionRefused):
         actions.check_action('teleport', 'ACTIVE')
     assert not actions.accepts('teleport', 'ACTIVE')
+
+
+def fresh(word):
+    """The same text in a new string object (a vm_state read from a record is never the module's constant)."""
+    return ''.join(list(word))
+
+
+@pytest.mark.parametrize('action', sorted(EXPECTED))
+def test_rows_read_outside_words(action):
+    accepted, _task_state, _after = EXPECTED[action]
+    task = fresh('MIGRATING') if action == 'migrate_abort' else None
+    for vm_state in sorted(ALL):
+        assert actions.accepts(fresh(action), fresh(vm_state), task) is (vm_state in accepted), (action, vm_state)
+
+
+def test_the_refusal_says_why_and_what_is_accepted():
+    with pytest.raises(TransitionRefused) as err:
+        actions.check_action('migrate_abort', 'ACTIVE', None)
+    assert 'another task is in flight' in str(err.value)
+    assert err.value.to_result()['accepted_vm_states'] == sorted(s.VM_STATES)
+    with pytest.raises(TransitionRefused) as err:
+        actions.check_action('start', 'ACTIVE', 'STOPPING')
+    assert 'another task is in flight' in str(err.value) and err.value.to_result()['accepted_vm_states'] == ['STOPPED']
+    with pytest.raises(TransitionRefused) as err:
+        actions.check_action('teleport', 'ACTIVE')
+    assert 'unknown action' in str(err.value)
+    with pytest.raises(TransitionRefused) as err:
+        actions.check_action('start', 'ACTIVE')
+    assert 'in flight' not in str(err.value) and err.value.to_result()['accepted_vm_states'] == ['STOPPED']
+
+
+def test_vm_state_after_every_kind():
+    assert actions.vm_state_after('pause', 'ACTIVE') == 'PAUSED'
+    assert actions.vm_state_after('update', 'SUSPENDED') == 'SUSPENDED'          # unchanged
+    assert actions.vm_state_after('resume', 'SUSPENDED') == 'ACTIVE'             # previous unknown: ACTIVE
+    assert actions.vm_state_after('resume', 'SUSPENDED', None) == 'ACTIVE'
+    assert actions.vm_state_after('resume', 'SUSPENDED', '') == 'ACTIVE'
+    assert actions.vm_state_after('confirm_resize', 'RESIZED', 'STOPPED') == 'STOPPED'
+    assert (actions.ANY, actions.PREVIOUS, actions.UNCHANGED) == ('*', 'previous', 'unchanged')
+
+
+def test_hard_reboot_and_volume_rows():
+    assert actions.ALLOW_HARD_REBOOT_TASKS == (None, 'REBOOTING', 'REBOOTING_HARD', 'RESUMING', 'UNPAUSING', 'PAUSING', 'SUSPENDING')
+    assert actions.VOLUME_VM_STATES == ('ACTIVE', 'PAUSED', 'STOPPED', 'RESIZED', 'SOFT_DELETED')
+    assert actions.accepts('reboot_hard', 'PAUSED', fresh('SUSPENDING')) and not actions.accepts('reboot_hard', 'PAUSED', 'STOPPING')

@@ -87,10 +87,49 @@ def test_every_stale_row_has_a_case():
     ('STOPPED', 'RUNNING', False, ('stopped', {'shutdown_timeout': 0})),
     ('STOPPED', 'RUNNING', True, ('running', {})),
     ('PAUSED', 'CRASHED', False, ('stopped', {'shutdown_timeout': 0})),
-    ('DELETED', 'RUNNING', False, ('absent', {})),
+    ('DELETED', 'RUNNING', False, None),            # a record alone never deletes a VM (issue 24, finding 5)
+    ('SOFT_DELETED', 'PAUSED', True, None),
     ('ACTIVE', 'PAUSED', False, None),
     ('ERROR', 'RUNNING', False, None),
     ('ACTIVE', 'RUNNING', False, None),
 ])
 def test_fix_declaration(vm_state, power_state, alternative, expected):
     assert r.fix_declaration(r.power_sync_decision(vm_state, power_state), alternative) == expected
+
+
+def test_no_decision_is_fixed_by_a_delete():
+    """Whoever may write a VM's record may write any record: no table row turns into state=absent."""
+    for vm_state, _power, _expected in SYNC_CASES:
+        for power in ('RUNNING', 'PAUSED', 'SUSPENDED', 'SHUTDOWN', 'CRASHED', 'NOSTATE'):
+            for alternative in (False, True):
+                fix = r.fix_declaration(r.power_sync_decision(vm_state, power), alternative)
+                assert fix is None or fix[0] != 'absent', (vm_state, power, fix)
+    assert 'absent' not in [declared for declared, _options in r.FIX_DECLARATIONS.values()]
+
+
+@pytest.mark.parametrize('declared, power_state, expected', [
+    ('stopped', 'RUNNING', True),
+    ('stopped', 'PAUSED', True),
+    ('stopped', 'SUSPENDED', True),
+    ('stopped', 'CRASHED', True),
+    ('stopped', 'SHUTDOWN', False),     # recording STOPPED for a guest that is off
+    ('running', 'SHUTDOWN', False),
+    ('running', 'RUNNING', False),
+    ('absent', 'SHUTDOWN', True),
+])
+def test_destructive_fix(declared, power_state, expected):
+    assert r.destructive_fix(declared, power_state) is expected
+
+
+@pytest.mark.parametrize('task_state, vm_state, power, expected', [
+    ('DELETING', 'ACTIVE', 'RUNNING', ('finish delete', 'ACTIVE')),     # the record says delete: the hypervisor says it runs
+    ('DELETING', 'DELETED', 'RUNNING', ('finish delete', 'ACTIVE')),
+    ('STOPPING', 'ACTIVE', 'SHUTDOWN', ('redo', 'STOPPED')),
+    ('SPAWNING', 'DELETED', 'SHUTDOWN', ('set ERROR', 'STOPPED')),
+    ('SPAWNING', 'DELETED', 'NOSTATE', ('set ERROR', 'ERROR')),
+])
+def test_stale_recovery_reads_the_hypervisor(task_state, vm_state, power, expected):
+    from ansible_collections.converge.virt.plugins.module_utils._phase import views
+    from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
+    recovery, recorded = views.stale_recovery(TaskRecord(vm_state, task_state, 'x', None, lease_until=float('nan')), power)
+    assert (recovery.action, recorded) == expected

@@ -156,3 +156,178 @@ def test_views_is_pure():
     assert 'kubernetes' not in sys.modules or 'kubernetes' not in views.__dict__
     assert views.kubevirt_run_strategy({'spec': {'running': False}}) == 'Halted'
     assert views.kubevirt_run_strategy({'spec': {}}) == 'Halted'
+
+
+def fresh(word):
+    """The same text in a new string object (the API's words are never the module's constants)."""
+    return ''.join(list(word))
+
+
+def status_of(the_vm, the_vmi=None, dvs=(), pvcs=()):
+    return views.kubevirt_vm_view(the_vm, the_vmi, list(dvs), list(pvcs))['status']
+
+
+@pytest.mark.parametrize('strategy, status, the_vmi, expected', [
+    # RerunOnFailure starts on its own only right after the strategy was switched to it, and restarts a Failed instance
+    ('RerunOnFailure', {}, None, 'Starting'),
+    ('RerunOnFailure', {'runStrategy': 'Always'}, None, 'Starting'),
+    ('RerunOnFailure', {'runStrategy': 'RerunOnFailure'}, None, 'Stopped'),
+    ('RerunOnFailure', {'runStrategy': 'RerunOnFailure', 'stateChangeRequests': [{'action': 'Start'}]}, None, 'Starting'),
+    ('RerunOnFailure', {'runStrategy': 'RerunOnFailure'}, 'Failed', 'Stopped'),
+    ('RerunOnFailure', {'runStrategy': 'RerunOnFailure'}, 'Succeeded', 'Stopped'),
+    ('Once', {}, None, 'Starting'), ('Once', {}, 'Succeeded', 'Stopped'),
+    ('Always', {}, 'Failed', 'Stopped'), ('Always', {}, None, 'Starting'),
+    ('Manual', {}, None, 'Stopped'), ('Halted', {}, None, 'Stopped'),
+    ('Halted', {'stateChangeRequests': [{'action': 'Start'}]}, None, 'Starting'),
+    ('Manual', {'stateChangeRequests': [{'action': 'Stop'}]}, None, 'Stopped'),
+    ('WaitAsReceiver', {}, None, 'Stopped'), ('WaitAsReceiver', {}, 'WaitingForSync', 'WaitingForReceiver'),
+])
+def test_run_strategies(strategy, status, the_vmi, expected):
+    assert status_of(vm(fresh(strategy), status=status), None if the_vmi is None else vmi(fresh(the_vmi))) == expected
+
+
+@pytest.mark.parametrize('strategy, status, the_vmi, binding', [
+    ('Always', {}, None, True), ('Halted', {}, None, False),
+    ('Manual', {}, None, False), ('Manual', {'stateChangeRequests': [{'action': 'Start'}]}, None, True),
+    ('Manual', {}, 'Succeeded', True),
+    ('RerunOnFailure', {'runStrategy': 'RerunOnFailure'}, None, False), ('RerunOnFailure', {}, None, True),
+    ('RerunOnFailure', {'runStrategy': 'RerunOnFailure'}, 'Failed', True), ('RerunOnFailure', {'runStrategy': 'RerunOnFailure'}, 'Succeeded', False),
+    ('Once', {}, None, True), ('Once', {}, 'Succeeded', False),
+])
+def test_waiting_for_volume_binding_follows_is_set_to_start(strategy, status, the_vmi, binding):
+    words = status_of(vm(strategy, PVC_VOL, status=status), None if the_vmi is None else vmi(the_vmi), [], [pvc('c1', 'Pending')])
+    assert (words == 'WaitingForVolumeBinding') is binding, words
+
+
+def test_stop_requests_for_another_instance_are_not_ours():
+    other = {'stateChangeRequests': [{'action': 'Stop', 'uid': 'other-vmi'}]}
+    assert status_of(vm('Manual', status=other), vmi()) == 'Running'
+    mine = {'stateChangeRequests': [{'action': 'Stop', 'uid': fresh('vmi-1')}]}
+    assert status_of(vm('Manual', status=mine), vmi()) == 'Stopping'
+    anyone = {'stateChangeRequests': [{'action': 'Stop'}, {'action': 'Start'}]}
+    assert status_of(vm('Manual', status=anyone), vmi()) == 'Stopping'
+    later = {'stateChangeRequests': [{'action': 'Start'}, {'action': 'Stop'}]}
+    assert status_of(vm('Manual', status=later), vmi()) == 'Running'
+    assert status_of(vm('Manual', status={'stateChangeRequests': ['garbage']}), None) == 'Stopped'
+
+
+@pytest.mark.parametrize('dv_phase, conditions, expected', [
+    ('WaitForFirstConsumer', [], 'Starting'),
+    ('WaitForFirstConsumer', [cond('Bound', 'True')], 'Provisioning'),
+    ('WaitForFirstConsumer', [cond('Bound', 'False')], 'Starting'),
+    ('PendingPopulation', [cond('Bound', 'True')], 'Starting'),
+    ('ImportInProgress', [cond('Running', 'False', 'ImagePullFailed')], 'DataVolumeError'),
+    ('ImportInProgress', [cond('Running', 'False', 'Pending')], 'Provisioning'),
+    ('ImportInProgress', [cond('Running', 'True', 'Error')], 'Provisioning'),
+])
+def test_datavolume_conditions(dv_phase, conditions, expected):
+    the_dv = {'metadata': {'name': 'dv1'}, 'status': {'phase': dv_phase, 'conditions': conditions}}
+    assert status_of(vm('Always', DV_VOL), None, [the_dv]) == expected
+
+
+def test_claims_of_datavolumes_and_missing_objects():
+    # a DataVolume's claim has its name; claims that are not found are not unbound
+    assert status_of(vm('Always', DV_VOL), None, [dv('dv1', 'Succeeded')], [pvc('dv1', 'Pending')]) == 'WaitingForVolumeBinding'
+    assert status_of(vm('Always', DV_VOL), None, [dv('dv1', 'Succeeded')], [pvc('dv1', 'Bound')]) == 'Starting'
+    assert status_of(vm('Always', PVC_VOL), None, [], []) == 'Starting'
+    assert status_of(vm('Always', DV_VOL), None, [], []) == 'Starting'
+
+
+@pytest.mark.parametrize('the_vmi, power', [
+    (None, 'SHUTDOWN'), ('Succeeded', 'SHUTDOWN'), ('Failed', 'SHUTDOWN'), ('Running', 'RUNNING'), ('Scheduled', 'NOSTATE'),
+    ('', 'NOSTATE'), ('Unknown', 'NOSTATE'),
+])
+def test_power_state(the_vmi, power):
+    assert views.kubevirt_power_state(None if the_vmi is None else vmi(fresh(the_vmi))) == power
+    if the_vmi == 'Running':
+        assert views.kubevirt_power_state(vmi('Running', [cond('Paused', 'True')])) == 'PAUSED'
+        assert views.kubevirt_power_state(vmi('Running', [cond('Paused', 'False')])) == 'RUNNING'
+
+
+@pytest.mark.parametrize('the_vm, the_vmi, vm_state', [
+    (vm('Always'), vmi('Scheduling'), 'ACTIVE'),                        # being started
+    (vm('Always'), None, 'ACTIVE'),                                     # expected to start
+    (vm('Always', status={'startFailure': {'consecutiveFailCount': 1}}), None, 'ACTIVE'),     # crash looping: it keeps trying
+    (vm('Manual', status={'startFailure': {'consecutiveFailCount': 1}}), None, 'STOPPED'),
+    (vm('Halted'), vmi('Running'), 'STOPPED'),                          # being stopped
+    (vm('Always'), vmi('Running', deleting=True), 'STOPPED'),
+    (vm('Manual'), vmi('Running'), 'ACTIVE'),
+    (vm('Manual'), vmi('Running', [cond('Paused', 'True')]), 'PAUSED'),
+    (vm('Manual'), vmi('Scheduled'), 'ACTIVE'),                         # live and not yet running reads as started
+    (vm('Manual'), vmi('Unknown'), 'ERROR'),
+    (vm('Manual'), vmi('Succeeded'), 'STOPPED'),
+])
+def test_intended_power_decides_the_inferred_vm_state(the_vm, the_vmi, vm_state):
+    assert views.kubevirt_vm_view(the_vm, the_vmi)['vm_state'] == vm_state
+
+
+def test_metadata_run_strategy_and_migration_state():
+    annotations = {'converge.virt/vm-state': 'ACTIVE', 'converge.virt/task-state': 'STOPPING', 'converge.virt/task-id': 't1',
+                   'converge.virt/task-action': 'stop', 'converge.virt/task-started-at': '1.0', 'converge.virt/lease-until': '2.0',
+                   'converge.virt/previous-vm-state': 'PAUSED', 'converge.virt/task-owner': 'h:1'}
+    assert views.kubevirt_metadata(vm(annotations=annotations)) == {
+        'vm_state': 'ACTIVE', 'task_state': 'STOPPING', 'task_id': 't1', 'last_action': 'stop', 'task_started_at': '1.0',
+        'lease_until': '2.0', 'previous_vm_state': 'PAUSED', 'owner': 'h:1'}
+    assert views.kubevirt_run_strategy(vm('Manual')) == 'Manual'
+    assert views.kubevirt_run_strategy({'spec': {'running': True}}) == 'Always'
+    assert views.kubevirt_run_strategy({'spec': {'runStrategy': '', 'running': True}}) == 'Always'
+    assert views.kubevirt_instance_migrating(vmi(migration={'startTimestamp': 't'}))
+    assert not views.kubevirt_instance_migrating(vmi(migration={'startTimestamp': 't', 'completed': True}))
+    assert not views.kubevirt_instance_migrating(vmi(migration={'startTimestamp': 't', 'endTimestamp': 'u'}))
+    assert not views.kubevirt_instance_migrating(vmi(migration={}))
+    assert not views.kubevirt_instance_migrating(vmi(migration='garbage'))
+    assert not views.kubevirt_instance_migrating(None)
+
+
+def test_view_keys_reason_and_generation_garbage():
+    the_vmi = vmi('Failed')
+    the_vmi['status']['reason'] = 'NodeUnresponsive'
+    view = views.kubevirt_vm_view(vm('Manual'), the_vmi)
+    assert (view['phase'], view['phase_reason']) == ('Failed', 'NodeUnresponsive')
+    assert views.kubevirt_vm_view(vm('Manual'), vmi('Running'))['phase_reason'] is None
+    assert views.kubevirt_vm_view(vm('Manual'), None)['phase_reason'] is None
+    assert sorted(views.kubevirt_vm_view(vm(), None)) == sorted([
+        'power_state', 'vm_state', 'effective_vm_state', 'task_state', 'task_id', 'status', 'printable_status', 'phase', 'phase_reason',
+        'run_strategy', 'start_failures', 'pending_restart'])
+    assert views.kubevirt_vm_view(vm('Always', generation='x'), vmi(generation='1'))['pending_restart'] is False
+    assert views.kubevirt_vm_view(vm('Always', generation=2), vmi(generation=None))['pending_restart'] is False
+    assert views.kubevirt_vm_view(vm('Always', generation=2), vmi('Succeeded', generation='1'))['pending_restart'] is False
+    assert views.kubevirt_vm_view(vm('Always', status={'startFailure': {'consecutiveFailCount': '3'}}), None)['start_failures'] == 3
+
+
+def test_conditions_are_read_by_exact_type_status_and_reason():
+    # other conditions around the one read, sorting before and after it
+    around = [cond('Agent', 'True'), cond('Ready', 'True'), cond(fresh('Paused'), fresh('False'))]
+    assert status_of(vm('Always'), vmi('Running', around)) == 'Running'
+    assert status_of(vm('Always'), vmi('Running', [cond('Agent', 'True'), cond(fresh('Paused'), fresh('True'))])) == 'Paused'
+    assert status_of(vm('Always'), vmi('Scheduling', [cond('PodScheduled', 'False', 'ZzzOther')])) == 'Starting'
+    assert status_of(vm('Always'), vmi('Scheduling', [cond('PodScheduled', 'False', 'AaaOther')])) == 'Starting'
+    assert status_of(vm('Always'), vmi('Scheduling', [cond('PodScheduled', fresh('False'), fresh('Unschedulable'))])) == 'ErrorUnschedulable'
+    assert status_of(vm('Always'), vmi('Scheduling', [cond('Synchronized', fresh('False'), 'ErrImagePull')])) == 'ErrImagePull'
+    assert status_of(vm('Always'), vmi('Scheduling', [cond('Synchronized', 'True', 'ErrImagePull')])) == 'Starting'
+
+
+def test_volumes_and_requests_that_are_not_objects_are_skipped():
+    assert views.kubevirt_volume_claims(vm(volumes=['x', None] + PVC_VOL + [{'dataVolume': {'name': 'dv1'}}])) == (['c1'], ['dv1'])
+    assert status_of(vm('Manual', status={'stateChangeRequests': [{'action': 'Start'}, 'garbage']})) == 'Starting'
+    assert status_of(vm('Manual', status={'stateChangeRequests': [{'action': fresh('Stop')}]}), vmi()) == 'Stopping'
+
+
+@pytest.mark.parametrize('the_vm, the_vmi, vm_state', [
+    (vm('RerunOnFailure', status={'runStrategy': 'RerunOnFailure'}), vmi(fresh('Failed')), 'ACTIVE'),    # it is restarted
+    (vm('RerunOnFailure', status={'runStrategy': 'RerunOnFailure'}), vmi('Succeeded'), 'STOPPED'),      # it is not
+    (vm('WaitAsReceiver'), vmi('Failed'), 'STOPPED'), (vm('Zzz'), vmi('Failed'), 'STOPPED'), (vm('Halted'), vmi('Failed'), 'STOPPED'),
+    (vm('Once'), vmi('Succeeded'), 'STOPPED'), (vm('Once'), None, 'ACTIVE'),
+    (vm('Always', status={'startFailure': {'consecutiveFailCount': -1}}), None, 'STOPPED'),             # garbage is no zero
+])
+def test_automatic_starts(the_vm, the_vmi, vm_state):
+    assert views.kubevirt_vm_view(the_vm, the_vmi)['vm_state'] == vm_state
+
+
+def test_claims_without_a_phase_are_unbound():
+    assert status_of(vm('Always', PVC_VOL), None, [], [{'metadata': {'name': 'c1'}, 'status': {}}]) == 'WaitingForVolumeBinding'
+    assert status_of(vm('Always', PVC_VOL), None, [], [pvc('c1', fresh('Bound'))]) == 'Starting'
+
+
+def test_a_newer_instance_generation_is_no_pending_restart():
+    assert views.kubevirt_vm_view(vm('Always', generation=2), vmi(generation='3'))['pending_restart'] is False

@@ -104,7 +104,7 @@ declarations = st.builds(D, st.sampled_from(['present', 'running', 'stopped', 'p
                          st.one_of(st.none(), st.booleans()), st.booleans())
 
 
-@settings(max_examples=500)
+@settings(settings.get_profile('converge-phase'))
 @given(declarations, observations)
 def test_fixpoint(decl, obs):
     if not obs.exists:
@@ -116,7 +116,7 @@ def test_fixpoint(decl, obs):
     assert p.plan_vm(decl, final) == [], 'not a fixpoint: %r -> %r' % (obs, final)
 
 
-@settings(max_examples=300)
+@settings(settings.get_profile('converge-phase'))
 @given(declarations, observations)
 def test_every_step_is_accepted_by_the_action_table(decl, obs):
     from ansible_collections.converge.virt.plugins.module_utils._phase import actions
@@ -128,3 +128,96 @@ def test_every_step_is_accepted_by_the_action_table(decl, obs):
         return
     for step in steps:
         assert actions.accepts(step.action, step.vm_state_before, None)
+
+
+def steps_of(decl, obs):
+    return [(step.action, dict(step.detail)) for step in p.plan_vm(decl, obs)]
+
+
+def test_defaults_and_constants():
+    assert O()._field_defaults == {'exists': False, 'vm_state': 'DELETED', 'task_state': None, 'definition_differs': False,
+                                   'restart_needed': False, 'autostart': None}
+    assert D()._field_defaults == {'state': 'present', 'autostart': None, 'restart_on_change': False}
+    assert p.DECLARED_STATES == ('present', 'running', 'stopped', 'paused', 'suspended', 'absent', 'restarted')
+    assert p.COLD_ACTIONS == ('start', 'stop', 'reboot_soft', 'reboot_hard')
+    assert p.RUNS_IN == ('ACTIVE', 'PAUSED', 'RESCUED')
+    assert set(p.REFUSED) == {('paused', 'STOPPED'), ('suspended', 'STOPPED')}
+
+
+@pytest.mark.parametrize('decl, obs, expected', [
+    # a paused guest is restarted hard (a soft reboot needs ACTIVE), and stays paused
+    (D('running', restart_on_change=True), O(True, 'PAUSED', definition_differs=True),
+     [('update', {}), ('reboot_hard', {'reason': 'apply definition changes'})]),
+    (D('paused', restart_on_change=True), O(True, 'PAUSED', restart_needed=True),
+     [('reboot_hard', {'reason': 'apply definition changes'}), ('pause', {})]),
+    # a suspended guest is resumed first, then restarted
+    (D('running', restart_on_change=True), O(True, 'SUSPENDED', restart_needed=True),
+     [('resume', {}), ('reboot_soft', {'reason': 'apply definition changes'})]),
+    (D('suspended', restart_on_change=True), O(True, 'ACTIVE', definition_differs=True),
+     [('update', {}), ('reboot_soft', {'reason': 'apply definition changes'}), ('suspend', {})]),
+    # the chain itself starts a new guest: no extra restart
+    (D('running', restart_on_change=True), O(True, 'STOPPED', restart_needed=True), [('start', {})]),
+    (D('running', restart_on_change=True), O(True, 'ERROR', definition_differs=True), [('update', {}), ('reboot_hard', {})]),
+    (D('restarted', restart_on_change=True), O(True, 'ACTIVE', definition_differs=True), [('update', {}), ('reboot_soft', {})]),
+    (D('stopped', restart_on_change=True), O(True, 'PAUSED', definition_differs=True), [('update', {}), ('unpause', {}), ('stop', {})]),
+    # present never powers anything, and a changed definition without restart_on_change is only written
+    (D('present', restart_on_change=True), O(True, 'ACTIVE', definition_differs=True), [('update', {})]),
+    (D('running'), O(True, 'ACTIVE', restart_needed=True), []),
+    (D('running', restart_on_change=True), O(False), [('create', {}), ('start', {})]),
+    # autostart: None is "not declared"; a declared one that differs is an update
+    (D('running', autostart=False), O(True, 'ACTIVE', autostart=None), [('update', {})]),
+    (D('running', autostart=False), O(True, 'ACTIVE', autostart=False), []),
+    (D('running', autostart=None), O(True, 'ACTIVE', autostart=True), []),
+])
+def test_restart_on_change_and_autostart(decl, obs, expected):
+    assert steps_of(decl, obs) == expected
+
+
+def test_apply_step_model():
+    changed = O(True, 'ACTIVE', definition_differs=True)
+    update = p.plan_vm(D('present'), changed)[0]
+    # a running guest keeps its old definition until restarted
+    assert p.apply_step(changed, update) == O(True, 'ACTIVE', definition_differs=False, restart_needed=True)
+    stopped = O(True, 'STOPPED', definition_differs=True)
+    assert p.apply_step(stopped, p.plan_vm(D('present'), stopped)[0]) == O(True, 'STOPPED')
+    pending = O(True, 'ACTIVE', restart_needed=True)
+    assert p.apply_step(pending, p.plan_vm(D('paused'), pending)[0]) == O(True, 'PAUSED', restart_needed=True)
+    assert p.apply_step(pending, p.plan_vm(D('stopped'), pending)[0]) == O(True, 'STOPPED', restart_needed=False)
+    assert p.apply_step(O(True, 'ACTIVE'), p.plan_vm(D('absent'), O(True, 'ACTIVE'))[0]) == O()
+    created = p.apply_step(O(definition_differs=True, restart_needed=True), p.plan_vm(D('present'), O())[0])
+    assert created == O(True, 'STOPPED')
+
+
+def test_converge_model_records_the_declared_autostart():
+    steps, final = p.converge_model(D('running', autostart=True), O(True, 'STOPPED', autostart=False))
+    assert [s.action for s in steps] == ['update', 'start'] and final == O(True, 'ACTIVE', autostart=True)
+    steps, final = p.converge_model(D('running', autostart=True), O(True, 'ACTIVE', autostart=True))
+    assert steps == [] and final == O(True, 'ACTIVE', autostart=True)
+    steps, final = p.converge_model(D('running'), O(True, 'STOPPED', autostart=False))
+    assert final.autostart is False
+
+
+def test_refusals_name_the_declaration_and_the_reason():
+    with pytest.raises(TransitionRefused) as err:
+        p.plan_vm(D('paused'), O(True, 'STOPPED'))
+    assert "'converge to paused'" in str(err.value) and 'not started only to be paused' in str(err.value)
+    with pytest.raises(TransitionRefused) as err:
+        p.plan_vm(D('running'), O(True, 'RESCUED'))
+    assert 'no chain of actions reaches running from RESCUED' in str(err.value)
+    with pytest.raises(TransitionRefused) as err:
+        p.plan_vm(D('running'), O(True, 'ACTIVE', task_state='STOPPING'))
+    assert 'another task is in flight' in str(err.value)
+    with pytest.raises(ValueError) as err:
+        p.plan_vm(D('floating'), O())
+    assert "got 'floating'" in str(err.value) and 'present, running' in str(err.value)
+
+
+def test_steps_read_outside_words():
+    obs = O(True, ''.join(list('STOPPED')))
+    assert [s.action for s in p.plan_vm(D(''.join(list('running'))), obs)] == ['start']
+    assert p.plan_vm(D('absent'), O(False, 'ACTIVE')) == []
+    assert p.plan_vm(D('restarted'), O(True, 'ACTIVE'))[0].as_dict() == {'action': 'reboot_soft', 'task_state': 'REBOOTING',
+                                                                         'vm_state_before': 'ACTIVE', 'vm_state_after': 'ACTIVE'}
+    step = p.plan_vm(D('running', restart_on_change=True), O(True, 'ACTIVE', restart_needed=True))[0]
+    assert step.as_dict() == {'action': 'reboot_soft', 'task_state': 'REBOOTING', 'vm_state_before': 'ACTIVE', 'vm_state_after': 'ACTIVE',
+                              'reason': 'apply definition changes'}

@@ -1,0 +1,321 @@
+"""tools.kubelab: a real kube-apiserver (+ etcd, kube-controller-manager) with KubeVirt's and CDI's generated CRDs.
+
+The stack is started once for the module (``python -m tools.kubelab up --virt-api``
+does the same: with KubeVirt's own virt-api, its webhooks and subresources API);
+it needs ``make kube`` first and fails naming that when the builds are missing.
+Run inside ``python -m tools.virtlab netns -- ...`` like every lab test.
+
+Checks what the home-made API server (tests/kubeapi) cannot: the pinned release
+answers /version, KubeVirt's own schema is installed, Strict field validation
+names an unknown field, unknown and null fields are pruned, KubeVirt's webhooks
+refuse and default, its subresources patch the VM, and then what the
+collection's ``vm`` module (backend kubevirt) does against the real server: a typo
+in ``spec`` refused naming the field (fieldValidation=Strict), a start through
+KubeVirt's own subresource.
+"""
+
+# pylint: disable=missing-function-docstring,redefined-outer-name
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.integration.ansible_run import run_module
+from tools.kubelab import build, lab
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+NS = 'default'
+VMS = '/apis/kubevirt.io/v1/namespaces/%s/virtualmachines' % NS
+
+
+@pytest.fixture(scope='module')
+def kubelab(tmp_path_factory):
+    directory = str(tmp_path_factory.mktemp('kubelab'))
+    info = lab.up(directory, virt_api=True, feature_gates=['DeclarativeHotplugVolumes'])
+    state = lab._load_state(directory)  # pylint: disable=protected-access
+    with open(os.path.join(directory, 'pki', 'admin.token'), encoding='utf-8') as handle:
+        token = handle.read().strip()
+    info['client'] = lab.Client(state['server'], state['ca_file'], token)
+    info['dir'] = directory
+    info['crd_names'] = state['crds']
+    try:
+        yield info
+    finally:
+        lab.down(directory)
+
+
+def vm_body(name, spec_extra=None, domain_extra=None):
+    domain = {'devices': {}, 'memory': {'guest': '64Mi'}}
+    domain.update(domain_extra or {})
+    spec = {'runStrategy': 'Halted', 'template': {'spec': {'domain': domain}}}
+    spec.update(spec_extra or {})
+    return {'apiVersion': 'kubevirt.io/v1', 'kind': 'VirtualMachine', 'metadata': {'name': name, 'namespace': NS}, 'spec': spec}
+
+
+def test_version_is_the_pinned_release(kubelab):
+    status, version = kubelab['client'].request('GET', '/version')
+    assert status == 200
+    assert version['gitVersion'] == build.versions()['kubernetes'], version
+    assert version['gitVersion'] == kubelab['versions']['kubernetes']
+
+
+def test_up_writes_a_kubeconfig_that_kubectl_style_clients_accept(kubelab):
+    from kubernetes import client, config  # pylint: disable=import-outside-toplevel
+    api = config.new_client_from_config(config_file=kubelab['kubeconfig'])
+    try:
+        names = [ns.metadata.name for ns in client.CoreV1Api(api).list_namespace().items]
+    finally:
+        api.close()
+    assert {'default', 'kube-system', 'kubevirt'} <= set(names)
+    assert os.stat(kubelab['kubeconfig']).st_mode & 0o077 == 0
+
+
+def test_status_reports_every_process_running(kubelab):
+    rows = lab.status(kubelab['dir'])
+    assert [row['role'] for row in rows] == list(lab.ROLES) + ['virt-api']
+    assert all(row['running'] for row in rows), rows
+    out = subprocess.run([sys.executable, '-m', 'tools.kubelab', 'status', '--dir', kubelab['dir']], cwd=ROOT,
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 0 and json.loads(out.stdout) == rows
+
+
+def test_virtualmachine_crd_carries_kubevirts_generated_schema(kubelab):
+    status, crd = kubelab['client'].request('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/virtualmachines.kubevirt.io')
+    assert status == 200
+    v1 = [v for v in crd['spec']['versions'] if v['name'] == 'v1'][0]
+    assert v1['served'] and v1['storage'] and v1['subresources'] == {'status': {}}
+    spec = v1['schema']['openAPIV3Schema']['properties']['spec']['properties']
+    domain = spec['template']['properties']['spec']['properties']['domain']
+    assert {'cpu', 'devices', 'memory', 'resources'} <= set(domain['properties'])
+    assert 'cores' in domain['properties']['cpu']['properties']
+    assert domain['required'] == ['devices']
+
+
+def test_every_kubevirt_and_cdi_crd_is_established(kubelab):
+    status, crds = kubelab['client'].request('GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions')
+    assert status == 200
+    names = {item['metadata']['name'] for item in crds['items'] if all(
+        c['status'] == 'True' for c in item['status']['conditions'] if c['type'] == 'Established')}
+    for name in ('virtualmachines.kubevirt.io', 'virtualmachineinstances.kubevirt.io', 'virtualmachineinstancemigrations.kubevirt.io',
+                 'virtualmachinesnapshots.snapshot.kubevirt.io', 'virtualmachineinstancetypes.instancetype.kubevirt.io',
+                 'virtualmachineclusterpreferences.instancetype.kubevirt.io', 'kubevirts.kubevirt.io',
+                 'migrationpolicies.migrations.kubevirt.io', 'virtualmachineclones.clone.kubevirt.io',
+                 'datavolumes.cdi.kubevirt.io', 'datasources.cdi.kubevirt.io', 'storageprofiles.cdi.kubevirt.io'):
+        assert name in names, name
+    assert set(kubelab['crd_names']) <= names and kubelab['crds'] == len(kubelab['crd_names']) == 31     # 19 KubeVirt + 12 CDI
+
+
+def test_strict_field_validation_refuses_an_unknown_field_naming_it(kubelab):
+    client = kubelab['client']
+    body = vm_body('strict', domain_extra={'cpu': {'core': 2}})
+    status, answer = client.request('POST', VMS + '?fieldValidation=Strict', body)
+    assert status == 400 and answer['reason'] == 'BadRequest', answer        # 400 (not 422) is what Strict answers
+    # 'VirtualMachine in version "v1" cannot be handled as a VirtualMachine: strict decoding error: unknown field "..."'
+    assert 'strict decoding error: unknown field "spec.template.spec.domain.cpu.core"' in answer['message'], answer['message']
+    assert client.request('GET', VMS + '/strict')[0] == 404
+
+
+def test_unknown_and_null_fields_are_pruned_without_strict(kubelab):
+    client = kubelab['client']
+    body = vm_body('pruned', spec_extra={'runStrategy': None, 'running': False}, domain_extra={'cpu': {'core': 2, 'cores': 1}})
+    body['spec']['template']['spec']['hostname'] = None
+    status, stored = client.request('POST', VMS, body)
+    assert status == 201, stored
+    domain = stored['spec']['template']['spec']['domain']
+    assert domain['cpu'] == {'cores': 1}                        # the typo is dropped silently
+    assert 'runStrategy' not in stored['spec']                  # null dropped (not nullable in KubeVirt's schema)
+    assert 'hostname' not in stored['spec']['template']['spec']
+    assert client.request('DELETE', VMS + '/pruned')[0] == 200
+
+
+# ---------------------------------------------------------------- the collection against the real server
+
+def kv(kubelab, name, **args):
+    base = dict(backend='kubevirt', kubeconfig=kubelab['kubeconfig'], namespace=NS, wait_timeout=30, name=name, vcpus=1,  # pylint: disable=use-dict-literal
+                memory='64Mi', disks=[{'name': 'root', 'image': 'quay.io/containerdisks/fedora:40'}])
+    base.update(args)
+    return base
+
+
+def test_vm_module_create_rerun_delete(kubelab):
+    client = kubelab['client']
+    created = run_module('vm', kv(kubelab, 'coll', state='present'))
+    assert created['_rc'] == 0 and not created.get('failed'), created.get('msg') or created
+    assert created['changed'] and [s['action'] for s in created['steps']] == ['create']
+    status, stored = client.request('GET', VMS + '/coll')
+    assert status == 200 and stored['spec']['runStrategy'] == 'Halted'
+    again = run_module('vm', kv(kubelab, 'coll', state='present'))
+    assert again['_rc'] == 0 and not again.get('failed'), again.get('msg') or again
+    assert not again['changed'], again.get('steps')
+    removed = run_module('vm', kv(kubelab, 'coll', state='absent'))
+    assert removed['_rc'] == 0 and not removed.get('failed'), removed.get('msg') or removed
+    assert removed['changed'] and [s['action'] for s in removed['steps']] == ['delete']
+    assert client.request('GET', VMS + '/coll')[0] == 404
+
+
+def test_vm_module_refuses_an_unknown_spec_field_naming_it(kubelab):
+    typo = kv(kubelab, 'typo', state='present', spec={'template': {'spec': {'domain': {'cpu': {'core': 2}}}}})
+    result = run_module('vm', typo)
+    assert result.get('failed') and 'spec.template.spec.domain.cpu.core' in result['msg'], result.get('msg') or result
+    assert kubelab['client'].request('GET', VMS + '/typo')[0] == 404
+
+
+# ---------------------------------------------------------------- KubeVirt's own virt-api (stage 2)
+
+def test_kubevirts_webhook_refuses_two_pod_networks_naming_the_field(kubelab):
+    body = vm_body('twopod', domain_extra={'devices': {'interfaces': [{'name': 'a', 'masquerade': {}}, {'name': 'b', 'masquerade': {}}]}})
+    body['spec']['template']['spec']['networks'] = [{'name': 'a', 'pod': {}}, {'name': 'b', 'pod': {}}]
+    status, answer = kubelab['client'].request('POST', VMS, body)
+    assert status == 422 and answer['reason'] == 'Invalid', answer
+    assert 'admission webhook "virtualmachine-validator.kubevirt.io" denied the request' in answer['message']
+    assert answer['details']['causes'][0]['field'] == 'spec.template.spec.interfaces'
+    assert kubelab['client'].request('GET', VMS + '/twopod')[0] == 404
+
+
+def test_kubevirts_mutating_webhook_sets_its_defaults(kubelab):
+    status, stored = kubelab['client'].request('POST', VMS, vm_body('defaults'))
+    assert status == 201, stored
+    template = stored['spec']['template']
+    assert template['spec']['domain']['machine'] == {'type': 'q35'}
+    # (spec.template.spec.architecture: amd64 is set only without a KubeVirt CR; the lab's CR has no architectureConfiguration)
+    assert set(template['spec']['domain']['firmware']) == {'serial', 'uuid'}
+    assert kubelab['client'].request('DELETE', VMS + '/defaults')[0] == 200
+
+
+def test_start_subresource_is_kubevirts_own(kubelab):
+    client = kubelab['client']
+    assert client.request('POST', VMS, vm_body('sub'))[0] == 201
+    start = '/apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachines/sub/start' % NS
+    # KubeVirt's route declares no representation: an exact `Accept: application/json` gets 406
+    assert client.request('PUT', start, {})[0] == 406
+    client_any = lab.Client(client.server, kubelab['ca_file'], client.token)
+    status, _answer = _put_accept_any(client_any, start)
+    assert status == 202
+    assert client.request('GET', VMS + '/sub')[1]['spec']['runStrategy'] == 'Always'
+    status, answer = _put_accept_any(client_any, start)
+    assert status == 409 and 'Always does not support manual start requests' in answer
+
+
+def _put_accept_any(client, path, body=None):
+    import urllib.error  # pylint: disable=import-outside-toplevel
+    import urllib.request  # pylint: disable=import-outside-toplevel
+    req = urllib.request.Request(client.server + path, data=json.dumps(body or {}).encode(), method='PUT')
+    req.add_header('Authorization', 'Bearer ' + client.token)
+    req.add_header('Content-Type', 'application/json')
+    req.add_header('Accept', '*/*')
+    try:
+        with urllib.request.urlopen(req, context=client.context, timeout=10) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_addvolume_subresource_patches_the_vm_spec_under_declarative_hotplug(kubelab):
+    # with the DeclarativeHotplugVolumes gate (KubeVirt CR kubevirt/kubevirt), addvolume/removevolume edit the VM's
+    # spec (no status.volumeRequests); the gate is read by virt-api from the CR
+    client = kubelab['client']
+    assert client.request('POST', VMS, vm_body('hp'))[0] == 201
+    base = '/apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachines/hp/' % NS
+    add = {'name': 'data', 'disk': {'name': 'data', 'disk': {'bus': 'scsi'}},
+           'volumeSource': {'persistentVolumeClaim': {'claimName': 'data-pvc', 'hotpluggable': True}}}
+    assert _put_accept_any(client, base + 'addvolume', add)[0] == 202
+    vm = client.request('GET', VMS + '/hp')[1]
+    assert vm['spec']['template']['spec']['volumes'] == [{'name': 'data', 'persistentVolumeClaim': {'claimName': 'data-pvc', 'hotpluggable': True}}]
+    assert vm['spec']['template']['spec']['domain']['devices']['disks'] == [{'name': 'data', 'disk': {'bus': 'scsi'}}]
+    assert 'volumeRequests' not in vm.get('status', {})
+    assert _put_accept_any(client, base + 'removevolume', {'name': 'data'})[0] == 202
+    assert 'volumes' not in client.request('GET', VMS + '/hp')[1]['spec']['template']['spec']
+
+
+def test_vm_module_surfaces_a_webhook_refusal_naming_the_field(kubelab):
+    result = run_module('vm', kv(kubelab, 'twoif', state='present', interfaces=[{'name': 'a'}, {'name': 'b'}]))
+    assert result.get('failed') and not result.get('changed')
+    assert 'more than one interface is connected to a pod network in spec.template.spec.interfaces' in result['msg']
+
+
+def test_vm_module_starts_through_kubevirts_subresource(kubelab):
+    ok = run_module('vm', kv(kubelab, 'starts', state='present'))
+    assert not ok.get('failed'), ok.get('msg')
+    started = run_module('vm', kv(kubelab, 'starts', state='running', wait=False))
+    assert not started.get('failed'), started.get('msg')
+    assert kubelab['client'].request('GET', VMS + '/starts')[1]['spec']['runStrategy'] == 'Always'
+
+
+def test_up_again_without_virt_api_restarts_on_the_same_data_and_drops_its_webhooks(kubelab):
+    # last test of the lab: restarts it (same etcd data, certificates and token) without virt-api
+    client = kubelab['client']
+    assert client.request('POST', VMS, vm_body('kept'))[0] == 201
+    again = lab.up(kubelab['dir'])
+    client = lab.Client(again['server'], again['ca_file'], client.token)
+    assert client.request('GET', VMS + '/kept')[0] == 200
+    assert [row['role'] for row in lab.status(kubelab['dir'])] == list(lab.ROLES)
+    assert not any(row['pid'] in kubelab['pids'].values() for row in lab.status(kubelab['dir']))
+    # no webhook left behind pointing at a virt-api that is gone (failurePolicy Fail would refuse every VM)
+    body = vm_body('twopod-crd-only', domain_extra={'devices': {'interfaces': [{'name': 'a', 'masquerade': {}}, {'name': 'b', 'masquerade': {}}]}})
+    body['spec']['template']['spec']['networks'] = [{'name': 'a', 'pod': {}}, {'name': 'b', 'pod': {}}]
+    assert client.request('POST', VMS, body)[0] == 201
+    assert client.request('GET', '/apis/apiregistration.k8s.io/v1/apiservices/v1.subresources.kubevirt.io')[0] == 404
+
+
+# ---------------------------------------------------------------- build and process bookkeeping (no lab needed)
+
+def test_locate_names_the_missing_build_and_how_to_make_it(tmp_path, monkeypatch):
+    monkeypatch.setenv('CONVERGE_VIRT_KUBE_CACHE', str(tmp_path))
+    with pytest.raises(build.BuildError) as raised:
+        build.locate()
+    assert 'not built: ' + str(tmp_path) in str(raised.value) and 'make kube' in str(raised.value)
+    out = subprocess.run([sys.executable, '-m', 'tools.kubelab', 'up', '--dir', str(tmp_path / 'lab')], cwd=ROOT,
+                         env=dict(os.environ, CONVERGE_VIRT_KUBE_CACHE=str(tmp_path)), capture_output=True, text=True, check=False)
+    assert out.returncode == 2 and 'make kube' in out.stderr and 'Traceback' not in out.stderr
+    assert not (tmp_path / 'lab').exists()
+
+
+def test_up_refuses_at_once_when_loopback_is_down(tmp_path):
+    # a fresh network namespace: lo is down, binding 127.0.0.1 works, connecting does not
+    out = subprocess.run(['unshare', '--net', sys.executable, '-m', 'tools.kubelab', 'up', '--dir', str(tmp_path / 'lab')], cwd=ROOT,
+                         capture_output=True, text=True, check=False, timeout=60)
+    assert out.returncode == 2 and '127.0.0.1 is not reachable here' in out.stderr and 'loopback' in out.stderr, out.stderr
+    assert not (tmp_path / 'lab').exists()
+
+
+def test_cache_directory_follows_the_pins_and_staging_must_match(tmp_path, monkeypatch):
+    import shutil  # pylint: disable=import-outside-toplevel
+    copy = tmp_path / 'go'
+    shutil.copytree(build.GO_DIR, copy)
+    monkeypatch.setattr(build, 'GO_DIR', str(copy))
+    before = {part.name: part.directory('go1.26.8') for part in build.parts()}
+    assert before == {part.name: part.directory('go1.26.8') for part in build.parts()}     # stable
+    assert before['kubernetes'] != build.parts()[1].directory('go1.26.9')                   # another Go: another build
+    main = copy / 'kube' / 'cmd' / 'kube-apiserver' / 'main.go'
+    main.write_text(main.read_text() + '\n// changed\n')
+    after = {part.name: part.directory('go1.26.8') for part in build.parts()}
+    assert after['kubernetes'] != before['kubernetes'] and after['etcd'] == before['etcd'] and after['kubevirt'] == before['kubevirt']
+    gomod = copy / 'kube' / 'go.mod'
+    gomod.write_text(gomod.read_text().replace('k8s.io/client-go => k8s.io/client-go v0.34.4', 'k8s.io/client-go => k8s.io/client-go v0.34.2'))
+    with pytest.raises(build.BuildError) as raised:
+        build.parts()
+    assert 'k8s.io/client-go v0.34.2' in str(raised.value) and 'v0.34.4' in str(raised.value)
+
+
+def test_down_never_signals_a_process_it_did_not_start(tmp_path):
+    sleeper = subprocess.Popen(['sleep', '60'])  # pylint: disable=consider-using-with
+    try:
+        start = lab._stat(sleeper.pid)[1]  # pylint: disable=protected-access
+        record = {'role': 'etcd', 'pid': sleeper.pid, 'boot_id': lab.boot_id(), 'argv': ['sleep'], 'log': '/dev/null'}
+        for wrong in ({'starttime': start + 1}, {'starttime': start, 'boot_id': 'another-boot'}):
+            state = {'boot_id': lab.boot_id(), 'ports': {}, 'processes': [dict(record, **wrong)]}
+            lab._save(str(tmp_path), state)  # pylint: disable=protected-access
+            assert lab.status(str(tmp_path))[0]['running'] is False
+            assert not lab.down(str(tmp_path)) and sleeper.poll() is None
+        lab._save(str(tmp_path), {'boot_id': lab.boot_id(), 'ports': {}, 'processes': [dict(record, starttime=start)]})  # pylint: disable=protected-access
+        assert lab.status(str(tmp_path))[0]['running'] is True
+        assert lab.down(str(tmp_path)) == [sleeper.pid]
+        assert lab._stat(sleeper.pid) is None      # gone and reaped (down reaps its own children)  # pylint: disable=protected-access
+        assert not lab.status(str(tmp_path)) and not lab.down(str(tmp_path))
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+            sleeper.wait()

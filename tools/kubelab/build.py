@@ -1,0 +1,232 @@
+"""Build the real Kubernetes stack of the KubeVirt tests from Go modules, into a cache outside the checkout.
+
+What is built (pinned by the go.mod/go.sum files under tools/kubelab/go/, fetched through
+the Go module proxy; nothing binary lives in the repository):
+
+``etcd``                      go.etcd.io/etcd/server/v3 (wrapper module go/etcd)
+``kube-apiserver``            k8s.io/kubernetes (wrapper module go/kube, every staging
+``kube-controller-manager``   module replaced by its published v0.Y.Z)
+``kubevirt-manifests``        prints KubeVirt's and CDI's own generated CRDs (go/kubevirt);
+                              its output is kept beside it as ``crds.yaml``
+``virt-api``                  KubeVirt's own virt-api (go/kubevirt), run out of cluster by ``up --virt-api``
+
+Each part lands in ``<cache>/<part>-<version>-<hash>/`` where the hash covers the part's
+wrapper sources (go.mod, go.sum, *.go) and the Go version, so a changed pin or source
+builds anew and an unchanged one is never rebuilt.  ``<cache>`` is
+``$CONVERGE_VIRT_KUBE_CACHE`` or ``${XDG_CACHE_HOME:-~/.cache}/converge-virt/kube``.
+A part is built into a temporary directory and renamed into place only when complete.
+
+Go runs with ``nice -n 10``, ``CGO_ENABLED=0``, ``GOFLAGS=-mod=mod`` and ``GOTOOLCHAIN=local``.
+Standard library only (``make kube`` needs no virtualenv).
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GO_DIR = os.path.join(HERE, "go")
+GO_FALLBACK = "/usr/local/go/bin/go"
+
+
+class KubelabError(Exception):
+    """Anything kubelab cannot do; the message says what and why."""
+
+
+class BuildError(KubelabError):
+    """A build step failed or a built file is missing; the message says which and why."""
+
+
+def cache_root():
+    """The cache directory (outside the checkout)."""
+    explicit = os.environ.get("CONVERGE_VIRT_KUBE_CACHE")
+    if explicit:
+        return os.path.abspath(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "converge-virt", "kube")
+
+
+def _module_version(module_dir, module):
+    """The version of ``module`` required by the go.mod in ``module_dir``."""
+    path = os.path.join(GO_DIR, module_dir, "go.mod")
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    found = re.search(r"^\s*(?:require\s+)?" + re.escape(module) + r"\s+(v\S+)\s*$", text, re.M)
+    if not found:
+        raise BuildError(f"{path} does not require {module}")
+    return found.group(1)
+
+
+def _staging_replacements(module_dir):
+    """(module, version) pairs of the replace lines in a wrapper go.mod."""
+    with open(os.path.join(GO_DIR, module_dir, "go.mod"), encoding="utf-8") as handle:
+        return re.findall(r"^\s*(\S+)\s*=>\s*\S+\s+(v\S+)\s*$", handle.read(), re.M)
+
+
+class Part:  # pylint: disable=too-few-public-methods
+    """One cached build: a wrapper module, the packages to build and the files it leaves."""
+
+    # pylint: disable-next=too-many-arguments,too-many-positional-arguments
+    def __init__(self, name, module_dir, version, packages, outputs, *, ldflags=(), after=None):
+        self.name = name
+        self.module_dir = module_dir
+        self.version = version
+        self.packages = packages
+        self.outputs = outputs
+        self.ldflags = list(ldflags)
+        self.after = after
+
+    def source_hash(self, go_release):
+        """Hash of what the build reads from the checkout (go.mod, go.sum, the packages' .go files) and the Go version."""
+        digest = hashlib.sha256(go_release.encode() + b"\0" + " ".join(self.ldflags).encode() + b"\0")
+        root = os.path.join(GO_DIR, self.module_dir)
+        files = [os.path.join(root, "go.mod"), os.path.join(root, "go.sum")]
+        for package in self.packages:
+            pkg_dir = os.path.normpath(os.path.join(root, package))
+            files += sorted(os.path.join(pkg_dir, name) for name in os.listdir(pkg_dir) if name.endswith(".go"))
+        for path in files:
+            digest.update(os.path.relpath(path, root).encode() + b"\0")
+            with open(path, "rb") as handle:
+                digest.update(handle.read() + b"\0")
+        return digest.hexdigest()[:10]
+
+    def directory(self, go_release, root=None):
+        """Where this part lives in the cache."""
+        return os.path.join(root or cache_root(), f"{self.name}-{self.version}-{self.source_hash(go_release)}")
+
+
+def _write_crds(tmpdir, env):
+    """Run the freshly built manifest printer and keep its CRDs beside it."""
+    out = subprocess.run([os.path.join(tmpdir, "kubevirt-manifests"), "crds"], env=env, capture_output=True, check=False)
+    if out.returncode != 0 or b"kind: CustomResourceDefinition" not in out.stdout:
+        raise BuildError("kubevirt-manifests crds failed: " + out.stderr.decode(errors="replace")[-2000:])
+    with open(os.path.join(tmpdir, "crds.yaml"), "wb") as handle:
+        handle.write(out.stdout)
+
+
+def parts():
+    """Every part, with versions read from the wrapper go.mod files (the one place they are pinned)."""
+    k8s = _module_version("kube", "k8s.io/kubernetes")
+    major, minor = re.match(r"v(\d+)\.(\d+)\.", k8s).groups()
+    staging = "v0.%s.%s" % (minor, k8s.split(".", 2)[2])
+    wrong = [f"{mod} {ver}" for mod, ver in _staging_replacements("kube") if ver != staging]
+    if wrong:
+        raise BuildError(f"go/kube/go.mod: staging modules must be replaced by {staging} for k8s.io/kubernetes {k8s}: " + ", ".join(wrong))
+    stamp = "1970-01-01T00:00:00Z"
+    kube_ldflags = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        kube_ldflags += [f"-X {pkg}.gitVersion={k8s}", f"-X {pkg}.gitMajor={major}", f"-X {pkg}.gitMinor={minor}",
+                         f"-X {pkg}.gitTreeState=clean", f"-X {pkg}.buildDate={stamp}"]
+    kubevirt = _module_version("kubevirt", "kubevirt.io/kubevirt")
+    cdi = _module_version("kubevirt", "kubevirt.io/containerized-data-importer")
+    return [
+        Part("etcd", "etcd", _module_version("etcd", "go.etcd.io/etcd/server/v3"), ["."], ["etcd"]),
+        Part("kubernetes", "kube", k8s, ["./cmd/kube-apiserver", "./cmd/kube-controller-manager"],
+             ["kube-apiserver", "kube-controller-manager"], ldflags=kube_ldflags),
+        Part("kubevirt", "kubevirt", f"{kubevirt}-cdi-{cdi}", ["./cmd/kubevirt-manifests"], ["kubevirt-manifests", "crds.yaml"],
+             after=_write_crds),
+        # stage 2: KubeVirt's own virt-api, run out of cluster (`up --virt-api`)
+        Part("virt-api", "kubevirt", kubevirt, ["./cmd/virt-api"], ["virt-api"]),
+    ]
+
+
+def find_go():
+    """Path of the go command (PATH first, then /usr/local/go)."""
+    found = shutil.which("go") or (GO_FALLBACK if os.access(GO_FALLBACK, os.X_OK) else None)
+    if not found:
+        raise BuildError("the go command is not installed (looked on PATH and at /usr/local/go/bin/go): Go 1.26 is needed to build the stack")
+    return found
+
+
+def go_env():
+    """Environment for every go command."""
+    env = dict(os.environ)
+    env.update(CGO_ENABLED="0", GOFLAGS="-mod=mod", GOTOOLCHAIN="local")
+    return env
+
+
+def go_version(go):
+    """The version string of the go command, e.g. go1.26.8."""
+    out = subprocess.run([go, "env", "GOVERSION"], env=go_env(), capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise BuildError(f"{go} env GOVERSION failed: {out.stderr.strip()}")
+    return out.stdout.strip()
+
+
+STAGE1 = ("etcd", "kubernetes", "kubevirt")
+
+
+def locate(names=STAGE1, root=None):
+    """{output name: path} of every output of the named parts, or raise BuildError naming what is missing and how to build it."""
+    go = find_go()
+    version = go_version(go)
+    found, missing = {}, []
+    for part in parts():
+        if part.name not in names:
+            continue
+        directory = part.directory(version, root)
+        for output in part.outputs:
+            path = os.path.join(directory, output)
+            if os.path.exists(path):
+                found[output] = path
+            else:
+                missing.append(path)
+    if missing:
+        raise BuildError("not built: " + ", ".join(missing) + " (run `make kube` or `python -m tools.kubelab build`)")
+    return found
+
+
+def versions():
+    """{component: pinned version}."""
+    return {part.name: part.version for part in parts()}
+
+
+def _build_part(part, go, version, root, log):
+    target = part.directory(version, root)
+    if all(os.path.exists(os.path.join(target, output)) for output in part.outputs):
+        log(f"{part.name} {part.version}: cached in {target}")
+        return {"part": part.name, "cached": True, "dir": target}
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    tmpdir = tempfile.mkdtemp(prefix=f".{part.name}-", dir=os.path.dirname(target))
+    try:
+        cmd = ["nice", "-n", "10", go, "build", "-trimpath", "-o", tmpdir + os.sep,
+               "-ldflags", " ".join(["-s", "-w"] + part.ldflags)] + part.packages
+        log(f"{part.name} {part.version}: building ({' '.join(part.packages)}) ...")
+        started = time.monotonic()
+        proc = subprocess.run(cmd, cwd=os.path.join(GO_DIR, part.module_dir), env=go_env(), capture_output=True, text=True, check=False)
+        elapsed = time.monotonic() - started
+        if proc.returncode != 0:
+            raise BuildError(f"building {part.name} {part.version} failed (go build exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+        if part.after:
+            part.after(tmpdir, go_env())
+        with open(os.path.join(tmpdir, "build.json"), "w", encoding="utf-8") as handle:
+            json.dump({"part": part.name, "version": part.version, "go": version, "packages": part.packages,
+                       "seconds": round(elapsed, 1)}, handle, indent=2)
+        os.chmod(tmpdir, 0o755)          # mkdtemp made it owner-only
+        if os.path.isdir(target):        # incomplete leftover of an older run
+            shutil.rmtree(target)
+        os.rename(tmpdir, target)
+        log(f"{part.name} {part.version}: built in {elapsed:.0f} s into {target}")
+        return {"part": part.name, "cached": False, "dir": target, "seconds": round(elapsed, 1)}
+    finally:
+        if os.path.isdir(tmpdir):
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def build(only=None, root=None, log=None):
+    """Build every missing part (or only the named ones); return one dict per part."""
+    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    go = find_go()
+    version = go_version(go)
+    results = []
+    for part in parts():
+        if only and part.name not in only:
+            continue
+        results.append(_build_part(part, go, version, root, log))
+    return results

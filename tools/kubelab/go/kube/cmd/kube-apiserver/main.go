@@ -1,0 +1,21 @@
+// Command kube-apiserver is Kubernetes' own kube-apiserver main (k8s.io/kubernetes/cmd/kube-apiserver),
+// built through this wrapper module (see ../../go.mod).
+// Copied from k8s.io/kubernetes cmd/kube-apiserver/apiserver.go (Apache-2.0, The Kubernetes Authors).
+package main
+
+import (
+	"os"
+	_ "time/tzdata" // for timeZone support in CronJob
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"          // for JSON log format registration
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // load all the prometheus client-go plugins
+	_ "k8s.io/component-base/metrics/prometheus/version"  // for version metric registration
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+func main() {
+	command := app.NewAPIServerCommand()
+	code := cli.Run(command)
+	os.Exit(code)
+}

@@ -1,0 +1,525 @@
+"""Start, stop and inspect a lab: etcd + kube-apiserver + kube-controller-manager on loopback, with KubeVirt's CRDs.
+
+Layout of ``DIR`` (created owner-only)::
+
+    kubelab.json      what was started: PIDs with their start times and the boot id, ports, versions
+    kubeconfig        admin (bearer token of a system:masters user), CA file, https://127.0.0.1:PORT
+    pki/              CA, front-proxy CA, serving and proxy-client certs, service account key, tokens
+    etcd/             etcd's data (kept across down/up: ``up`` on a stopped lab restarts it)
+    logs/<role>.log   each process's output
+
+Every process binds 127.0.0.1 only, and every port asks for credentials (etcd: client
+certificates of its own CA, client and peer port; the API server: tokens), so the lab
+is safe in the machine's own network namespace too; the tests run it inside
+``python -m tools.virtlab netns`` all the same.  ``down`` signals a recorded PID only after
+checking that it is still the process that was started (same boot, same start
+time in /proc/<pid>/stat), so a reused PID is never signalled.
+"""
+
+import base64
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from . import build, pki
+
+STATE = "kubelab.json"
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+ROLES = ("etcd", "kube-apiserver", "kube-controller-manager")
+CONTROLLERS = ("namespace-controller", "garbage-collector-controller", "serviceaccount-controller",
+               "root-ca-certificate-publisher-controller")
+SERVICE_CIDR = "10.0.0.0/24"
+ISSUER = "https://kubernetes.default.svc.cluster.local"
+CRD_GROUPS = ("kubevirt.io", "cdi.kubevirt.io")
+START_TIMEOUT = 120
+
+
+class LabError(build.KubelabError):
+    """The lab cannot do what was asked; the message says why."""
+
+
+# ---------------------------------------------------------------- processes
+
+def boot_id():
+    """This boot's id."""
+    with open(BOOT_ID_FILE, encoding="ascii") as handle:
+        return handle.read().strip()
+
+
+def _stat(pid):
+    """(state letter, start time in clock ticks since boot) of a process, or None if there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[19])
+
+
+def _is_ours(record, current_boot):
+    """True when the recorded process is still the very process that was started (and not a zombie)."""
+    if record.get("boot_id") != current_boot:
+        return False
+    seen = _stat(record["pid"])
+    return seen is not None and seen[0] not in ("Z", "X") and seen[1] == record["starttime"]
+
+
+def _reap(pid):
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def _check_loopback():
+    """Refuse early (not after a 120 s wait) when 127.0.0.1 cannot be reached: in a fresh network namespace the
+    loopback interface is down, binding still works, and every connection fails with 'network is unreachable'."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server, socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            server.bind(("127.0.0.1", 0))
+            server.listen(1)
+            probe.settimeout(2)
+            probe.connect(server.getsockname())
+    except OSError as exc:
+        raise LabError(f"127.0.0.1 is not reachable here ({exc.strerror or exc}): is the loopback interface up? "
+                       "(`python -m tools.virtlab netns -- ...` brings it up in a namespace of its own)") from exc
+
+
+def _free_port():
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+    except OSError as exc:
+        raise LabError(f"cannot bind a port on 127.0.0.1 ({exc.strerror}): is the loopback interface up? "
+                       "(`python -m tools.virtlab netns -- ...` brings it up in a namespace of its own)") from exc
+
+
+def _start(directory, role, argv, state):
+    log_path = os.path.join(directory, "logs", role + ".log")
+    with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
+        proc = subprocess.Popen(argv, stdin=devnull, stdout=log, stderr=subprocess.STDOUT,  # pylint: disable=consider-using-with
+                                cwd=directory, start_new_session=True, close_fds=True)
+    seen = _stat(proc.pid)
+    state["processes"].append({"role": role, "pid": proc.pid, "starttime": seen[1] if seen else None,
+                               "boot_id": state["boot_id"], "argv": argv, "log": log_path})
+    _save(directory, state)
+    return proc
+
+
+def _log_tail(path, lines=25):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _wait(role, proc, log_path, ready, timeout=START_TIMEOUT):
+    """Wait until ``ready()`` is true; raise LabError with the log tail if the process exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise LabError(f"{role} exited with status {proc.returncode} while starting; last lines of {log_path}:\n{_log_tail(log_path)}")
+        if ready():
+            return
+        time.sleep(0.3)
+    raise LabError(f"{role} did not become ready within {timeout} s; last lines of {log_path}:\n{_log_tail(log_path)}")
+
+
+def _save(directory, state):
+    path = os.path.join(directory, STATE)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(state, handle, indent=2)
+    os.replace(tmp, path)
+
+
+def _load_state(directory):
+    try:
+        with open(os.path.join(directory, STATE), encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return None
+
+
+# ---------------------------------------------------------------- API access
+
+class Client:
+    """A minimal HTTPS client of the lab's API server (bearer token, lab CA)."""
+
+    def __init__(self, server, ca_file, token):
+        self.server = server
+        self.token = token
+        self.context = ssl.create_default_context(cafile=ca_file)
+
+    def request(self, method, path, body=None, timeout=10):
+        """(status, parsed JSON or text) of one request."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.server + path, data=data, method=method)
+        req.add_header("Authorization", "Bearer " + self.token)
+        req.add_header("Accept", "application/json")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, context=self.context, timeout=timeout) as resp:
+                code, raw = resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            code, raw = exc.code, exc.read()
+        try:
+            return code, json.loads(raw)
+        except ValueError:
+            return code, raw.decode(errors="replace")
+
+    def ready(self):
+        """True when /readyz answers ok."""
+        try:
+            return self.request("GET", "/readyz", timeout=3)[0] == 200
+        except (OSError, ssl.SSLError):
+            return False
+
+    def apply(self, base, obj):
+        """Create ``obj`` under the collection path ``base``, or replace it if it exists."""
+        code, body = self.request("POST", base, obj)
+        if code == 409:
+            name = obj["metadata"]["name"]
+            code, current = self.request("GET", f"{base}/{name}")
+            if code == 200:
+                obj = dict(obj, metadata=dict(obj["metadata"], resourceVersion=current["metadata"]["resourceVersion"]))
+                code, body = self.request("PUT", f"{base}/{name}", obj)
+        if code not in (200, 201):
+            raise LabError(f"could not create {obj.get('kind')} {obj['metadata'].get('name')}: HTTP {code}: {body}")
+        return body
+
+
+def _kubeconfig(path, server, ca_file, user, token):
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "kubelab", "preferences": {},
+        "clusters": [{"name": "kubelab", "cluster": {"server": server, "certificate-authority": ca_file}}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "kubelab", "context": {"cluster": "kubelab", "user": user, "namespace": "default"}}],
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(config, handle, indent=2)     # JSON is YAML: every kubeconfig reader takes it
+
+
+def _load_crds(path):
+    import yaml  # pylint: disable=import-outside-toplevel
+    with open(path, encoding="utf-8") as handle:
+        crds = [doc for doc in yaml.load_all(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) if doc]
+    bad = [doc.get("metadata", {}).get("name") for doc in crds if doc.get("kind") != "CustomResourceDefinition"]
+    if bad or not crds:
+        raise LabError(f"{path} is not a stream of CRDs (odd documents: {bad}); rebuild with `make kube`")
+    return crds
+
+
+def _established(crd):
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in crd.get("status", {}).get("conditions", []))
+
+
+def _install_crds(client, crds, timeout=60):
+    base = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    for crd in crds:
+        client.apply(base, crd)
+    deadline = time.monotonic() + timeout
+    waiting = [crd["metadata"]["name"] for crd in crds]
+    while waiting and time.monotonic() < deadline:
+        waiting = [name for name in waiting if not _established(client.request("GET", f"{base}/{name}")[1])]
+        if waiting:
+            time.sleep(0.3)
+    if waiting:
+        raise LabError("CRDs not Established within %d s: %s" % (timeout, ", ".join(waiting)))
+    return [crd["metadata"]["name"] for crd in crds]
+
+
+def _wait_for(what, check, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.3)
+    raise LabError(f"{what} did not appear within {timeout} s")
+
+
+# ---------------------------------------------------------------- virt-api (stage 2)
+
+VIRT_API_NAMESPACE = "kubevirt"     # what virt-api assumes out of cluster (no service account namespace file)
+VIRT_API_NAMES = ("virt-api", "virt-api.kubevirt", "virt-api.kubevirt.svc", "localhost")
+WEBHOOK_KINDS = {"MutatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+                 "ValidatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+                 "APIService": "/apis/apiregistration.k8s.io/v1/apiservices"}
+
+
+def _virt_api_manifests(binary):
+    """virt-api's webhook configurations and APIServices as KubeVirt's own code generates them."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    out = subprocess.run([binary, "-namespace", VIRT_API_NAMESPACE, "virt-api"], capture_output=True, check=False)
+    if out.returncode != 0:
+        raise LabError("kubevirt-manifests virt-api failed: " + out.stderr.decode(errors="replace")[-2000:])
+    return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+
+
+def _point_at(docs, port, ca_file):
+    """Rewrite each webhook's service reference to https://127.0.0.1:PORT/<path> and give every object the lab CA."""
+    with open(ca_file, "rb") as handle:
+        bundle = base64.b64encode(handle.read()).decode()
+    for doc in docs:
+        if doc["kind"] == "APIService":
+            # the aggregator resolves an ExternalName Service to https://<externalName>:<this port>
+            doc["spec"]["service"]["port"] = port
+            doc["spec"]["caBundle"] = bundle
+            doc["spec"].pop("insecureSkipTLSVerify", None)
+        else:
+            for hook in doc["webhooks"]:
+                service = hook["clientConfig"].pop("service")
+                hook["clientConfig"]["url"] = f"https://127.0.0.1:{port}{service.get('path') or '/'}"
+                hook["clientConfig"]["caBundle"] = bundle
+    return docs
+
+
+def _remove_virt_api_registrations(client, docs):
+    """Delete virt-api's webhooks and APIServices (left in etcd by an earlier `up --virt-api`: failurePolicy Fail)."""
+    for doc in docs:
+        code, body = client.request("DELETE", f"{WEBHOOK_KINDS[doc['kind']]}/{doc['metadata']['name']}")
+        if code not in (200, 202, 404):
+            raise LabError(f"could not delete {doc['kind']} {doc['metadata']['name']}: HTTP {code}: {body}")
+
+
+def _virt_api_healthy(port, ca_file):
+    context = ssl.create_default_context(cafile=ca_file)
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/apis/subresources.kubevirt.io/v1/healthz", timeout=2,
+                                    context=context) as resp:
+            return resp.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def _apiservices_available(client, docs):
+    for doc in docs:
+        if doc["kind"] != "APIService":
+            continue
+        body = client.request("GET", f"{WEBHOOK_KINDS['APIService']}/{doc['metadata']['name']}")[1]
+        conditions = body.get("status", {}).get("conditions", []) if isinstance(body, dict) else []
+        if not any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions):
+            return False
+    return True
+
+
+# ---------------------------------------------------------------- commands
+
+def _etcd_argv(binary, directory, paths, client_port, peer_port):  # pylint: disable=too-many-arguments
+    client, peer = f"https://127.0.0.1:{client_port}", f"https://127.0.0.1:{peer_port}"
+    tls = []
+    for prefix in ("", "peer-"):
+        tls += [f"--{prefix}cert-file={paths['etcd_crt']}", f"--{prefix}key-file={paths['etcd_key']}",
+                f"--{prefix}trusted-ca-file={paths['etcd_ca']}", f"--{prefix}client-cert-auth=true"]
+    return [binary, "--name", "kubelab", "--data-dir", os.path.join(directory, "etcd"),
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"kubelab={peer}", "--unsafe-no-fsync", "--log-level", "warn"] + tls
+
+
+def _apiserver_argv(binary, directory, paths, etcd_port, port):  # pylint: disable=too-many-arguments
+    return [binary,
+            f"--etcd-servers=https://127.0.0.1:{etcd_port}", "--etcd-prefix=/registry",
+            f"--etcd-cafile={paths['etcd_ca']}", f"--etcd-certfile={paths['etcd_client_crt']}",
+            f"--etcd-keyfile={paths['etcd_client_key']}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={port}",
+            f"--tls-cert-file={paths['apiserver_crt']}", f"--tls-private-key-file={paths['apiserver_key']}",
+            f"--client-ca-file={paths['ca']}",
+            f"--token-auth-file={paths['tokens']}",
+            "--authorization-mode=RBAC",
+            f"--service-account-issuer={ISSUER}",
+            f"--service-account-key-file={paths['sa_pub']}",
+            f"--service-account-signing-key-file={paths['sa_key']}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--allow-privileged=true",
+            "--endpoint-reconciler-type=none",
+            "--profiling=false",
+            f"--cert-dir={os.path.join(directory, 'pki', 'generated')}",
+            # the aggregation layer (virt-api's subresources.kubevirt.io APIService)
+            f"--proxy-client-cert-file={paths['proxy_client_crt']}", f"--proxy-client-key-file={paths['proxy_client_key']}",
+            f"--requestheader-client-ca-file={paths['front_proxy_ca']}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--enable-aggregator-routing=false"]
+
+
+def _controller_manager_argv(binary, paths, kubeconfig, port):
+    return [binary,
+            f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1", f"--secure-port={port}",
+            f"--cert-dir={os.path.join(os.path.dirname(kubeconfig), 'generated')}",
+            "--controllers=" + ",".join(CONTROLLERS),
+            "--leader-elect=false", "--use-service-account-credentials=true",
+            f"--root-ca-file={paths['ca']}", f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--profiling=false"]
+
+
+def _write_tokens(path, entries):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        for token, user, uid, groups in entries:
+            handle.write(f'{token},{user},{uid},"{",".join(groups)}"\n')
+
+
+def _kubevirt_cr(client, feature_gates):
+    """The KubeVirt CR virt-api reads its configuration from (it counts only with status.phase set, as virt-operator does)."""
+    base = f"/apis/kubevirt.io/v1/namespaces/{VIRT_API_NAMESPACE}/kubevirts"
+    body = client.apply(base, {"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt", "metadata": {"name": "kubevirt", "namespace": VIRT_API_NAMESPACE},
+                               "spec": {"configuration": {"developerConfiguration": {"featureGates": list(feature_gates)}}}})
+    body["status"] = {"phase": "Deployed"}
+    code, answer = client.request("PUT", f"{base}/kubevirt/status", body)
+    if code != 200:
+        raise LabError(f"could not set the KubeVirt CR's status: HTTP {code}: {answer}")
+
+
+def up(directory, virt_api=False, feature_gates=()):  # pylint: disable=too-many-locals,too-many-statements
+    """Start the lab in ``directory`` (stopping what an earlier ``up`` there left running); return its description.
+
+    ``virt_api``: also run KubeVirt's own virt-api out of cluster, with its webhooks (URL + caBundle) and the
+    subresources.kubevirt.io APIService registered, configured by a KubeVirt CR ``kubevirt/kubevirt`` with the given
+    ``feature_gates`` (e.g. DeclarativeHotplugVolumes); without it, registrations an earlier ``up --virt-api`` left
+    are removed (their failurePolicy is Fail).
+    """
+    directory = os.path.abspath(directory)
+    binaries = build.locate(build.STAGE1 + (("virt-api",) if virt_api else ()))
+    for role in ROLES + (("virt-api",) if virt_api else ()):
+        if not os.access(binaries[role], os.X_OK):
+            raise LabError(f"{binaries[role]} is not executable; rebuild with `make kube`")
+    crds = _load_crds(binaries["crds.yaml"])
+    _check_loopback()
+    if _load_state(directory):
+        down(directory)
+    for sub in ("", "logs", "pki", "etcd"):
+        os.makedirs(os.path.join(directory, sub), mode=0o700, exist_ok=True)
+    os.chmod(os.path.join(directory, "etcd"), 0o700)
+
+    pki_dir = os.path.join(directory, "pki")
+    paths = pki.make_all(pki_dir)
+    admin_token = pki.ensure_token(os.path.join(pki_dir, "admin.token"))
+    kcm_token = pki.ensure_token(os.path.join(pki_dir, "kube-controller-manager.token"))
+    paths["tokens"] = os.path.join(pki_dir, "tokens.csv")
+    _write_tokens(paths["tokens"], [(admin_token, "kubelab-admin", "kubelab-admin", ["system:masters"]),
+                                    (kcm_token, "system:kube-controller-manager", "system:kube-controller-manager", [])])
+
+    ports = {"etcd": _free_port(), "etcd-peer": _free_port(), "kube-apiserver": _free_port(), "kube-controller-manager": _free_port()}
+    if virt_api:
+        ports["virt-api"] = _free_port()
+    state = {"boot_id": boot_id(), "dir": directory, "ports": ports, "versions": build.versions(), "processes": []}
+    _save(directory, state)
+    server = f"https://127.0.0.1:{ports['kube-apiserver']}"
+    client = Client(server, paths["ca"], admin_token)
+    try:
+        etcd = _start(directory, "etcd", _etcd_argv(binaries["etcd"], directory, paths, ports["etcd"], ports["etcd-peer"]), state)
+        _wait("etcd", etcd, state["processes"][-1]["log"], lambda: _etcd_healthy(ports["etcd"], paths))
+        apiserver = _start(directory, "kube-apiserver",
+                           _apiserver_argv(binaries["kube-apiserver"], directory, paths, ports["etcd"], ports["kube-apiserver"]), state)
+        _wait("kube-apiserver", apiserver, state["processes"][-1]["log"], client.ready)
+        kcm_kubeconfig = os.path.join(pki_dir, "kube-controller-manager.kubeconfig")
+        _kubeconfig(kcm_kubeconfig, server, paths["ca"], "system:kube-controller-manager", kcm_token)
+        kcm = _start(directory, "kube-controller-manager",
+                     _controller_manager_argv(binaries["kube-controller-manager"], paths, kcm_kubeconfig, ports["kube-controller-manager"]), state)
+        installed = _install_crds(client, crds)
+        client.apply("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubevirt"}})
+        # kube-apiserver publishes its client and requestheader CAs here; virt-api reads them (and panics without)
+        _wait_for("kube-system/extension-apiserver-authentication with requestheader-client-ca-file",
+                  lambda: "requestheader-client-ca-file" in (client.request(
+                      "GET", "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication")[1] or {}).get("data", {}))
+        _wait_for("the default ServiceAccount (kube-controller-manager)",
+                  lambda: client.request("GET", "/api/v1/namespaces/default/serviceaccounts/default")[0] == 200)
+        if kcm.poll() is not None:
+            raise LabError(f"kube-controller-manager exited with status {kcm.returncode}:\n{_log_tail(state['processes'][-1]['log'])}")
+        registrations = _virt_api_manifests(binaries["kubevirt-manifests"])
+        kubeconfig = os.path.join(directory, "kubeconfig")
+        _kubeconfig(kubeconfig, server, paths["ca"], "kubelab-admin", admin_token)
+        if virt_api:
+            crt, key = pki.ensure_leaf(pki_dir, "virt-api", pki.ensure_ca(pki_dir, "ca", "converge-virt-kubelab-ca"), "virt-api",
+                                       server=True, client=True, dns=VIRT_API_NAMES, addresses=("127.0.0.1",))
+            _kubevirt_cr(client, feature_gates)
+            # first attempt: virt-api acts with the admin kubeconfig (KubeVirt's own RBAC for it is a next step)
+            api = _start(directory, "virt-api", [binaries["virt-api"], "--kubeconfig", kubeconfig, "--listen", "127.0.0.1",
+                                                 "--port", str(ports["virt-api"]), "--tls-cert-file", crt, "--tls-key-file", key,
+                                                 "--handler-cert-file", crt, "--handler-key-file", key], state)
+            _wait("virt-api", api, state["processes"][-1]["log"], lambda: _virt_api_healthy(ports["virt-api"], paths["ca"]))
+            client.apply("/api/v1/namespaces/kubevirt/services", {
+                "apiVersion": "v1", "kind": "Service", "metadata": {"name": "virt-api", "namespace": VIRT_API_NAMESPACE},
+                "spec": {"type": "ExternalName", "externalName": "localhost", "ports": [{"name": "https", "port": ports["virt-api"]}]}})
+            for doc in _point_at(registrations, ports["virt-api"], paths["ca"]):
+                client.apply(WEBHOOK_KINDS[doc["kind"]], doc)
+            _wait_for("the subresources.kubevirt.io APIServices Available", lambda: _apiservices_available(client, registrations))
+        else:
+            _remove_virt_api_registrations(client, registrations)
+    except BaseException:
+        down(directory)
+        raise
+    state.update(server=server, kubeconfig=kubeconfig, ca_file=paths["ca"], crds=installed)
+    _save(directory, state)
+    return {"server": server, "kubeconfig": kubeconfig, "ca_file": paths["ca"], "versions": state["versions"],
+            "ports": ports, "pids": {p["role"]: p["pid"] for p in state["processes"]}, "crds": len(installed)}
+
+
+def _etcd_healthy(port, paths):
+    context = ssl.create_default_context(cafile=paths["etcd_ca"])
+    context.load_cert_chain(paths["etcd_client_crt"], paths["etcd_client_key"])
+    try:
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/health", timeout=2, context=context) as resp:
+            return json.loads(resp.read()).get("health") == "true"
+    except (OSError, ValueError):
+        return False
+
+
+def down(directory, timeout=20):
+    """Stop every process recorded in ``directory`` (newest first); return the PIDs signalled."""
+    directory = os.path.abspath(directory)
+    state = _load_state(directory)
+    if not state:
+        return []
+    current = boot_id()
+    signalled = []
+    for record in reversed(state["processes"]):
+        if not _is_ours(record, current):
+            continue
+        try:
+            os.kill(record["pid"], signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+        signalled.append(record["pid"])
+        deadline = time.monotonic() + timeout
+        while _is_ours(record, current) and time.monotonic() < deadline:
+            _reap(record["pid"])
+            time.sleep(0.1)
+        if _is_ours(record, current):
+            try:
+                os.kill(record["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            while _is_ours(record, current):
+                _reap(record["pid"])
+                time.sleep(0.05)
+        _reap(record["pid"])
+    state["processes"] = []
+    _save(directory, state)
+    os.remove(os.path.join(directory, STATE))
+    return signalled
+
+
+def status(directory):
+    """One dict per recorded process: role, pid, port and whether it is still the process that was started."""
+    state = _load_state(os.path.abspath(directory))
+    if not state:
+        return []
+    current = boot_id()
+    return [{"role": p["role"], "pid": p["pid"], "port": state["ports"].get(p["role"]), "running": _is_ours(p, current),
+             "log": p["log"]} for p in state["processes"]]
