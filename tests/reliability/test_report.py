@@ -52,3 +52,14 @@ def test_report_reads_what_figures_records(tmp_path, monkeypatch):
     figures.record('secrets', 'canary', True, count=9)
     text = reliability_report.render(figures.read(), 'today', 'pytest')
     assert '| fuzz | 1 of 1 | 500 of 500 inputs | 0 |' in text and '| secrets | 1 of 1 | 9 of 9 checks | 0 |' in text
+
+
+def test_report_carries_the_security_section():
+    """Every generated report says what is guaranteed and what is the user's to configure (issue 24)."""
+    text = reliability_report.render([], 'today', 'pytest')
+    assert '## Security: what is guaranteed, and what is yours to configure' in text
+    guaranteed, yours = text.split('### Guaranteed', 1)[1].split('### Yours to configure', 1)
+    assert guaranteed.count('\n- **') == 6 and yours.count('\n- **') == 4
+    for topic in ('inventory plugins mark host names unsafe', 'without following a symbolic link',
+                  'Ansible Vault', 'annotations-policy.yaml', 'cache_connection'):
+        assert topic in text, topic
