@@ -323,7 +323,8 @@ def observation(phase, vmim, vmi, uid=None, vmim_gone=False):
         transfer_started=_reached(kphase, migration.RUNNING) or bool(vstate.get('startTimestamp')),
         transfer_completed=kphase == migration.SUCCEEDED,
         target_failed=kind == 'target',
-        source_failed=kind == 'source',
+        # a VMIM that ended Failed (or vanished unfinished) after an abort is the source's answer to it: the transfer is over
+        source_failed=kind == 'source' or (kind == 'aborted' and kphase == migration.FAILED),
         abort_requested=kind == 'aborted' or bool(_get(vmim, 'metadata', 'deletionTimestamp')),
         pending_seconds=1.0 if kind == 'pending' else 0.0,
         pending_timeout=0.0 if kind == 'pending' else 300.0,
