@@ -269,8 +269,8 @@ def render(summaries, total_seconds, min_score):
         if s['equivalent']:
             out += ['Equivalent mutants:', '', '| line | operator | source | mutated | why it cannot be killed |', '|---|---|---|---|---|']
             for e in s['equivalent']:
-                out.append('| %d | %s | `%s` | `%s` | %s |' % (e['row'], e['operator'], e['line'].replace('|', '\\|'),
-                                                             e['mutated'].replace('|', '\\|'), e['reason']))
+                line, mutated = e['line'].replace('|', '\\|'), e['mutated'].replace('|', '\\|')
+                out.append('| %d | %s | `%s` | `%s` | %s |' % (e['row'], e['operator'], line, mutated, e['reason']))
             out.append('')
         if s['survivors']:
             out += ['Surviving mutants not explained (test gaps):', '', '| line | operator | source | mutated |', '|---|---|---|---|']

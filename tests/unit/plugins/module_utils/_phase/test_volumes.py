@@ -211,8 +211,8 @@ def test_defaults_and_identity():
     assert DesiredVolume('a') == DesiredVolume('a', True, None, None, None)
     assert ActualVolume('a') == ActualVolume('a', 0, None, frozenset(), False, False)
     att = Attachment('vm1', 'vdb', 'a')
-    assert (att.readonly, att.bus, att.serial, att.live, att.persistent, att.vm_running, att.uncertain) == (False, None, None, False, False,
-                                                                                                          False, False)
+    observed = (att.readonly, att.bus, att.serial, att.live, att.persistent, att.vm_running, att.uncertain)
+    assert observed == (False, None, None, False, False, False, False)
     assert att.identity() == ('vm1', 'vdb', 'a', False, None, None)
     assert Attachment('vm1', 'vdb', 'a', True, 'scsi', 's1', live=True).identity() == ('vm1', 'vdb', 'a', True, 'scsi', 's1')
     assert v.TEARDOWN_KINDS == ('detach_live', 'detach_config', 'delete_volume')
