@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -242,6 +243,89 @@ def test_vm_module_starts_through_kubevirts_subresource(kubelab):
     started = run_module('vm', kv(kubelab, 'starts', state='running', wait=False))
     assert not started.get('failed'), started.get('msg')
     assert kubelab['client'].request('GET', VMS + '/starts')[1]['spec']['runStrategy'] == 'Always'
+
+
+POLICY_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), 'docs', 'examples',
+                           'annotations-policy.yaml')
+ADMISSION = '/apis/admissionregistration.k8s.io/v1'
+AUTOMATION = 'system:serviceaccount:converge-virt:automation'
+
+
+def _as_user(client, user, method, path, body=None, groups=(), content_type='application/json'):
+    """One request impersonating ``user`` (and ``groups``): what that user's own credentials would get."""
+    import urllib.error  # pylint: disable=import-outside-toplevel
+    import urllib.request  # pylint: disable=import-outside-toplevel
+    req = urllib.request.Request(client.server + path, data=json.dumps(body).encode() if body is not None else None, method=method)
+    req.add_header('Authorization', 'Bearer ' + client.token)
+    req.add_header('Accept', 'application/json')
+    req.add_header('Content-Type', content_type)
+    req.add_header('Impersonate-User', user)
+    for group in groups:
+        req.add_header('Impersonate-Group', group)
+    try:
+        with urllib.request.urlopen(req, context=client.context, timeout=10) as resp:
+            return resp.status, json.loads(resp.read() or b'null')
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        try:
+            return exc.code, json.loads(raw)
+        except ValueError:
+            return exc.code, raw.decode(errors='replace')
+
+
+def test_annotations_policy_lets_only_the_automation_write_the_task_record(kubelab):
+    """docs/examples/annotations-policy.yaml on the real API server: a namespace user who may create and patch VMs cannot
+    write converge.virt/* annotations; the automation's service account and the writers' group can; the rest of a VM is
+    left to RBAC."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    client = kubelab['client']
+    with open(POLICY_FILE, encoding='utf-8') as handle:
+        policy, binding = yaml.safe_load(handle)['items']
+    rbac = '/apis/rbac.authorization.k8s.io/v1'
+    client.apply(rbac + '/clusterroles', {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRole', 'metadata': {'name': 'vm-editor'},
+                                         'rules': [{'apiGroups': ['kubevirt.io'], 'resources': ['virtualmachines'],
+                                                    'verbs': ['get', 'create', 'patch', 'update', 'delete']}]})
+    client.apply(rbac + '/clusterrolebindings', {
+        'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRoleBinding', 'metadata': {'name': 'vm-editor'},
+        'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'ClusterRole', 'name': 'vm-editor'},
+        'subjects': [{'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'User', 'name': name} for name in ('alice', 'bob', AUTOMATION)]})
+    client.apply(ADMISSION + '/validatingadmissionpolicies', policy)
+    client.apply(ADMISSION + '/validatingadmissionpolicybindings', binding)
+    merge = 'application/merge-patch+json'
+    try:
+        forged = vm_body('pol-forged')
+        forged['metadata']['annotations'] = {'converge.virt/lease-until': '1e18'}
+        deadline = time.monotonic() + 60
+        while True:     # the API server starts enforcing a new policy within seconds
+            status, answer = _as_user(client, 'alice', 'POST', VMS, forged)
+            if status != 201 or time.monotonic() > deadline:
+                break
+            _as_user(client, 'alice', 'DELETE', VMS + '/pol-forged')
+            time.sleep(1)
+        assert status == 403 and 'may be changed only by %s' % AUTOMATION in answer['message'] and 'not by alice' in answer['message'], answer
+        assert client.request('GET', VMS + '/pol-forged')[0] == 404
+        # what RBAC allows alice is unchanged: a VM without a record, its spec, other annotations
+        assert _as_user(client, 'alice', 'POST', VMS, vm_body('pol-vm'))[0] == 201
+        assert _as_user(client, 'alice', 'PATCH', VMS + '/pol-vm', {'spec': {'runStrategy': 'Manual'}}, content_type=merge)[0] == 200
+        assert _as_user(client, 'alice', 'PATCH', VMS + '/pol-vm', {'metadata': {'annotations': {'team': 'a'}}}, content_type=merge)[0] == 200
+        lease = {'metadata': {'annotations': {'converge.virt/lease-until': '1e18'}}}
+        assert _as_user(client, 'alice', 'PATCH', VMS + '/pol-vm', lease, content_type=merge)[0] == 403
+        # the automation writes the record; a member of the writers' group too; alice can neither change nor remove it
+        assert _as_user(client, AUTOMATION, 'PATCH', VMS + '/pol-vm', {'metadata': {'annotations': {'converge.virt/vm-state': 'STOPPED'}}},
+                        content_type=merge)[0] == 200
+        assert _as_user(client, 'bob', 'PATCH', VMS + '/pol-vm', {'metadata': {'annotations': {'converge.virt/generation': '2'}}},
+                        groups=['converge-virt:record-writers'], content_type=merge)[0] == 200
+        assert _as_user(client, 'bob', 'PATCH', VMS + '/pol-vm', {'metadata': {'annotations': {'converge.virt/generation': '3'}}},
+                        content_type=merge)[0] == 403
+        assert _as_user(client, 'alice', 'PATCH', VMS + '/pol-vm', {'metadata': {'annotations': {'converge.virt/vm-state': None}}},
+                        content_type=merge)[0] == 403
+        annotations = client.request('GET', VMS + '/pol-vm')[1]['metadata']['annotations']
+        assert annotations['converge.virt/vm-state'] == 'STOPPED' and annotations['converge.virt/generation'] == '2'
+        assert 'converge.virt/lease-until' not in annotations
+    finally:
+        client.request('DELETE', ADMISSION + '/validatingadmissionpolicybindings/' + binding['metadata']['name'])
+        client.request('DELETE', ADMISSION + '/validatingadmissionpolicies/' + policy['metadata']['name'])
+        client.request('DELETE', VMS + '/pol-vm')
 
 
 def test_up_again_without_virt_api_restarts_on_the_same_data_and_drops_its_webhooks(kubelab):
