@@ -267,7 +267,10 @@ progress:
   returned: with O(name)
   type: dict
 vm:
-  description: The VM's state words where it runs after the task (vm_state, task_state, power_state, status, phase, host).
+  description:
+    - The VM's state words where it runs after the task (vm_state, task_state, power_state, status, phase, host).
+    - C(host) is the name of the host the VM is on, as M(converge.virt.vm_info) reports it (libvirt's host name); RV(on_target)
+      tells whether that is the target.
   returned: when known
   type: dict
 on_target:

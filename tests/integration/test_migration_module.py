@@ -120,9 +120,13 @@ def test_live_migration_succeeds_with_phases_progress_and_record(lab, conns):
     rec = record(conns[1], name)
     assert rec['vm_state'] == 'ACTIVE' and rec.get('task_state') is None
     assert result['vm']['vm_state'] == 'ACTIVE' and result['vm']['task_state'] is None
+    # the host's name, as vm_info reports it (was the literal 'target')
+    listed = run_module('vm_info', {'uri': lab[1].uri})
+    assert result['vm']['host'] == lab[1].name == [vm['host'] for vm in listed['vms'] if vm['name'] == name][0]
 
     again = run_module('migration', mig(lab[0], lab[1], name))
     assert again['_rc'] == 0 and not again['changed'] and again['on_target'], again
+    assert again['vm']['host'] == lab[1].name, again
 
     info = run_module('migration_info', {'uris': [lab[0].uri, lab[1].uri], 'name': [name]})
     entries = [m for m in info['migrations'] if m['name'] == name]
@@ -309,5 +313,5 @@ def test_destination_daemon_killed_midway(lab, conns, guest_image):
     assert running_on(conns[0], name), 'the guest must survive on the source'
     rec = record(conns[0], name)
     assert rec.get('task_state') is None and rec['vm_state'] == 'ACTIVE'
-    assert result['vm']['host'] == 'source' and not result['on_target']
+    assert result['vm']['host'] == lab[0].name and not result['on_target']
     domains.remove_domain(conns[0], name)

@@ -116,7 +116,7 @@ def assert_aborted_on_source(result, conns, name, timeout_word):
     assert conns[0].lookupByName(name).jobStats().get('type', 0) == 0, 'no migration job left on the source'
     rec = record(conns[0], name)
     assert rec.get('task_state') is None and rec['vm_state'] == 'ACTIVE', rec
-    assert result['vm']['host'] == 'source' and result['vm']['vm_state'] == 'ACTIVE' and not result['on_target']
+    assert result['vm']['host'] == conns[0].getHostname() and result['vm']['vm_state'] == 'ACTIVE' and not result['on_target']
     assert guest_runs(conns[0].lookupByName(name))
     last = history(conns[0], name)['last']
     assert last['phase'] == 'Failed' and last['reason'] == 'aborted' and last['target'] == result['target_uri'], last
@@ -156,7 +156,7 @@ def test_post_copy_after_completion_timeout(lab, conns, busy, events):
     assert guest_runs(conns[1].lookupByName(BUSY))
     rec = record(conns[1], BUSY)
     assert rec['vm_state'] == 'ACTIVE' and rec.get('task_state') is None, rec
-    assert result['vm']['vm_state'] == 'ACTIVE' and result['vm']['host'] == 'target'
+    assert result['vm']['vm_state'] == 'ACTIVE' and result['vm']['host'] == conns[1].getHostname()
     assert history(conns[1], BUSY)['last']['phase'] == 'Succeeded'
 
 

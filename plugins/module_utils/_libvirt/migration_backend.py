@@ -391,10 +391,14 @@ class Migration:  # pylint: disable=too-many-instance-attributes
             result['notes'] = self.notes
         return result
 
-    def _public_vm(self, dom, where):
+    def _public_vm(self, dom):
+        """The VM's state words; ``host`` is the name of the host it is on (as vm_info reports it)."""
         view = vm_view(dom)
         out = dict((k, view.get(k)) for k in ('vm_state', 'task_state', 'power_state', 'status', 'phase', 'state_reason'))
-        out['host'] = where
+        try:
+            out['host'] = dom.connect().getHostname()
+        except libvirt.libvirtError:
+            out['host'] = None
         return out
 
     def close(self):
@@ -532,7 +536,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
                     self._finish_history(dom, migration.SUCCEEDED, None, [], task_id=record.task_id)
         if changed:
             self.phase = migration.SUCCEEDED
-        return self._result(changed=changed, vm=self._public_vm(dest_dom, 'target'), on_target=True,
+        return self._result(changed=changed, vm=self._public_vm(dest_dom), on_target=True,
                             msg=None if changed else 'the VM already runs on the target')
 
     def _pick_up(self, src_dom, view):
@@ -715,7 +719,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         self._finish_history(dest_dom, migration.SUCCEEDED, None, history, task_id=task_id, started_at=started_at)
         if src_left is not None:
             write_history(src_left, upsert_history(read_history(src_left), self.history_entry))
-        return self._result(changed=True, vm=self._public_vm(dest_dom, 'target'), on_target=True)
+        return self._result(changed=True, vm=self._public_vm(dest_dom), on_target=True)
 
     def _finish_history(self, dom, phase, reason, history, task_id, started_at=None, error=None):  # pylint: disable=too-many-arguments
         entry = dict(self.history_entry or {'id': task_id, 'source': redact_uri(self.source_args[0]), 'target': redact_uri(self.target_uri),
@@ -758,7 +762,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
                              error=self._redact(error) if error else None)
         where = 'the guest keeps running on the source' if src_active else 'the guest is not running on the source'
         why = self.reason if not (aborted and self.stopped_by) else '%s: %s' % (self.reason, self.stopped_by)
-        return self._result(changed=False, failed=True, vm=self._public_vm(src_dom, 'source'), on_target=False,
+        return self._result(changed=False, failed=True, vm=self._public_vm(src_dom), on_target=False,
                             msg='migration of VM %r to %s failed (%s): %s; %s' % (self.name, redact_uri(self.target_uri), why,
                                                                                   error or 'no error reported', where))
 
@@ -819,7 +823,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
                     break
                 time.sleep(0.1)
         current = lookup(self.source.conn, self.name)
-        return self._result(changed=True, vm=self._public_vm(current, 'source') if current is not None else None,
+        return self._result(changed=True, vm=self._public_vm(current) if current is not None else None,
                             on_target=not _running(current))
 
 
