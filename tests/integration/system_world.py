@@ -151,10 +151,19 @@ def _system_view(conn, work):
         "precious_disk_sha256": _sha256(os.path.join(work, "precious-disk.raw")),
         "running_state": running.state()[0],
         "running_id": running.ID(),
-        "pool_xml": pool.XMLDesc(0),
+        "pool_xml": _pool_definition(pool),
         "pool_volumes": sorted(pool.listVolumes()),
         "network_xml": conn.networkLookupByName(NETWORK).XMLDesc(0),
     }
+
+
+def _pool_definition(pool):
+    """The pool's XML without the figures of its filesystem (capacity, allocation, available move with the whole disk)."""
+    root = ET.fromstring(pool.XMLDesc(0))
+    for tag in ("capacity", "allocation", "available"):
+        for element in root.findall(tag):
+            root.remove(element)
+    return ET.tostring(root, encoding="unicode")
 
 
 def _host_view(host):
