@@ -221,3 +221,46 @@ def test_steps_read_outside_words():
     step = p.plan_vm(D('running', restart_on_change=True), O(True, 'ACTIVE', restart_needed=True))[0]
     assert step.as_dict() == {'action': 'reboot_soft', 'task_state': 'REBOOTING', 'vm_state_before': 'ACTIVE', 'vm_state_after': 'ACTIVE',
                               'reason': 'apply definition changes'}
+
+
+def fresh(word):
+    """The same text in a new string object (a declaration read from a task's arguments is never the module's constant)."""
+    return ''.join(list(word))
+
+
+def test_declarations_as_read_from_arguments():
+    assert p.plan_vm(D(fresh('present')), O(True, 'ACTIVE')) == []
+    assert [s.action for s in p.plan_vm(D(fresh('absent')), O(True, 'ACTIVE'))] == ['delete']
+    assert [s.action for s in p.plan_vm(D(fresh('restarted')), O(True, 'PAUSED'))] == ['reboot_hard']
+    assert [s.action for s in p.plan_vm(D('running', restart_on_change=True), O(True, fresh('ACTIVE'), restart_needed=True))] == ['reboot_soft']
+
+
+def test_refusal_messages_name_the_declaration():
+    with pytest.raises(TransitionRefused) as err:
+        p.plan_vm(D('running'), O(True, 'RESCUED'))
+    assert str(err.value).startswith("action 'converge to running' refused")
+    with pytest.raises(TransitionRefused) as err:
+        p.plan_vm(D('stopped'), O(True, 'ACTIVE', task_state='MIGRATING'))
+    assert str(err.value).startswith("action 'converge to stopped' refused")
+
+
+@pytest.mark.parametrize('decl, obs, expected', [
+    # a restart wanted while suspended waits for the resume, then comes before the pause
+    (D('paused', restart_on_change=True), O(True, 'SUSPENDED', restart_needed=True),
+     ['resume', 'reboot_soft', 'pause']),
+    # a chain that restarts first (reboot_hard) applies the change: no second restart after it
+    (D('paused', restart_on_change=True), O(True, 'ERROR', definition_differs=True), ['update', 'reboot_hard', 'pause']),
+    (D('suspended', restart_on_change=True), O(True, 'ERROR', definition_differs=True), ['update', 'reboot_hard', 'suspend']),
+])
+def test_restart_points_in_two_action_chains(decl, obs, expected):
+    assert [s.action for s in p.plan_vm(decl, obs)] == expected
+
+
+def test_apply_step_reads_any_step():
+    assert p.apply_step(O(True, 'ACTIVE'), p.Step(fresh('delete'), 'DELETING', 'ACTIVE', 'DELETED')) == O()
+    assert p.apply_step(O(definition_differs=True), p.Step(fresh('create'), 'SPAWNING', 'DELETED', 'STOPPED')) == O(True, 'STOPPED')
+    updated = p.apply_step(O(True, 'ACTIVE', definition_differs=True), p.Step(fresh('update'), 'UPDATING', 'ACTIVE', 'ACTIVE'))
+    assert updated == O(True, 'ACTIVE', restart_needed=True)
+    # an action that is not cold keeps a pending restart (and confirm_resize is no create)
+    resized = O(True, 'RESIZED', definition_differs=True, restart_needed=True)
+    assert p.apply_step(resized, p.Step('confirm_resize', None, 'RESIZED', 'ACTIVE')) == resized._replace(vm_state='ACTIVE')

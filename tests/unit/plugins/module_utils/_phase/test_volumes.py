@@ -9,6 +9,7 @@ set up), exponential backoff of failed operations, one operation per volume.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as v
@@ -129,7 +130,7 @@ def worlds(draw):
     for vm in VMS:
         for target in TARGETS:
             if draw(st.booleans()):
-                vol = draw(st.sampled_from(VOLS))
+                vol = fresh(draw(st.sampled_from(VOLS)))      # names as read from libvirt: new string objects
                 live = running[vm] and draw(st.booleans())
                 persistent = draw(st.booleans()) or not live
                 actual_atts[(vm, target)] = Attachment(vm, target, vol, live=live, persistent=persistent, vm_running=running[vm])
@@ -144,7 +145,7 @@ def worlds(draw):
     for vm in VMS:
         for target in TARGETS:
             if draw(st.booleans()):
-                desired_atts.append(Attachment(vm, target, draw(st.sampled_from(VOLS))))
+                desired_atts.append(Attachment(fresh(vm), fresh(target), draw(st.sampled_from(VOLS))))
     return desired_vols, actual_vols, desired_atts, list(actual_atts.values()), running, draw(st.booleans())
 
 
@@ -433,4 +434,192 @@ def test_a_first_attachment_of_a_running_vm_runs():
     # the VM's other attachments tell too
     other = [Attachment('vm1', 'vda', 'root', live=True, persistent=True, vm_running=True)]
     _vols, atts = v.apply_operation([ActualVolume('a', GiB)], other, v.Operation('attach_config', 'a', 'vm1', 'vdb'), {'vm1': False})
+    assert atts[-1].vm_running is True
+
+
+# ---------------------------------------------------------------- every loop goes on past an item it skips
+def fresh(word):
+    """The same text in a new string object (names read from libvirt or the API are never the test's literals)."""
+    return ''.join(list(word))
+
+
+def test_records_are_immutable_values():
+    import dataclasses
+    for record in (DesiredVolume('a'), ActualVolume('a'), Attachment('vm1', 'vdb', 'a'), v.Operation('create_volume', 'a')):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            record.key = 'b'
+        assert hash(record) == hash(dataclasses.replace(record))
+
+
+def test_teardown_goes_on_past_skipped_attachments():
+    vols = [ActualVolume(k, GiB) for k in ('a', 'b', 'c', 'd', 'e', 'f')]
+    actual = [
+        Attachment('vm1', 'vda', 'a', persistent=True),                                    # wanted: kept
+        Attachment('vm1', 'vdb', 'b', persistent=True, uncertain=True),                    # uncertain: left alone
+        Attachment('vm1', 'vdc', 'c', live=True, persistent=True, vm_running=True),        # running, no force: refused
+        Attachment('vm1', 'vdd', 'd', persistent=True),                                    # backing off: deferred
+        Attachment('vm1', 'vde', 'e', persistent=True),                                    # detached
+        Attachment('vm2', 'vdb', 'f', persistent=True),                                    # another VM's: untouched
+    ]
+    plan = v.plan_volumes([], vols, [Attachment('vm1', 'vda', 'a')], actual, managed_vms={'vm1'}, failures={'d': 1},
+                          last_failure={'d': 0.0}, now=0.1)
+    assert kinds(plan) == [('detach_config', 'e', 'vm1')]
+    assert plan.uncertain == ['vm1:vdb'] and [r['volume'] for r in plan.refusals] == ['c'] and [d['volume'] for d in plan.deferred] == ['d']
+    # each skip on its own, with the detach after it
+    for skipped in actual[:4] + actual[5:]:
+        plan = v.plan_volumes([], vols, [Attachment('vm1', 'vda', 'a')], [skipped, actual[4]], managed_vms={'vm1'}, failures={'d': 1},
+                              last_failure={'d': 0.0}, now=0.1)
+        assert ('detach_config', 'e', 'vm1') in kinds(plan), skipped
+
+
+def test_deletes_go_on_past_skipped_volumes():
+    vols = [ActualVolume('a', GiB), ActualVolume('b', GiB, uncertain=True), ActualVolume('c', GiB, used_by=frozenset({'vm9'})),
+            ActualVolume('z', GiB)]
+    for first in (DesiredVolume('a'), DesiredVolume('missing', present=False), DesiredVolume('b', present=False),
+                  DesiredVolume('c', present=False)):
+        plan = v.plan_volumes([first, DesiredVolume('z', present=False)], vols, [], [])
+        assert ('delete_volume', 'z', None) in kinds(plan), first
+
+
+def test_provisioning_goes_on_past_skipped_volumes():
+    vols = [ActualVolume('b', GiB, uncertain=True), ActualVolume('c', GiB), ActualVolume('d', 2 * GiB), ActualVolume('e', GiB),
+            ActualVolume('z', GiB)]
+    for first in (DesiredVolume('new', capacity=GiB), DesiredVolume('gone', present=False), DesiredVolume('b', capacity=2 * GiB),
+                  DesiredVolume('c'), DesiredVolume('e', capacity=GiB), DesiredVolume('d', capacity=GiB)):
+        plan = v.plan_volumes([first, DesiredVolume('z', capacity=2 * GiB)], vols, [], [])
+        assert ('grow_volume', 'z', None) in kinds(plan), first
+
+
+def test_attaching_goes_on_past_skipped_attachments():
+    vols = [ActualVolume(k, GiB) for k in ('a', 'b', 'x', 'z')]
+    actual = [Attachment('vm1', 'vdb', 'x', persistent=True), Attachment('vm1', 'vdc', 'a', persistent=True)]
+    firsts = (Attachment('vm1', 'vdd', 'ghost'),        # missing volume: refused
+              Attachment('vm1', 'vdb', 'b'),            # target occupied (vm1 is not managed here): refused
+              Attachment('vm1', 'vdc', 'a'),            # already attached: nothing to do
+              Attachment('vm1', 'vde', 'x'))            # x is backing off: deferred
+    for first in firsts:
+        plan = v.plan_volumes([], vols, [first, Attachment('vm1', 'vdz', 'z')], actual, managed_vms=set(), failures={'x': 1},
+                              last_failure={'x': 0.0}, now=0.1)
+        assert ('attach_config', 'z', 'vm1') in kinds(plan), first
+
+
+def test_default_now_and_rounding_of_retry_in():
+    plan = v.plan_volumes([DesiredVolume('a', capacity=GiB)], [], [], [], failures={'a': 1}, last_failure={'a': 0.0})
+    assert plan.deferred[0]['retry_in'] == 0.5
+    plan = v.plan_volumes([DesiredVolume('a', capacity=GiB)], [], [], [], failures={'a': 1}, last_failure={'a': 0.0}, now=0.12345)
+    assert plan.deferred[0]['retry_in'] == 0.377
+
+
+def test_volume_in_use_by_a_declared_attachment_is_named_once():
+    # vm1 holds it and the declaration wants it on vm1 too: in use by vm1, named once
+    actual = [Attachment('vm1', 'vdb', 'b', live=True, persistent=True, vm_running=True)]
+    plan = v.plan_volumes([DesiredVolume('b', present=False)], [ActualVolume('b', GiB, used_by=frozenset({'vm1'}))],
+                          [Attachment('vm1', 'vdc', 'b')], actual, managed_vms={'vm1'})
+    assert plan.refusals[1] == {'volume': 'b', 'reason': 'in use by vm1; detach it first', 'used_by': ['vm1']}
+    # declared attachments of other volumes, sorting before and after it, do not hold it
+    wanted = [Attachment('vm1', 'vdb', 'a'), Attachment('vm1', 'vdc', 'c')]
+    plan = v.plan_volumes([DesiredVolume(fresh('b'), present=False)], [ActualVolume('a', GiB), ActualVolume('b', GiB), ActualVolume('c', GiB)],
+                          wanted, [], vms_running={'vm1': False})
+    assert ('delete_volume', 'b', None) in kinds(plan) and not plan.refusals
+    plan = v.plan_volumes([DesiredVolume('b', present=False)], [ActualVolume(fresh('b'), GiB)], [Attachment('vm1', 'vdb', fresh('b'))], [],
+                          vms_running={'vm1': False})
+    assert plan.refusals[0]['used_by'] == ['vm1']
+
+
+def test_online_grow_needs_this_volume_live_on_a_running_guest():
+    others = [Attachment('vm1', 'vda', 'aa', live=True, persistent=True, vm_running=True),
+              Attachment('vm1', 'vdc', 'zz', live=True, persistent=True, vm_running=True),
+              Attachment('vm2', 'vdb', 'm', persistent=True, vm_running=True)]
+    plan = v.plan_volumes([DesiredVolume('m', capacity=2 * GiB)], [ActualVolume('m', GiB)], [], others, managed_vms=set())
+    assert dict(plan.operations[0].detail)['online'] is False
+    live = [Attachment('vm2', 'vdb', fresh('m'), live=True, persistent=True, vm_running=True)]
+    plan = v.plan_volumes([DesiredVolume(fresh('m'), capacity=2 * GiB)], [ActualVolume('m', GiB)], [], live, managed_vms=set())
+    assert dict(plan.operations[0].detail)['online'] is True
+
+
+def test_a_volume_only_detached_in_this_pass_is_not_created():
+    # the attachment of a volume missing from the pool is detached; attaching it elsewhere is still refused
+    actual = [Attachment('vm1', 'vdb', 'gone', persistent=True)]
+    plan = v.plan_volumes([], [], [Attachment('vm1', 'vdc', 'gone')], actual, managed_vms={'vm1'})
+    assert kinds(plan) == [('detach_config', 'gone', 'vm1')]
+    assert plan.refusals == [{'volume': 'gone', 'vm': 'vm1', 'target': 'vdc', 'reason': 'volume gone does not exist and is not declared present'}]
+
+
+@pytest.mark.parametrize('occupant, refused', [
+    (Attachment('vm2', 'vdb', 'x', persistent=True), False),       # the same target of another VM
+    (Attachment('vm0', 'vdb', 'x', persistent=True), False),
+    (Attachment('vm1', 'vdc', 'x', persistent=True), False),       # another target of the same VM
+    (Attachment('vm1', 'vda', 'x', persistent=True), False),
+    (Attachment('vm1', 'vdb', 'x', persistent=True), True),
+    (Attachment('vm1', 'vdb', 'z', persistent=True), True),        # a volume sorting after the wanted one
+    (Attachment(fresh('vm1'), fresh('vdb'), 'x', persistent=True), True),
+])
+def test_occupied_targets(occupant, refused):
+    plan = v.plan_volumes([], [ActualVolume(k, GiB) for k in ('x', 'y', 'z')], [Attachment('vm1', 'vdb', 'y')], [occupant], managed_vms=set(),
+                          vms_running={'vm1': False})
+    assert bool(plan.refusals) is refused and (('attach_config', 'y', 'vm1') in kinds(plan)) is not refused
+
+
+def test_the_first_occupant_is_named():
+    occupants = [Attachment('vm1', 'vdb', 'x', persistent=True), Attachment('vm1', 'vdb', 'w', live=True, vm_running=True)]
+    plan = v.plan_volumes([], [ActualVolume(k, GiB) for k in ('w', 'x', 'y')], [Attachment('vm1', 'vdb', 'y')], occupants, managed_vms=set())
+    assert plan.refusals[0]['reason'] == 'target vdb of vm1 is occupied by x'
+
+
+@pytest.mark.parametrize('other', [
+    Attachment('vm1', 'vdc', 'w', persistent=True), Attachment('vm1', 'vda', 'w', persistent=True),
+    Attachment('vm0', 'vdb', 'w', persistent=True), Attachment('vm2', 'vdb', 'w', persistent=True),
+])
+def test_only_a_detach_of_the_occupant_itself_frees_its_target(other):
+    # the occupant stays (running, no force); detaching another attachment (of vm1 or at vdb) does not free vdb of vm1
+    occupant = Attachment('vm1', 'vdb', 'x', live=True, persistent=True, vm_running=True)
+    managed = {'vm0', 'vm1', 'vm2'}
+    wanted = [Attachment('vm1', 'vdb', 'y')]
+    plan = v.plan_volumes([], [ActualVolume(k, GiB) for k in ('w', 'x', 'y')], wanted, [occupant, other], managed_vms=managed)
+    assert ('detach_config', 'w', other.vm) in kinds(plan)
+    assert not any(op.kind.startswith('attach') for op in plan.operations)
+    assert any('occupied by x' in r['reason'] for r in plan.refusals)
+    # the occupant's own detach does free it
+    plan = v.plan_volumes([], [ActualVolume(k, GiB) for k in ('w', 'x', 'y')], wanted, [occupant, other], managed_vms=managed,
+                          force_detach=True)
+    assert ('attach_config', 'y', 'vm1') in kinds(plan)
+
+
+def test_apply_operation_matches_by_value_and_leaves_other_records():
+    atts = [Attachment('vm1', 'vda', 'a', live=True, persistent=True, vm_running=True),
+            Attachment('vm1', 'vdb', 'b', live=True, persistent=True, vm_running=True),
+            Attachment('vm1', 'vdc', 'c', live=True, persistent=True, vm_running=True)]
+    vols = [ActualVolume(k, GiB) for k in ('a', 'b', 'c')]
+    # a config detach keeps the guest's live disk; a live detach keeps the config
+    _vols, after = v.apply_operation(vols, atts, v.Operation(fresh('detach_config'), 'b', fresh('vm1'), fresh('vdb')))
+    assert after == [atts[0], Attachment('vm1', 'vdb', 'b', live=True, persistent=False, vm_running=True), atts[2]]
+    _vols, after = v.apply_operation(vols, atts, v.Operation(fresh('detach_live'), 'b', 'vm1', 'vdb'))
+    assert after == [atts[0], Attachment('vm1', 'vdb', 'b', live=False, persistent=True, vm_running=True), atts[2]]
+    # kinds read as words
+    assert v.apply_operation([], [], v.Operation(fresh('create_volume'), 'n', detail=(('capacity', 1),)))[0] == [ActualVolume('n', 1)]
+    assert v.apply_operation(vols, [], v.Operation(fresh('delete_volume'), 'a'))[0] == vols[1:]
+    grown = v.apply_operation(vols, [], v.Operation(fresh('grow_volume'), 'a', detail=(('to', 2 * GiB),)))[0]
+    assert grown[0].capacity == 2 * GiB
+
+
+def test_apply_attach_alone_and_by_value():
+    # a live attach alone is not persistent, a config attach alone is not live, and a detail-less one is read-write
+    _vols, atts = v.apply_operation([ActualVolume('a', GiB)], [], v.Operation('attach_live', 'a', 'vm1', 'vdb'))
+    assert atts == [Attachment('vm1', 'vdb', 'a', live=True, persistent=False, vm_running=True)]
+    _vols, atts = v.apply_operation([ActualVolume('a', GiB)], [], v.Operation(fresh('attach_config'), 'a', 'vm1', 'vdb'))
+    assert atts == [Attachment('vm1', 'vdb', 'a', live=False, persistent=True, vm_running=False)]
+    _vols, atts = v.apply_operation([ActualVolume('a', GiB)], [], v.Operation(fresh('attach_live'), 'a', 'vm1', 'vdb'))
+    assert atts[0].live and atts[0].vm_running
+    # another volume at the same target, sorting before or after, is another record
+    for other in ('A', 'a', 'z'):
+        present = [Attachment('vm1', 'vdb', other, persistent=True)]
+        _vols, atts = v.apply_operation([], present, v.Operation('attach_live', 'm', 'vm1', 'vdb'))
+        assert atts == present + [Attachment('vm1', 'vdb', 'm', live=True, vm_running=True)], other
+    # the same record, found by value, is completed
+    present = [Attachment('vm1', 'vdb', 'm', persistent=True, vm_running=True)]
+    _vols, atts = v.apply_operation([], present, v.Operation('attach_live', fresh('m'), fresh('vm1'), fresh('vdb')))
+    assert atts == [Attachment('vm1', 'vdb', 'm', live=True, persistent=True, vm_running=True)]
+    # the VM's other records tell whether it runs, found by value
+    _vols, atts = v.apply_operation([], [Attachment('vm1', 'vda', 'r', vm_running=True, persistent=True)],
+                                    v.Operation('attach_config', 'm', fresh('vm1'), 'vdb'))
     assert atts[-1].vm_running is True
