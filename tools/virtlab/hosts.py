@@ -339,24 +339,26 @@ def _which(program):
 
 # -------------------------------------------------------------------- processes
 
-def _proc_state(pid):
-    """Process state letter from /proc/<pid>/stat, or None if there is no such process."""
+def _proc_stat(pid):
+    """The fields of /proc/<pid>/stat after the command name (field 3 first), or None if there is no such process."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
             data = handle.read()
     except OSError:
         return None
-    return data.rsplit(")", 1)[1].split()[0]
+    return data.rsplit(")", 1)[1].split()
+
+
+def _proc_state(pid):
+    """Process state letter from /proc/<pid>/stat, or None if there is no such process."""
+    fields = _proc_stat(pid)
+    return fields[0] if fields else None
 
 
 def start_time(pid):
     """Start time of a process (clock ticks since boot, /proc/<pid>/stat field 22), or None if there is none."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    return int(data.rsplit(")", 1)[1].split()[19])
+    fields = _proc_stat(pid)
+    return int(fields[19]) if fields else None
 
 
 def boot_id():
