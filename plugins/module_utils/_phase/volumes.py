@@ -280,7 +280,7 @@ def _torn_down(plan, att):
     """Identities of attachments this plan already detaches (so their target is free)."""
     gone = set()
     for op in plan.operations:
-        if op.kind in (DETACH_LIVE, DETACH_CONFIG) and op.vm == att.vm and op.target == att.target:
+        if op.kind in (DETACH_LIVE, DETACH_CONFIG) and (op.vm, op.target, op.volume) == (att.vm, att.target, att.volume):
             gone.add(att.identity())
     return gone
 

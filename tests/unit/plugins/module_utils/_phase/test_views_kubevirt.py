@@ -331,3 +331,21 @@ def test_claims_without_a_phase_are_unbound():
 
 def test_a_newer_instance_generation_is_no_pending_restart():
     assert views.kubevirt_vm_view(vm('Always', generation=2), vmi(generation='3'))['pending_restart'] is False
+
+
+def test_condition_status_unknown_is_not_true():
+    assert status_of(vm('Always'), vmi('Running', [cond('Paused', 'Unknown')])) == 'Running'
+    running_unknown = {'metadata': {'name': 'dv1'}, 'status': {'phase': 'ImportInProgress',
+                                                               'conditions': [cond('Running', fresh('False'), 'Error')]}}
+    assert status_of(vm('Always', DV_VOL), None, [running_unknown]) == 'DataVolumeError'
+
+
+def test_requests_and_strategies_as_the_api_spells_them():
+    assert status_of(vm('Manual', status={'stateChangeRequests': [{'action': fresh('Start')}]})) == 'Starting'
+    assert status_of(vm('Manual', status={'stateChangeRequests': [{'action': 'Stop', 'uid': 'zz-other-vmi'}]}), vmi()) == 'Running'
+    assert status_of(vm(fresh('Halted')), vmi()) == 'Stopping'
+    # switched to RerunOnFailure from any other strategy, sorting before or after it: a start is expected
+    assert status_of(vm('RerunOnFailure', status={'runStrategy': 'WaitAsReceiver'})) == 'Starting'
+    assert status_of(vm('RerunOnFailure', status={'runStrategy': 'Always'})) == 'Starting'
+    # a strategy KubeVirt does not know starts nothing
+    assert status_of(vm('Aaa')) == 'Stopped' and status_of(vm('Zzz')) == 'Stopped'

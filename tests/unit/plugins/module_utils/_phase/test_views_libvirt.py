@@ -183,3 +183,13 @@ def test_a_saved_guest_being_resumed_reads_starting():
 def test_a_forged_record_word_is_kept_when_the_power_sync_table_has_no_row_for_it():
     assert views.effective_vm_state('ZOMBIE', 'RUNNING') == 'ZOMBIE'
     assert views.effective_vm_state('ZOMBIE', 'SHUTDOWN', managed_save=True) == 'ZOMBIE'
+
+
+def test_a_saved_record_of_an_active_vm_reads_suspended():
+    assert views.effective_vm_state('ACTIVE', 'SHUTDOWN', managed_save=True) == 'SUSPENDED'
+
+
+def test_recorded_grace_periods_are_read_as_seconds():
+    assert views.libvirt_vm_view(5, 2, {'stop_grace_period': '-0.5'})['phase'] == 'Failed'          # no negative grace: not known
+    reason = views.libvirt_vm_view(5, 2, {'stop_grace_period': '60'})['phase_reason']
+    assert reason.startswith('forced off (destroyed) after a graceful shutdown')

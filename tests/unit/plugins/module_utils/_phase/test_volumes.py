@@ -623,3 +623,38 @@ def test_apply_attach_alone_and_by_value():
     _vols, atts = v.apply_operation([], [Attachment('vm1', 'vda', 'r', vm_running=True, persistent=True)],
                                     v.Operation('attach_config', 'm', fresh('vm1'), 'vdb'))
     assert atts[-1].vm_running is True
+
+
+def test_refusal_names_only_the_vms_that_hold_or_want_the_volume():
+    actual = [Attachment('vm1', 'vdb', 'bb', live=True, persistent=True, vm_running=True)]
+    wanted = [Attachment('vm1', 'vdb', 'bb'), Attachment('vm2', 'vdc', 'aa'), Attachment('vm3', 'vdd', 'cc')]
+    plan = v.plan_volumes([DesiredVolume('bb', present=False)], [ActualVolume(k, GiB) for k in ('aa', 'bb', 'cc')], wanted, actual,
+                          vms_running={'vm2': False, 'vm3': False})
+    assert plan.refusals[0] == {'volume': 'bb', 'reason': 'in use by vm1; detach it first', 'used_by': ['vm1']}
+
+
+def test_names_are_compared_by_value():
+    # names of more than one character: CPython keeps one object per one-character string
+    live = [Attachment('vm2', 'vdb', fresh('data'), live=True, persistent=True, vm_running=True)]
+    plan = v.plan_volumes([DesiredVolume(fresh('data'), capacity=2 * GiB)], [ActualVolume('data', GiB)], [], live, managed_vms=set())
+    assert dict(plan.operations[0].detail)['online'] is True
+    occupant = Attachment(fresh('vm1'), fresh('vdb'), 'xx', live=True, persistent=True, vm_running=True)
+    wanted = [Attachment('vm1', 'vdb', 'yy')]
+    plan = v.plan_volumes([], [ActualVolume(k, GiB) for k in ('xx', 'yy')], wanted, [occupant], managed_vms={'vm1'}, force_detach=True)
+    assert kinds(plan) == [('detach_live', 'xx', 'vm1'), ('detach_config', 'xx', 'vm1'), ('attach_config', 'yy', 'vm1'),
+                           ('attach_live', 'yy', 'vm1')]
+
+
+def test_a_target_is_free_only_when_every_disk_at_it_is_detached():
+    # regression: detaching the config disk at vdb made vdb look free while another disk stayed plugged in live there
+    config_only = Attachment('vm1', 'vdb', 'xx', persistent=True, vm_running=True)
+    live_only = Attachment('vm1', 'vdb', 'ww', live=True, vm_running=True)
+    vols = [ActualVolume(k, GiB) for k in ('ww', 'xx', 'yy')]
+    plan = v.plan_volumes([], vols, [Attachment('vm1', 'vdb', 'yy')], [config_only, live_only])
+    assert kinds(plan) == [('detach_config', 'xx', 'vm1')]
+    assert [r['reason'] for r in plan.refusals] == ['attached to running VM vm1 at vdb; detaching from a running guest needs force',
+                                                    'target vdb of vm1 is occupied by ww']
+    # with force both go, and the target is free
+    plan = v.plan_volumes([], vols, [Attachment('vm1', 'vdb', 'yy')], [config_only, live_only], force_detach=True)
+    assert kinds(plan) == [('detach_config', 'xx', 'vm1'), ('detach_live', 'ww', 'vm1'), ('attach_config', 'yy', 'vm1'),
+                           ('attach_live', 'yy', 'vm1')]
