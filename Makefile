@@ -150,7 +150,7 @@ bench: bench-venv
 # Mutation testing of the phase logic: cosmic-ray (its own virtualenv, tests/mutation/requirements.txt) mutates each
 # plugins/module_utils/_phase/*.py in a private copy under build/mutation, one file after another, niced; every
 # mutant runs the _phase unit tests with the project's .venv. Writes docs/mutation.md and fails when a file keeps
-# under 95% of its killable mutants. Too long for `make test` (see docs/mutation.md for the time it took).
+# under 95% of its killable mutants. About 20 minutes on two shared cores (docs/mutation.md), so not part of `make test`.
 # MUTATION_FILES=status.py limits it to some files; MUTATION_ARGS=--recheck reruns only the survivors of the last run.
 .PHONY: mutation
 $(BUILD)/mutation-venv/.stamp: tests/mutation/requirements.txt
