@@ -119,8 +119,9 @@ display = Display()
 def _address(vmi):
     # the guest agent reports these: only an IP address of another machine becomes ansible_host
     for iface in ((vmi or {}).get('status') or {}).get('interfaces') or ():
-        if guest_ip(iface.get('ipAddress')):
-            return guest_ip(iface['ipAddress'])
+        address = guest_ip(iface.get('ipAddress'))
+        if address:
+            return address
     return None
 
 

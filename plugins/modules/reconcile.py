@@ -189,6 +189,15 @@ def refused_option(params):
     return None
 
 
+def _reading(obs, power_state, recorded):
+    """The VM as examine() reads it (the keys of the bulk listing), or None when it does not exist (pure)."""
+    if not obs.get('exists'):
+        return None
+    return {'name': obs['name'], 'vm_state': obs['vm_state'], 'power_state': power_state, 'task_state': obs.get('task_state'),
+            'task_id': obs.get('task_id'), 'lease_until': obs.get('lease_until'), 'task_owner': obs.get('task_owner') or None,
+            'recorded': recorded}
+
+
 def kubevirt_reading(obs):
     """The VM as examine() reads it, from a KubeVirt observation (pure).
 
@@ -198,19 +207,12 @@ def kubevirt_reading(obs):
     """
     if not obs.get('exists'):
         return None
-    meta = views.kubevirt_metadata(obs.get('vm'))
-    return {'name': obs['name'], 'vm_state': obs['vm_state'], 'power_state': kubevirt_vm_backend().intended_power(obs),
-            'task_state': obs.get('task_state'), 'task_id': obs.get('task_id'), 'lease_until': obs.get('lease_until'),
-            'task_owner': obs.get('task_owner'), 'recorded': bool(meta.get('vm_state'))}
+    return _reading(obs, kubevirt_vm_backend().intended_power(obs), bool(views.kubevirt_metadata(obs.get('vm')).get('vm_state')))
 
 
 def libvirt_reading(obs):
     """The VM as examine() reads it, from one libvirt observation (the same words as the bulk listing; pure)."""
-    if not obs.get('exists'):
-        return None
-    return {'name': obs['name'], 'vm_state': obs['vm_state'], 'power_state': obs['power_state'], 'task_state': obs.get('task_state'),
-            'task_id': obs.get('task_id'), 'lease_until': obs.get('lease_until'), 'task_owner': obs.get('task_owner') or None,
-            'recorded': bool(obs.get('recorded_vm_state'))}
+    return _reading(obs, obs.get('power_state'), bool(obs.get('recorded_vm_state')))
 
 
 def kubevirt_vm_backend():

@@ -130,14 +130,13 @@ class StateInventory(BaseInventoryPlugin, Constructable, Cacheable):
         super().parse(inventory, loader, path, cache)
         self._read_config_data(path)
         self.check_requirements()
+        cache_key = self.get_cache_key(path)
+        cached = None
         if self.get_option('cache'):
             # a file cache (jsonfile, yaml, pickle): its directory is refused before anything is read from it
             cache_dir = getattr(getattr(self._cache, '_plugin', None), '_cache_dir', None)
             if cache_dir:
                 check_private_directory(cache_dir, self.NAME)
-        cache_key = self.get_cache_key(path)
-        cached = None
-        if self.get_option('cache'):
             try:
                 cached = self._cache[cache_key]
             except KeyError:

@@ -56,6 +56,21 @@ def run_module(module, args, check=False, diff=False, timeout=600, env=None):  #
     return result
 
 
+def ok(result):
+    """``result`` of a task that succeeded (rc 0, not failed); an AssertionError showing its message otherwise."""
+    assert result['_rc'] == 0 and not result.get('failed'), result.get('msg') or result
+    return result
+
+
+def kubevirt_args(defaults, srv, **args):
+    """Module arguments of backend kubevirt against the Kubernetes API test server ``srv`` (tests/kubeapi).
+
+    ``defaults`` (a file's namespace, wait_timeout ...) come first, ``args`` win: ``kv = functools.partial(kubevirt_args,
+    {'namespace': NS})`` gives a test file its ``kv(srv, name=...)``.
+    """
+    return dict(dict(dict(backend='kubevirt', kubeconfig=srv.kubeconfig_path), **defaults), **args)
+
+
 def start_module(module, args):
     """Start ``converge.virt.<module>`` in the background; return the Popen (stdout is the JSON)."""
     cmd = [os.path.join(BIN, 'ansible'), 'localhost', '-c', 'local', '-i', 'localhost,', '-m', 'converge.virt.' + module,

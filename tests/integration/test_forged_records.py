@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 import libvirt
 import pytest
 
-from tests.integration.ansible_run import run_module
+from tests.integration.ansible_run import ok, run_module
 from tools.virtlab import hosts as virtlab_hosts
 
 NS = 'https://converge.virt/xmlns/vm/1'
@@ -39,11 +39,6 @@ def small(host, name, **extra):
     args = {'uri': host.uri, 'name': name, 'memory': '64MiB', 'domain_type': virtlab_hosts.diskless_domain_type(), 'shutdown_timeout': 0}
     args.update(extra)
     return args
-
-
-def ok(result):
-    assert result['_rc'] == 0 and not result.get('failed'), result.get('msg') or result
-    return result
 
 
 def forge(dom, **fields):

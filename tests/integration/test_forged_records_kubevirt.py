@@ -12,9 +12,10 @@ Limiting who may write the annotations at all is the cluster's part (docs/exampl
 
 # pylint: disable=missing-function-docstring,redefined-outer-name,unused-import
 
+import functools
 import time
 
-from tests.integration.ansible_run import run_module
+from tests.integration.ansible_run import kubevirt_args, ok, run_module
 from tests.kubeapi.fixtures import kube_server  # noqa: F401  (pytest fixture)
 
 NS = 'demo'
@@ -22,15 +23,7 @@ IMAGE = 'quay.io/containerdisks/fedora:40'
 PREFIX = 'converge.virt/'
 
 
-def kv(srv, **args):
-    base = dict(backend='kubevirt', kubeconfig=srv.kubeconfig_path, namespace=NS)
-    base.update(args)
-    return base
-
-
-def ok(result):
-    assert result['_rc'] == 0 and not result.get('failed'), result.get('msg') or result
-    return result
+kv = functools.partial(kubevirt_args, {'namespace': NS})
 
 
 def rtype(srv, plural):

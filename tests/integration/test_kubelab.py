@@ -25,6 +25,7 @@ import time
 import pytest
 
 from tests.integration.ansible_run import run_module
+from tools import procs
 from tools.kubelab import build, lab
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -282,9 +283,9 @@ def test_annotations_policy_lets_only_the_automation_write_the_task_record(kubel
     with open(POLICY_FILE, encoding='utf-8') as handle:
         policy, binding = yaml.safe_load(handle)['items']
     rbac = '/apis/rbac.authorization.k8s.io/v1'
-    client.apply(rbac + '/clusterroles', {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRole', 'metadata': {'name': 'vm-editor'},
-                                         'rules': [{'apiGroups': ['kubevirt.io'], 'resources': ['virtualmachines'],
-                                                    'verbs': ['get', 'create', 'patch', 'update', 'delete']}]})
+    editor = {'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRole', 'metadata': {'name': 'vm-editor'},
+              'rules': [{'apiGroups': ['kubevirt.io'], 'resources': ['virtualmachines'], 'verbs': ['get', 'create', 'patch', 'update', 'delete']}]}
+    client.apply(rbac + '/clusterroles', editor)
     client.apply(rbac + '/clusterrolebindings', {
         'apiVersion': 'rbac.authorization.k8s.io/v1', 'kind': 'ClusterRoleBinding', 'metadata': {'name': 'vm-editor'},
         'roleRef': {'apiGroup': 'rbac.authorization.k8s.io', 'kind': 'ClusterRole', 'name': 'vm-editor'},
@@ -387,7 +388,7 @@ def test_cache_directory_follows_the_pins_and_staging_must_match(tmp_path, monke
 def test_down_never_signals_a_process_it_did_not_start(tmp_path):
     sleeper = subprocess.Popen(['sleep', '60'])  # pylint: disable=consider-using-with
     try:
-        start = lab._stat(sleeper.pid)[1]  # pylint: disable=protected-access
+        start = procs.start_time(sleeper.pid)
         record = {'role': 'etcd', 'pid': sleeper.pid, 'boot_id': lab.boot_id(), 'argv': ['sleep'], 'log': '/dev/null'}
         for wrong in ({'starttime': start + 1}, {'starttime': start, 'boot_id': 'another-boot'}):
             state = {'boot_id': lab.boot_id(), 'ports': {}, 'processes': [dict(record, **wrong)]}
@@ -397,7 +398,7 @@ def test_down_never_signals_a_process_it_did_not_start(tmp_path):
         lab._save(str(tmp_path), {'boot_id': lab.boot_id(), 'ports': {}, 'processes': [dict(record, starttime=start)]})  # pylint: disable=protected-access
         assert lab.status(str(tmp_path))[0]['running'] is True
         assert lab.down(str(tmp_path)) == [sleeper.pid]
-        assert lab._stat(sleeper.pid) is None      # gone and reaped (down reaps its own children)  # pylint: disable=protected-access
+        assert procs.proc_stat(sleeper.pid) is None      # gone and reaped (down reaps its own children)
         assert not lab.status(str(tmp_path)) and not lab.down(str(tmp_path))
     finally:
         if sleeper.poll() is None:

@@ -12,12 +12,13 @@ annotations, the migration objects).
 
 # pylint: disable=missing-function-docstring,redefined-outer-name,unused-import
 
+import functools
 import json
 import os
 import signal
 import socket
 
-from tests.integration.ansible_run import run_module
+from tests.integration.ansible_run import kubevirt_args, ok, run_module
 from tests.kubeapi.fixtures import kube_server  # noqa: F401  (pytest fixture)
 
 NS = 'default'
@@ -26,10 +27,7 @@ VM_STATE = 'converge.virt/vm-state'
 FULL = ['Pending', 'Scheduling', 'Scheduled', 'PreparingTarget', 'TargetReady', 'Running', 'Succeeded']
 
 
-def kv(srv, **args):
-    base = dict(backend='kubevirt', kubeconfig=srv.kubeconfig_path, namespace=NS)
-    base.update(args)
-    return base
+kv = functools.partial(kubevirt_args, {'namespace': NS})
 
 
 def rtype(srv, plural):
@@ -56,11 +54,6 @@ def node_of(srv, name, ns=NS):
 
 def annotations(srv, name, ns=NS):
     return vm_obj(srv, name, ns)['metadata'].get('annotations') or {}
-
-
-def ok(result):
-    assert result['_rc'] == 0 and not result.get('failed'), result.get('msg') or result
-    return result
 
 
 def failed(result):

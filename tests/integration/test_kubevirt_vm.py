@@ -11,22 +11,20 @@ showing up in a result.
 
 # pylint: disable=missing-function-docstring,redefined-outer-name,unused-import
 
+import functools
 import json
 import os
 
 import pytest
 
-from tests.integration.ansible_run import run_module
+from tests.integration.ansible_run import kubevirt_args, ok, run_module
 from tests.kubeapi.fixtures import kube_server  # noqa: F401  (pytest fixture)
 
 NS = 'default'
 CDI = ('cdi.kubevirt.io', 'datavolumes')
 
 
-def kv(srv, **args):
-    base = dict(backend='kubevirt', kubeconfig=srv.kubeconfig_path, namespace=NS, wait_timeout=60)
-    base.update(args)
-    return base
+kv = functools.partial(kubevirt_args, {'namespace': NS, 'wait_timeout': 60})
 
 
 def small(srv, name, **args):
@@ -41,11 +39,6 @@ def vm_obj(srv, name):
 
 def vmi_obj(srv, name):
     return srv.store.peek(srv.store.rtype('kubevirt.io', 'virtualmachineinstances'), NS, name)
-
-
-def ok(result):
-    assert result['_rc'] == 0 and not result.get('failed'), result.get('msg') or result
-    return result
 
 
 def failed(result):

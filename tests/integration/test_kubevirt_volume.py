@@ -12,10 +12,11 @@ and the token never shown.
 
 # pylint: disable=missing-function-docstring,redefined-outer-name,unused-import
 
+import functools
 import json
 import time
 
-from tests.integration.ansible_run import run_module
+from tests.integration.ansible_run import kubevirt_args, ok, run_module
 from tests.kubeapi.fixtures import kube_server  # noqa: F401  (pytest fixture)
 
 NS = 'default'
@@ -23,10 +24,7 @@ GI = 1024 ** 3
 HOTPLUG_ORDER = ['Pending', 'Bound', 'AttachedToNode', 'MountedToPod', 'Ready']
 
 
-def kv(srv, **args):
-    base = dict(backend='kubevirt', kubeconfig=srv.kubeconfig_path, namespace=NS, wait_timeout=60)
-    base.update(args)
-    return base
+kv = functools.partial(kubevirt_args, {'namespace': NS, 'wait_timeout': 60})
 
 
 def rtype(srv, group, plural):
@@ -47,11 +45,6 @@ def vm_obj(srv, name):
 
 def vmi_obj(srv, name):
     return srv.store.peek(rtype(srv, 'kubevirt.io', 'virtualmachineinstances'), NS, name)
-
-
-def ok(result):
-    assert result['_rc'] == 0 and not result.get('failed'), result.get('msg') or result
-    return result
 
 
 def failed(result):

@@ -13,13 +13,14 @@ flight (live owner, lease ahead) and a VMI deleted under runStrategy Always
 
 # pylint: disable=missing-function-docstring,redefined-outer-name,unused-import
 
+import functools
 import os
 import socket
 import time
 
 import yaml
 
-from tests.integration.ansible_run import ROOT, run_module, run_playbook
+from tests.integration.ansible_run import ROOT, kubevirt_args, ok, run_module, run_playbook
 from tests.kubeapi.fixtures import kube_server  # noqa: F401  (pytest fixture)
 
 NS = 'default'
@@ -28,15 +29,7 @@ TASK = 'converge.virt/task-state'
 VM_STATE = 'converge.virt/vm-state'
 
 
-def kv(srv, **args):
-    base = dict(backend='kubevirt', kubeconfig=srv.kubeconfig_path, namespace=NS)
-    base.update(args)
-    return base
-
-
-def ok(result):
-    assert result['_rc'] == 0 and not result.get('failed'), result.get('msg') or result
-    return result
+kv = functools.partial(kubevirt_args, {'namespace': NS})
 
 
 def _rtype(srv, plural):

@@ -28,9 +28,9 @@ import urllib.error
 import urllib.request
 
 from . import build, pki
+from ..procs import boot_id, pid_alive, reap, start_time
 
 STATE = "kubelab.json"
-BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 ROLES = ("etcd", "kube-apiserver", "kube-controller-manager")
 CONTROLLERS = ("namespace-controller", "garbage-collector-controller", "serviceaccount-controller",
                "root-ca-certificate-publisher-controller")
@@ -46,35 +46,11 @@ class LabError(build.KubelabError):
 
 # ---------------------------------------------------------------- processes
 
-def boot_id():
-    """This boot's id."""
-    with open(BOOT_ID_FILE, encoding="ascii") as handle:
-        return handle.read().strip()
-
-
-def _stat(pid):
-    """(state letter, start time in clock ticks since boot) of a process, or None if there is none."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return fields[0], int(fields[19])
-
-
 def _is_ours(record, current_boot):
     """True when the recorded process is still the very process that was started (and not a zombie)."""
     if record.get("boot_id") != current_boot:
         return False
-    seen = _stat(record["pid"])
-    return seen is not None and seen[0] not in ("Z", "X") and seen[1] == record["starttime"]
-
-
-def _reap(pid):
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
+    return pid_alive(record["pid"]) and start_time(record["pid"]) == record["starttime"]
 
 
 def _check_loopback():
@@ -106,8 +82,8 @@ def _start(directory, role, argv, state):
     with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
         proc = subprocess.Popen(argv, stdin=devnull, stdout=log, stderr=subprocess.STDOUT,  # pylint: disable=consider-using-with
                                 cwd=directory, start_new_session=True, close_fds=True)
-    seen = _stat(proc.pid)
-    state["processes"].append({"role": role, "pid": proc.pid, "starttime": seen[1] if seen else None,
+    started = start_time(proc.pid)
+    state["processes"].append({"role": role, "pid": proc.pid, "starttime": started,
                                "boot_id": state["boot_id"], "argv": argv, "log": log_path})
     _save(directory, state)
     return proc
@@ -498,7 +474,7 @@ def down(directory, timeout=20):
         signalled.append(record["pid"])
         deadline = time.monotonic() + timeout
         while _is_ours(record, current) and time.monotonic() < deadline:
-            _reap(record["pid"])
+            reap(record["pid"])
             time.sleep(0.1)
         if _is_ours(record, current):
             try:
@@ -506,9 +482,9 @@ def down(directory, timeout=20):
             except ProcessLookupError:
                 pass
             while _is_ours(record, current):
-                _reap(record["pid"])
+                reap(record["pid"])
                 time.sleep(0.05)
-        _reap(record["pid"])
+        reap(record["pid"])
     state["processes"] = []
     _save(directory, state)
     os.remove(os.path.join(directory, STATE))

@@ -101,6 +101,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 
 from . import netns
+from ..procs import boot_id, pid_alive, reap, start_time  # noqa: F401  (boot_id, pid_alive: part of this module's API)
 
 HOSTS_FILE = "hosts.json"
 DEFAULT_NAME_PREFIX = "virtlab-"
@@ -108,7 +109,6 @@ DEFAULT_FIRST_ADDRESS = "127.0.0.11"
 DEFAULT_FIRST_TCP_PORT = 16611
 DEFAULT_FIRST_MIGRATION_PORT = 49300
 DEFAULT_MIGRATION_PORTS_PER_HOST = 50
-BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 PRIVATE_DIRS = (
     ("etc", "/etc/libvirt"),
     ("run", "/run/libvirt"),
@@ -339,34 +339,6 @@ def _which(program):
 
 # -------------------------------------------------------------------- processes
 
-def _proc_stat(pid):
-    """The fields of /proc/<pid>/stat after the command name (field 3 first), or None if there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    return data.rsplit(")", 1)[1].split()
-
-
-def _proc_state(pid):
-    """Process state letter from /proc/<pid>/stat, or None if there is no such process."""
-    fields = _proc_stat(pid)
-    return fields[0] if fields else None
-
-
-def start_time(pid):
-    """Start time of a process (clock ticks since boot, /proc/<pid>/stat field 22), or None if there is none."""
-    fields = _proc_stat(pid)
-    return int(fields[19]) if fields else None
-
-
-def boot_id():
-    """This boot's id: a state directory recorded under another one names PIDs that are not ours any more."""
-    with open(BOOT_ID_FILE, encoding="ascii") as handle:
-        return handle.read().strip()
-
-
 def belongs_to(pid, host):
     """True if pid lives in host: the /etc/libvirt it sees is the host's private etc directory (same device and inode).
 
@@ -381,12 +353,6 @@ def belongs_to(pid, host):
     except OSError:
         return False
     return [seen.st_dev, seen.st_ino] == list(host.etc_identity)
-
-
-def pid_alive(pid):
-    """True if pid is a live (non-zombie) process."""
-    state = _proc_state(pid) if pid else None
-    return state is not None and state not in ("Z", "X")
 
 
 def mount_namespace(pid):
@@ -455,24 +421,16 @@ def _signal(pid, signum):
         pass
 
 
-def _reap(pid):
-    """Collect the exit status of pid if it is our own child (no zombie left behind)."""
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
-
-
 def _wait_gone(pids, timeout):
     """Wait until none of pids is alive (reaping our own children); return the ones still alive."""
     deadline = time.monotonic() + timeout
     for pid in pids:
-        _reap(pid)
+        reap(pid)
     alive = [pid for pid in pids if pid_alive(pid)]
     while alive and time.monotonic() < deadline:
         time.sleep(0.05)
         for pid in alive:
-            _reap(pid)
+            reap(pid)
         alive = [pid for pid in alive if pid_alive(pid)]
     return alive
 

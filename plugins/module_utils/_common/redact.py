@@ -143,11 +143,16 @@ def secret_forms(secrets):
     return set(form for form in forms if form)
 
 
+def _masked(value):
+    """MASK for a secret value that holds something; an empty one is shown as it is (nothing to hide)."""
+    return MASK if value not in (None, '', []) else value
+
+
 def redact_spec(value):
     """A copy of ``value`` (nested dicts and lists) that is safe to show: every value of :data:`SECRET_SPEC_KEYS` masked,
     every URL in a string with its password and secret query values masked."""
     if isinstance(value, dict):
-        return dict((key, (MASK if sub not in (None, '', []) else sub) if _secret_key(key) else redact_spec(sub)) for key, sub in value.items())
+        return dict((key, _masked(sub) if _secret_key(key) else redact_spec(sub)) for key, sub in value.items())
     if isinstance(value, list):
         return [redact_spec(item) for item in value]
     if isinstance(value, str) and '://' in value:
@@ -163,5 +168,5 @@ def redact_change(change):
     shown = dict(change)
     for side in ('before', 'after'):
         if side in shown:
-            shown[side] = (MASK if shown[side] not in (None, '', []) else shown[side]) if secret else redact_spec(shown[side])
+            shown[side] = _masked(shown[side]) if secret else redact_spec(shown[side])
     return shown

@@ -529,18 +529,12 @@ class KubevirtMigration:  # pylint: disable=too-many-instance-attributes
         Returns the observation to plan from (the task cleared; in check mode as it would be). A live task is
         left alone (refused next, naming it).
         """
-        store = self._store(obs)
-        record, _version = store.load()
-        reason = record.stale_reason(time.time(), run_gone=owner_gone(record.owner))
-        if reason is None:
+        cleared = views.clear_stale(self._store(obs), kobserve.intended_power(obs), time.time(), owner_gone, name=self.name, dry_run=self.check_mode)
+        if cleared is None:
             return obs
-        power = views.kubevirt_intended_power(views.kubevirt_status_input(obs['vm'], obs.get('vmi')), obs['power_state'])
-        recovery, vm_state = views.stale_recovery(record, power)
+        self.notes.append(cleared.note(dry_run=self.check_mode))
         if self.check_mode:
-            self.notes.append('would recover the stale task %s (%s): %s' % (record.task_id, record.task_state, reason))
-            return dict(obs, task_state=None, task_id=None, effective_vm_state=vm_state)
-        tasks.clear_stale_task(store, record.task_id, vm_state, name=self.name)
-        self.notes.append('recovered the stale task %s (%s, %s): %s' % (record.task_id, record.task_state, recovery.action, reason))
+            return dict(obs, task_state=None, task_id=None, effective_vm_state=cleared.vm_state)
         return self._observe()
 
     # ---------------------------------------------------------- converge

@@ -100,6 +100,13 @@ class NamespaceSnapshot:
         return sorted(self.vms)
 
 
+def intended_power(obs):
+    """The power_state vm_state is reconciled against: a start or stop KubeVirt already carries out counts as done (pure)."""
+    if not obs.get('exists'):
+        return obs.get('power_state')
+    return views.kubevirt_intended_power(views.kubevirt_status_input(obs['vm'], obs.get('vmi')), obs['power_state'])
+
+
 def public_view(obs):
     """The VM as a module returns it: no raw objects."""
     keep = ('name', 'namespace', 'exists', 'uid', 'vm_state', 'power_state', 'task_state', 'task_id', 'status', 'printable_status', 'phase',

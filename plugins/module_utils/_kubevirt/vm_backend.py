@@ -338,15 +338,8 @@ class KubevirtVm:
     # -------------------------------------------------------- task control
     def recover_stale(self, obs, now):
         """Clear a task left behind by a killed run (lease over, or its owner on this host gone); return a note or None."""
-        store = self.store(obs)
-        record, _version = store.load()
-        reason = record.stale_reason(now, run_gone=owner_gone(record.owner))
-        if reason is None:
-            return None
-        recovery, vm_state = views.stale_recovery(record, intended_power(obs))
-        tasks.clear_stale_task(store, record.task_id, vm_state, name=self.name)
-        return {'recovered_task': record.task_state, 'recovered_task_id': record.task_id, 'recovery': recovery.action, 'vm_state': vm_state,
-                'reason': reason}
+        cleared = views.clear_stale(self.store(obs), intended_power(obs), now, owner_gone, name=self.name)
+        return cleared.as_dict() if cleared else None
 
     def record_vm_state(self, obs, vm_state):
         """Write ``vm_state`` into an idle VM's record (compare-and-swap on the annotations)."""
@@ -560,11 +553,8 @@ def settle_targets(state):
     return {'running': ('Running',), 'restarted': ('Running',), 'paused': ('Paused',), 'stopped': STOPPED_STATUSES}.get(state)
 
 
-def intended_power(obs):
-    """The power_state vm_state is reconciled against: a start or stop KubeVirt already carries out counts as done (pure)."""
-    if not obs.get('exists'):
-        return obs.get('power_state')
-    return views.kubevirt_intended_power(views.kubevirt_status_input(obs['vm'], obs.get('vmi')), obs['power_state'])
+# the power_state vm_state is reconciled against (kept here by that name: the reconcile module and tests use it)
+intended_power = kobserve.intended_power
 
 
 def recorded_drift(obs):

@@ -54,8 +54,9 @@ def guest_addresses(connection, names, leases=True, agent=False):
         try:
             for net in conn.listAllNetworks(libvirt.VIR_CONNECT_LIST_NETWORKS_ACTIVE):
                 for lease in net.DHCPLeases():
-                    if lease.get('type') == libvirt.VIR_IP_ADDR_TYPE_IPV4 and lease.get('mac') and guest_ip(lease.get('ipaddr')):
-                        by_mac[lease['mac'].lower()] = guest_ip(lease['ipaddr'])
+                    address = guest_ip(lease.get('ipaddr'))
+                    if lease.get('type') == libvirt.VIR_IP_ADDR_TYPE_IPV4 and lease.get('mac') and address:
+                        by_mac[lease['mac'].lower()] = address
         except libvirt.libvirtError:
             by_mac = {}
     found = {}

@@ -572,16 +572,12 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         (the action check that follows refuses it, naming it).
         """
         store = LibvirtTaskStore(self.source.conn, src_dom, self.owner, inferred_vm_state=view['effective_vm_state'])
-        record, _version = store.load()
-        reason = record.stale_reason(time.time(), run_gone=owner_gone(record.owner))
-        if reason is None:
+        cleared = views.clear_stale(store, view['power_state'], time.time(), owner_gone, name=self.name, dry_run=self.check_mode)
+        if cleared is None:
             return view
-        recovery, vm_state = views.stale_recovery(record, view['power_state'])
+        self.notes.append(cleared.note(dry_run=self.check_mode))
         if self.check_mode:
-            self.notes.append('would recover the stale task %s (%s): %s' % (record.task_id, record.task_state, reason))
-            return dict(view, task_state=None, task_id=None, effective_vm_state=vm_state)
-        tasks.clear_stale_task(store, record.task_id, vm_state, name=self.name)
-        self.notes.append('recovered the stale task %s (%s, %s): %s' % (record.task_id, record.task_state, recovery.action, reason))
+            return dict(view, task_state=None, task_id=None, effective_vm_state=cleared.vm_state)
         return vm_view(src_dom)
 
     def _run(self, src_dom):

@@ -128,16 +128,8 @@ class LibvirtVm:
         The declaration is then re-planned from what the hypervisor shows, so a
         "redo" is whatever the plan asks for.
         """
-        store = self.store(obs)
-        record, _version = store.load()
-        # the store reads a task whose owner on this host is gone with its lease over (LibvirtTaskStore.load)
-        reason = record.stale_reason(now, run_gone=owner_gone(record.owner))
-        if reason is None:
-            return None
-        recovery, vm_state = views.stale_recovery(record, obs['power_state'], obs['managed_save'])
-        tasks.clear_stale_task(store, record.task_id, vm_state, name=self.name)
-        return {'recovered_task': record.task_state, 'recovered_task_id': record.task_id, 'recovery': recovery.action,
-                'vm_state': vm_state, 'reason': reason}
+        cleared = views.clear_stale(self.store(obs), obs['power_state'], now, owner_gone, name=self.name, managed_save=obs['managed_save'])
+        return cleared.as_dict() if cleared else None
 
     def record_vm_state(self, obs, vm_state):
         """Write ``vm_state`` into an idle VM's record (compare-and-swap)."""

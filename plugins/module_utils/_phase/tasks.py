@@ -159,7 +159,8 @@ def take_task(store, action, task_id, now, lease_seconds=DEFAULT_LEASE_SECONDS, 
     record, version = store.load()
     if not record.idle() and action != 'delete':
         raise TaskConflict(name, record.task_id, record.task_state, stale=record.stale(now), action=record.action)
-    row = actions.check_action(action, record.vm_state, None if action != 'delete' else record.task_state)
+    # only a delete gets here with a task recorded (the check above): the action table decides whether it may preempt it
+    row = actions.check_action(action, record.vm_state, record.task_state)
     new = record._replace(task_state=row.task_state or 'UPDATING', task_id=task_id, action=action, started_at=now,
                           lease_until=now + lease_seconds, owner=owner,
                           previous_vm_state=record.vm_state if action in ('suspend', 'resize') else record.previous_vm_state)

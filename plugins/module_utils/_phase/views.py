@@ -10,7 +10,9 @@ module returns. Pure: the backend passes what it read.
 
 from __future__ import annotations
 
-from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile
+from typing import NamedTuple
+
+from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
 from ansible_collections.converge.virt.plugins.module_utils._phase import status as st
 from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
@@ -51,6 +53,43 @@ def stale_recovery(record, power_state, managed_save=False):
     if recovery.action in (reconcile.REDO, reconcile.RESET_AFTER_LOCATING, reconcile.CLEAR, reconcile.FINISH_DELETE):
         vm_state = effective_vm_state(record.vm_state, power_state, managed_save)
     return recovery, vm_state
+
+
+class StaleTaskCleared(NamedTuple):
+    """What :func:`clear_stale` found and did: the stale record, why it is stale, the recovery and the vm_state recorded."""
+
+    record: tasks.TaskRecord
+    reason: str
+    recovery: reconcile.Recovery
+    vm_state: str
+
+    def as_dict(self):
+        """The ``recovered`` entry of a vm result."""
+        return {'recovered_task': self.record.task_state, 'recovered_task_id': self.record.task_id, 'recovery': self.recovery.action,
+                'vm_state': self.vm_state, 'reason': self.reason}
+
+    def note(self, dry_run=False):
+        """One line for a result's notes."""
+        if dry_run:
+            return 'would recover the stale task %s (%s): %s' % (self.record.task_id, self.record.task_state, self.reason)
+        return 'recovered the stale task %s (%s, %s): %s' % (self.record.task_id, self.record.task_state, self.recovery.action, self.reason)
+
+
+def clear_stale(store, power_state, now, run_gone, name='vm', managed_save=False, dry_run=False):
+    """Clear the stale task of ``store``'s record (Nova _init_instance); a :class:`StaleTaskCleared`, or None when none is stale.
+
+    One recovery for every backend and every module that meets a task left behind: ``run_gone(owner)`` tells whether
+    the run that holds it is known dead (the backend's owner check), else the lease decides (:meth:`.tasks.TaskRecord.stale_reason`).
+    ``dry_run`` (check mode): nothing is written, the result says what would be recorded.
+    """
+    record, _version = store.load()
+    reason = record.stale_reason(now, run_gone=run_gone(record.owner))
+    if reason is None:
+        return None
+    recovery, vm_state = stale_recovery(record, power_state, managed_save)
+    if not dry_run:
+        tasks.clear_stale_task(store, record.task_id, vm_state, name=name)
+    return StaleTaskCleared(record, reason, recovery, vm_state)
 
 
 def _grace_seconds(value):
