@@ -89,6 +89,7 @@ vms:
                  type: str, returned: when a task is in flight}
     status: {description: Printable status., type: str, returned: always}
     phase: {description: Instance phase., type: str, returned: always}
+    phase_reason: {description: "Why a final phase is what it is (see M(converge.virt.vm)), or null.", type: str, returned: always}
     state_reason: {description: libvirt's reason., type: str, returned: when exists on libvirt}
     printable_status: {description: "KubeVirt's status.printableStatus (RV(vms[].status) is ours, computed independently).", type: str, returned: on kubevirt}
     run_strategy: {description: The VirtualMachine's run strategy., type: str, returned: on kubevirt}

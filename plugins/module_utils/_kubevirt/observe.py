@@ -110,5 +110,5 @@ def intended_power(obs):
 def public_view(obs):
     """The VM as a module returns it: no raw objects."""
     keep = ('name', 'namespace', 'exists', 'uid', 'vm_state', 'power_state', 'task_state', 'task_id', 'status', 'printable_status', 'phase',
-            'run_strategy', 'pending_restart', 'vmi_uid', 'node', 'ready', 'start_failures', 'vcpus', 'memory', 'message')
+            'phase_reason', 'run_strategy', 'pending_restart', 'vmi_uid', 'node', 'ready', 'start_failures', 'vcpus', 'memory', 'message')
     return dict((k, obs.get(k)) for k in keep if k in obs)

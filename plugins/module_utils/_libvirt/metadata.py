@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 CONVERGE_NS = 'https://converge.virt/xmlns/vm/1'
 CONVERGE_PREFIX = 'converge'
 METADATA_FIELDS = ('vm_state', 'task_state', 'task_id', 'task_started_at', 'last_action', 'pending_restart', 'lease_until', 'previous_vm_state',
-                   'owner', 'generation')
+                   'owner', 'generation', 'stop_grace_period')
 
 ET.register_namespace(CONVERGE_PREFIX, CONVERGE_NS)
 

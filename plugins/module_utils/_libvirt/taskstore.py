@@ -159,14 +159,16 @@ def record_from_metadata(meta):
         lease_until=_num(meta.get('lease_until')), previous_vm_state=meta.get('previous_vm_state') or None, owner=meta.get('owner') or None)
 
 
-def metadata_from_record(record, generation, pending_restart=False, last_action=None):
-    """The metadata dict to store for ``record``."""
+def metadata_from_record(record, generation, pending_restart=False, last_action=None, stop_grace_period=None):
+    """The metadata dict to store for ``record`` (``stop_grace_period``: kept from the stored record, see
+    :meth:`LibvirtTaskStore.set_stop_grace_period`)."""
     return {
         'vm_state': record.vm_state, 'task_state': record.task_state, 'task_id': record.task_id,
         'task_started_at': repr(record.started_at) if record.started_at is not None else None,
         'last_action': record.action or last_action, 'pending_restart': bool(pending_restart),
         'lease_until': repr(record.lease_until) if record.lease_until is not None else None,
         'previous_vm_state': record.previous_vm_state, 'owner': record.owner, 'generation': str(generation),
+        'stop_grace_period': stop_grace_period,
     }
 
 
@@ -202,10 +204,12 @@ class LibvirtTaskStore(TaskStore):
         self.owner = owner
         self.inferred_vm_state = inferred_vm_state
         self.pending_restart = False
+        self.stop_grace_period = None
 
     def load(self):
         meta = read_metadata(self.dom)
         self.pending_restart = meta.get('pending_restart', False)
+        self.stop_grace_period = meta.get('stop_grace_period')
         record = record_from_metadata(meta)
         if record.task_state and owner_gone(record.owner):
             # the run holding the task was killed: its lease is over now
@@ -220,16 +224,32 @@ class LibvirtTaskStore(TaskStore):
             _current, version = self.load()
             if version != expected_version:
                 return False
-            write_metadata(self.dom, metadata_from_record(record, version + 1, self.pending_restart))
+            write_metadata(self.dom, metadata_from_record(record, version + 1, self.pending_restart, stop_grace_period=self.stop_grace_period))
+            return True
+
+    def _set_field(self, key, value):
+        # a field beside the task record, written under the mutex with a new generation; False when already so
+        with DomainMutex(self.conn, self.dom.UUIDString(), self.owner, name=self.dom.name()):
+            meta = read_metadata(self.dom)
+            if meta.get(key) == value:
+                return False
+            meta[key] = value
+            meta['generation'] = str(int(_num(meta.get('generation')) or 0) + 1)
+            write_metadata(self.dom, meta)
             return True
 
     def set_pending_restart(self, value):
         """Record whether the running guest runs an older definition (under the mutex)."""
-        with DomainMutex(self.conn, self.dom.UUIDString(), self.owner, name=self.dom.name()):
-            meta = read_metadata(self.dom)
-            if bool(meta.get('pending_restart')) == bool(value):
-                return
-            meta['pending_restart'] = bool(value)
-            meta['generation'] = str(int(_num(meta.get('generation')) or 0) + 1)
-            write_metadata(self.dom, meta)
-            self.pending_restart = bool(value)
+        self._set_field('pending_restart', bool(value))
+        self.pending_restart = bool(value)
+
+    def set_stop_grace_period(self, seconds):
+        """Record the seconds a stop gave a graceful shutdown before it destroyed the domain (0: powered off at once;
+        None: forget it, as a new boot does).
+
+        KubeVirt reads a destroyed domain by it (``isACPIEnabled``): Failed after a graceful shutdown ran out of
+        time, Succeeded after an immediate power-off (views.libvirt_vm_view reads the field back).
+        """
+        value = None if seconds is None else repr(float(seconds))
+        self._set_field('stop_grace_period', value)
+        self.stop_grace_period = value

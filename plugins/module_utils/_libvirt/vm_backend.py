@@ -249,6 +249,8 @@ class LibvirtVm:
                         describe=lambda st: views.libvirt_vm_view(st[0], st[1]))
 
     def _boot(self, dom, options):
+        # a new boot: how an earlier stop powered the guest off no longer says anything
+        LibvirtTaskStore(self.conn, dom, self.owner).set_stop_grace_period(None)
         dom.create()
         if options.wait:
             self._wait_state(dom, lambda st: st in RUNNING_STATES, 'running', options.wait_timeout)
@@ -283,6 +285,9 @@ class LibvirtVm:
                                       % (self.name, options.shutdown_timeout), **exc.details)
         elif not options.force_stop:
             raise BackendError('stopping %s needs a graceful shutdown (shutdown_timeout > 0) or force_stop' % self.name)
+        # what the destroy follows, for the phase it leaves (Failed after a graceful shutdown ran out of time,
+        # Succeeded after an immediate power-off: views.libvirt_vm_view, KubeVirt isACPIEnabled)
+        LibvirtTaskStore(self.conn, dom, self.owner).set_stop_grace_period(options.shutdown_timeout if graceful else 0)
         try:
             dom.destroy()
         except libvirt.libvirtError as exc:
@@ -355,7 +360,7 @@ def _brief(obs):
 
 def public_view(obs):
     """The VM as a module returns it: no handles, no raw XML."""
-    keep = ('name', 'exists', 'uuid', 'vm_state', 'power_state', 'task_state', 'task_id', 'status', 'phase', 'state', 'state_reason',
+    keep = ('name', 'exists', 'uuid', 'vm_state', 'power_state', 'task_state', 'task_id', 'status', 'phase', 'phase_reason', 'state', 'state_reason',
             'persistent', 'autostart', 'managed_save', 'pending_restart', 'vcpus', 'memory_kib', 'title')
     return {k: obs.get(k) for k in keep if k in obs}
 

@@ -586,7 +586,7 @@ def test_raw_xml_invalid():
 
 META = {'vm_state': 'running', 'task_state': 'migrating <&>', 'task_id': 'b2c3', 'task_started_at': '2026-01-02T03:04:05Z',
         'last_action': 'start', 'pending_restart': True, 'lease_until': '1790000000.5', 'previous_vm_state': 'ACTIVE',
-        'owner': 'ctl-1:4242', 'generation': '7'}
+        'owner': 'ctl-1:4242', 'generation': '7', 'stop_grace_period': '0.0'}
 
 
 def test_metadata_fragment_round_trip():
@@ -607,7 +607,7 @@ def test_metadata_in_domain_xml_round_trip():
 def test_metadata_defaults_and_partial():
     empty = read_converge_metadata(build_domain_xml(BASE))
     assert empty == {'vm_state': None, 'task_state': None, 'task_id': None, 'task_started_at': None, 'last_action': None, 'pending_restart': False,
-                     'lease_until': None, 'previous_vm_state': None, 'owner': None, 'generation': None}
+                     'lease_until': None, 'previous_vm_state': None, 'owner': None, 'generation': None, 'stop_grace_period': None}
     fragment = converge_metadata_element({'vm_state': 'stopped', 'task_id': None, 'pending_restart': False})
     assert [c.tag for c in _root(fragment)] == ['vm_state', 'pending_restart']
     assert read_converge_metadata(fragment)['pending_restart'] is False
