@@ -103,9 +103,11 @@ def _per_domain_calls(chunk, with_title):
     return out
 
 
-def list_vms(connection, names=None, threads=READ_THREADS, with_title=False):  # pylint: disable=too-many-locals
-    """Every VM of ``connection`` (or only ``names``) as result dicts with the state words.
+def list_vms(connection, names=None, threads=READ_THREADS, with_title=False, domains=None):  # pylint: disable=too-many-locals
+    """Every VM of ``connection`` (or only ``names``, or only the virDomain objects ``domains``) as result dicts with the state words.
 
+    ``domains`` reads just those (one stats call for them, not a walk over every domain: an event source re-reads
+    the one VM an event names).
     ``with_title`` adds each VM's title (one more call per VM). The per-domain calls (UUID, converge metadata,
     title, ACPI of a destroyed domain) run on a thread pool in chunks and do nothing else, so they hardly wait
     for each other's Python work; the state words are computed once per distinct (state, reason, converge
@@ -123,7 +125,8 @@ def list_vms(connection, names=None, threads=READ_THREADS, with_title=False):  #
     stats_flags = libvirt.VIR_DOMAIN_STATS_STATE | libvirt.VIR_DOMAIN_STATS_VCPU | libvirt.VIR_DOMAIN_STATS_BALLOON
     wanted = set(names) if names else None
     records, calls = [], []
-    for dom, stats in conn.getAllDomainStats(stats_flags, 0):
+    all_stats = conn.domainListGetStats(list(domains), stats_flags, 0) if domains is not None else conn.getAllDomainStats(stats_flags, 0)
+    for dom, stats in all_stats:
         name = dom.name()
         if wanted is not None and name not in wanted:
             continue

@@ -1,0 +1,244 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""libvirt_events: an Event-Driven Ansible event source for libvirt domain lifecycle events.
+
+Each event carries the collection's state words for the VM, computed by the same phase logic as
+converge.virt.vm_info (vm_state, power_state, task_state, status, phase, phase_reason), read again from the
+daemon when the event is emitted - an event says what the VM is now, not only what happened.
+
+Nova's rules for lifecycle events (nova/virt/libvirt/host.py ``_event_emit_delayed``, seed 002):
+
+- a STOPPED event is held back ``stopped_delay`` seconds (Nova: 15) and dropped if another event of the same
+  VM comes in the meantime: a reboot is stopped + started, and a rule should not react to its first half;
+- the state is read again before an event goes out;
+- a VM with a task of the collection in flight is marked (``task_in_progress``), so rules can skip it as
+  Nova's power-state sync skips an instance with a task_state.
+
+Events are lost while the connection is down: after the daemon comes back, the source reconnects (backoff up to
+``reconnect_max`` seconds) and emits a ``sync`` event for every VM, then ``sync_done`` - the same it emits
+at start - so a rule sees the state it missed.
+
+Arguments (``sources: - converge.virt.libvirt_events: {...}``):
+
+    uri             libvirt URI (default qemu:///system)
+    stopped_delay   seconds a STOPPED event is held back (default 15; 0 emits at once)
+    reconnect_max   longest wait between two reconnection attempts, seconds (default 30)
+    initial_sync    emit a sync event for every VM at start (default true)
+
+Event (``event.converge_virt``): ``type`` (lifecycle, sync, sync_done, disconnected), ``host`` (the daemon's
+host name), ``event`` and ``detail`` (libvirt's words for a lifecycle event, e.g. STOPPED / destroyed),
+``vm`` (name, uuid, exists and the state words), ``task_in_progress``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import sys
+import types
+from concurrent.futures import ThreadPoolExecutor
+
+try:
+    import libvirt
+    import libvirtaio
+except ImportError:  # pragma: no cover - said when the source starts
+    libvirt = libvirtaio = None
+
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import fleet
+from ansible_collections.converge.virt.plugins.module_utils._phase.views import absent_view
+
+DEFAULTS = {'uri': 'qemu:///system', 'stopped_delay': 15.0, 'reconnect_max': 30.0, 'initial_sync': True}
+
+# virDomainEventType -> name, and per type the names of its detail codes (libvirt's virDomainEvent*DetailType)
+EVENTS = ('DEFINED', 'UNDEFINED', 'STARTED', 'SUSPENDED', 'RESUMED', 'STOPPED', 'SHUTDOWN', 'PMSUSPENDED', 'CRASHED')
+DETAILS = {
+    'DEFINED': ('added', 'updated', 'renamed', 'from_snapshot'),
+    'UNDEFINED': ('removed', 'renamed'),
+    'STARTED': ('booted', 'migrated', 'restored', 'from_snapshot', 'wakeup'),
+    'SUSPENDED': ('paused', 'migrated', 'ioerror', 'watchdog', 'restored', 'from_snapshot', 'api_error', 'postcopy', 'postcopy_failed'),
+    'RESUMED': ('unpaused', 'migrated', 'from_snapshot', 'postcopy', 'postcopy_failed'),
+    'STOPPED': ('shutdown', 'destroyed', 'crashed', 'migrated', 'saved', 'failed', 'from_snapshot'),
+    'SHUTDOWN': ('finished', 'guest', 'host'),
+    'PMSUSPENDED': ('memory', 'disk'),
+    'CRASHED': ('panicked', 'crashloaded'),
+}
+
+
+def event_words(event, detail):
+    """(event name, detail name) for libvirt's numeric lifecycle event and detail codes."""
+    name = EVENTS[event] if 0 <= event < len(EVENTS) else 'UNKNOWN'
+    details = DETAILS.get(name, ())
+    return name, details[detail] if 0 <= detail < len(details) else 'unknown'
+
+
+def check_args(args):
+    """The arguments with defaults; ValueError naming the argument and the reason."""
+    unknown = sorted(set(args or {}) - set(DEFAULTS))
+    if unknown:
+        raise ValueError('libvirt_events: %s: unknown argument (known: %s)' % (unknown[0], ', '.join(sorted(DEFAULTS))))
+    out = dict(DEFAULTS, **(args or {}))
+    if not isinstance(out['uri'], str) or not out['uri']:
+        raise ValueError('libvirt_events: uri: must be a libvirt URI')
+    for key in ('stopped_delay', 'reconnect_max'):
+        try:
+            out[key] = float(out[key])
+        except (TypeError, ValueError):
+            raise ValueError('libvirt_events: %s: must be a number of seconds, got %r' % (key, out[key])) from None
+        if out[key] < 0:
+            raise ValueError('libvirt_events: %s: must be 0 or more, got %r' % (key, out[key]))
+    if not isinstance(out['initial_sync'], bool):
+        raise ValueError('libvirt_events: initial_sync: must be true or false')
+    return out
+
+
+class Delayer:
+    """Nova's delayed STOPPED: hold it back, drop it when any later event of the same VM arrives.
+
+    ``launch(factory)`` sends an event; ``factory`` makes its payload when it is sent (the state is read then).
+    """
+
+    def __init__(self, delay, launch):
+        self.delay = delay
+        self.launch = launch
+        self.pending = {}
+
+    def event(self, key, name, factory):
+        """A lifecycle event of VM ``key``: cancel its held-back STOPPED, then send this one now or hold it."""
+        held = self.pending.pop(key, None)
+        if held is not None:
+            held.cancel()
+        if name == 'STOPPED' and self.delay > 0:
+            self.pending[key] = asyncio.get_running_loop().call_later(self.delay, self._fire, key, factory)
+        else:
+            self.launch(factory)
+
+    def _fire(self, key, factory):
+        self.pending.pop(key, None)
+        self.launch(factory)
+
+    def cancel_all(self):
+        """Drop everything held back (the connection is gone: a full sync follows)."""
+        for held in self.pending.values():
+            held.cancel()
+        self.pending.clear()
+
+
+class LibvirtEvents:
+    """One connection's lifecycle events, re-read and put on ``queue`` as the collection's words."""
+
+    def __init__(self, queue, args):
+        self.queue = queue
+        self.args = check_args(args)
+        self.conn = None
+        self.host = None
+        self.closed = None
+        self.loop = None
+        self.delayer = None
+        self.sends = set()
+        # one reader thread: reads (and so events) go out in the order the events came
+        self.reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix='libvirt-events')
+
+    def _put(self, payload):
+        self.queue.put_nowait({'converge_virt': payload})
+
+    def _read(self, dom=None):
+        # blocking: runs on the reader thread
+        return fleet.list_vms(types.SimpleNamespace(conn=self.conn), domains=None if dom is None else [dom], threads=1)
+
+    @staticmethod
+    def _public(vm):
+        keep = ('name', 'uuid', 'exists', 'vm_state', 'power_state', 'task_state', 'status', 'phase', 'phase_reason', 'state', 'state_reason')
+        return {key: vm.get(key) for key in keep if key in vm}
+
+    def _launch(self, factory):
+        async def send():
+            self._put(await factory())
+        task = self.loop.create_task(send())
+        self.sends.add(task)
+        task.add_done_callback(self.sends.discard)
+
+    def _lifecycle(self, _conn, dom, event, detail, _opaque):
+        name, detail_name = event_words(event, detail)
+        uuid = dom.UUIDString()
+        self.delayer.event(uuid, name, functools.partial(self._lifecycle_payload, dom, dom.name(), uuid, name, detail_name))
+
+    async def _lifecycle_payload(self, dom, vm_name, uuid, name, detail_name):
+        try:
+            vms = await self.loop.run_in_executor(self.reader, self._read, dom)
+        except libvirt.libvirtError:
+            vms = []
+        if vms:
+            vm = vms[0]
+        else:
+            # undefined (or gone) by the time it is read again
+            vm = dict(absent_view(), name=vm_name, uuid=uuid, exists=False)
+        return {'type': 'lifecycle', 'host': self.host, 'event': name, 'detail': detail_name, 'vm': self._public(vm),
+                'task_in_progress': bool(vm.get('task_state'))}
+
+    async def _sync(self):
+        vms = await self.loop.run_in_executor(self.reader, self._read, None)
+        for vm in sorted(vms, key=lambda item: item['name']):
+            self._put({'type': 'sync', 'host': self.host, 'vm': self._public(vm), 'task_in_progress': bool(vm.get('task_state'))})
+        self._put({'type': 'sync_done', 'host': self.host, 'count': len(vms)})
+
+    def _on_close(self, _conn, _reason, _opaque):
+        self.loop.call_soon_threadsafe(self.closed.set)
+
+    async def _connect(self):
+        delay = 0.5
+        while True:
+            try:
+                conn = await self.loop.run_in_executor(self.reader, libvirt.open, self.args['uri'])
+                conn.registerCloseCallback(self._on_close, None)
+                conn.setKeepAlive(5, 3)
+                return conn
+            except libvirt.libvirtError:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, max(self.args['reconnect_max'], 0.5))
+
+    async def run(self):
+        """Connect, sync, follow events; reconnect and sync again whenever the connection drops."""
+        if libvirt is None:
+            raise RuntimeError('libvirt_events needs libvirt-python (with libvirtaio) where ansible-rulebook runs')
+        self.loop = asyncio.get_running_loop()
+        libvirtaio.virEventRegisterAsyncIOImpl(loop=self.loop)
+        self.delayer = Delayer(self.args['stopped_delay'], self._launch)
+        first = True
+        while True:
+            self.closed = asyncio.Event()
+            self.conn = await self._connect()
+            self.host = await self.loop.run_in_executor(self.reader, self.conn.getHostname)
+            callback = self.conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._lifecycle, None)
+            if self.args['initial_sync'] or not first:
+                await self._sync()
+            first = False
+            await self.closed.wait()
+            self.delayer.cancel_all()
+            try:
+                self.conn.domainEventDeregisterAny(callback)
+            except libvirt.libvirtError:
+                pass
+            self._put({'type': 'disconnected', 'host': self.host, 'uri': redact_uri(self.args['uri'])})
+
+
+async def main(queue, args):
+    """ansible-rulebook's entry point."""
+    await LibvirtEvents(queue, args).run()
+
+
+if __name__ == '__main__':
+    # python libvirt_events.py URI: print the events as JSON lines (for a person, and for the tests)
+    import json
+
+    class _Printer:
+        @staticmethod
+        def put_nowait(item):
+            sys.stdout.write(json.dumps(item, sort_keys=True) + '\n')
+            sys.stdout.flush()
+
+    delay = float(os.environ.get('LIBVIRT_EVENTS_STOPPED_DELAY', DEFAULTS['stopped_delay']))
+    asyncio.run(main(_Printer(), {'uri': sys.argv[1] if len(sys.argv) > 1 else DEFAULTS['uri'], 'stopped_delay': delay,
+                                  'reconnect_max': 2.0}))
