@@ -68,9 +68,9 @@ options:
       - V(paused) and V(suspended) are refused for a stopped VM. V(suspended) is not available on O(backend=kubevirt).
       - On O(backend=kubevirt), V(present) creates the VM with run strategy V(Halted); V(running) and V(stopped) set the run
         strategy through the start and stop subresources; V(restarted) waits for a new VirtualMachineInstance (new uid).
+      - Defaults to V(present). With O(vms), the state of every item that does not give its own.
     type: str
     choices: [present, running, stopped, paused, suspended, restarted, absent]
-    default: present
   xml:
     description:
       - A complete domain XML instead of the simple options below. Compared with libvirt's normalised
@@ -240,6 +240,13 @@ options:
     description:
       - Converge several VMs in one task. Each item takes O(name), O(state) and the definition options
         above; connection and behaviour options apply to all.
+      - O(state) and the definition options given at the top level (next to O(vms)) are the defaults of every item; an
+        item's own value wins (a list such as O(disks) or O(interfaces) is replaced whole, never merged). For example
+        O(state=running) with a list of names defines and starts every VM.
+      - Options that belong to one VM are refused at the top level, naming the field - O(uuid), O(data_volume_templates),
+        an interface's O(interfaces[].mac), and a writable disk (not V(readonly), not a V(cdrom), not a container O(disks[].image))
+        when two or more items would share it. O(name) and O(xml) cannot be given with O(vms); an item with its own O(xml)
+        takes only O(state) and O(autostart) from the top level, and other top-level definition options are refused for it.
     type: list
     elements: dict
   parallel:
@@ -322,11 +329,28 @@ EXAMPLES = r'''
       - {name: app-1, memory: 1GiB, state: running}
       - {name: app-2, memory: 1GiB, state: stopped}
     parallel: 16
+
+- name: Top-level options are the defaults of every item (app-3 gets 2 vCPUs and 1GiB, and all three run)
+  converge.virt.vm:
+    state: running
+    vcpus: 2
+    memory: 512MiB
+    vms:
+      - {name: app-3, memory: 1GiB}
+      - {name: app-4}
+      - {name: app-5}
 '''
 
 RETURN = r'''
 vm:
-  description: The VM after the task (predicted in check mode).
+  description:
+    - The VM after the task.
+    - In check mode, the VM a real run would leave - every word predicted from the plan, none left over from the observation
+      (RV(observed) holds what was observed). After a power action (create, start, stop, pause, unpause, suspend, resume, a reboot,
+      delete) RV(vm.power_state), RV(vm.status) and RV(vm.phase) are the words a real run reports for the predicted RV(vm.vm_state),
+      RV(vm.task_state) is null, and what only the run can tell is null - the phase of a stopped or suspended guest (it depends on how
+      the guest stops), libvirt's RV(vm.state_reason), RV(vm.phase_reason), KubeVirt's new RV(vm.vmi_uid) and node. Without a power
+      action (a definition update, a recorded drift) the hypervisor's words stay as observed.
   returned: when O(name) or O(xml) is given
   type: dict
   contains:
@@ -337,12 +361,23 @@ vm:
     task_state: {description: The task in flight (null when idle)., type: str, returned: always}
     status: {description: "One word for a person: Running, Stopped, Paused, Starting, Stopping, Migrating, ...", type: str, returned: always}
     phase: {description: "Instance phase: Pending, Scheduling, Scheduled, Running, Succeeded, Failed, Unknown.", type: str, returned: always}
+    phase_reason:
+      description:
+        - Why a final phase is what it is, or null. On libvirt a forced-off guest reads V(Failed) when a graceful shutdown
+          ran out of time (O(shutdown_timeout)) and V(Succeeded) when it was powered off at once (O(shutdown_timeout=0)),
+          as KubeVirt decides it; this says which. On KubeVirt the instance's C(status.reason).
+      type: str
+      returned: always
     state_reason: {description: "libvirt's reason for the current state: booted, destroyed, shutdown, ...", type: str, returned: when exists on libvirt}
     printable_status: {description: "KubeVirt's own status.printableStatus, next to RV(vm.status) (ours).", type: str, returned: on kubevirt}
     run_strategy: {description: The VirtualMachine's run strategy., type: str, returned: on kubevirt}
     vmi_uid: {description: UID of the VirtualMachineInstance (changes with every restart)., type: str, returned: on kubevirt}
     namespace: {description: Namespace of the VM., type: str, returned: on kubevirt}
     pending_restart: {description: The running guest runs an older definition., type: bool, returned: when exists}
+observed:
+  description: In check mode, the VM as observed before the task (the same fields as RV(vm)), apart from the prediction in RV(vm).
+  returned: in check mode, when O(name) or O(xml) is given
+  type: dict
 steps:
   description: The actions taken (or that would be taken in check mode), in order, with the states around each.
   returned: always
@@ -361,6 +396,8 @@ results:
 '''
 
 # pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
+import re
+
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
@@ -410,10 +447,43 @@ def definition_args():
     return args
 
 
+DEFAULT_STATE = 'present'
+# definition options that belong to one VM only: refused at the top level with vms (they cannot be every VM's default)
+PER_VM_ONLY = ('uuid', 'data_volume_templates')
+
+
 def _fleet_item_options():
-    options = dict(name=dict(type='str', required=True), state=dict(type='str', choices=STATE_CHOICES, default='present'))
+    # state has no default here: an item without one takes the top-level state, else present
+    options = dict(name=dict(type='str', required=True), state=dict(type='str', choices=STATE_CHOICES))
     options.update(definition_args())
     return options
+
+
+def fleet_defaults(params, count):
+    """The top-level state and definition options given with ``vms``: the defaults of every item (an item's own value wins).
+
+    Options that belong to one VM only are refused, naming the field: uuid, data_volume_templates, an interface's
+    mac, and a writable disk that two or more items would share.
+    """
+    _refuse_other_backend(params, params['backend'])
+    defaults = {}
+    for key in ('state',) + tuple(definition_args()):
+        if key == 'xml' or params.get(key) is None:
+            continue
+        if key in PER_VM_ONLY:
+            raise InvalidDeclaration(key, 'belongs to one VM and cannot be the default of every item of vms; set it in the vms items')
+        defaults[key] = params[key]
+    for index, iface in enumerate(defaults.get('interfaces') or []):
+        if iface.get('mac') is not None:
+            raise InvalidDeclaration('interfaces[%d].mac' % index, 'a MAC address belongs to one VM and cannot be the default of every item '
+                                     'of vms; set interfaces in the vms items')
+    if count > 1:
+        for index, disk in enumerate(defaults.get('disks') or []):
+            shared = not (disk.get('readonly') or disk.get('device') == 'cdrom' or disk.get('image'))
+            if shared:
+                raise InvalidDeclaration('disks[%d]' % index, 'as the default of every item of vms this writable disk would be attached to '
+                                         'every VM; set disks in the vms items (or make it readonly)')
+    return defaults
 
 
 def argument_spec():
@@ -422,7 +492,7 @@ def argument_spec():
         backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
         delete_volumes=dict(type='bool', default=False),
         name=dict(type='str'),
-        state=dict(type='str', choices=STATE_CHOICES, default='present'),
+        state=dict(type='str', choices=STATE_CHOICES),
         vms=dict(type='list', elements='dict'),
         parallel=dict(type='int', default=8),
     )
@@ -510,15 +580,27 @@ def fleet_items(module, make):
     """Validate every item of ``vms`` with ``make(params)``; return the declarations (nothing touched yet)."""
     items = []
     validator = ArgumentSpecValidator(_fleet_item_options())
+    defaults = fleet_defaults(module.params, len(module.params['vms']))
     for index, item in enumerate(module.params['vms']):
         checked = validator.validate(item)
         if checked.error_messages:
             raise InvalidDeclaration('vms[%d]' % index, '; '.join(checked.error_messages))
         params = dict(checked.validated_parameters)
+        inherited = set(key for key in defaults if params.get(key) is None)
+        if params.get('xml'):
+            # a complete domain XML is the whole definition: a top-level definition option would be ignored for it
+            ignored = sorted(inherited - {'state', 'autostart'})
+            if ignored:
+                raise InvalidDeclaration('vms[%d].xml' % index, 'a complete domain XML takes no top-level definition option (%s); '
+                                         'put this VM in its own task or write them into its XML' % ', '.join(ignored))
+        params.update((key, defaults[key]) for key in inherited)
+        params['state'] = params['state'] or DEFAULT_STATE
         params['restart_on_change'] = module.params['restart_on_change']
         try:
             items.append(make(params))
         except InvalidDeclaration as exc:
+            if re.split(r'[.\[]', exc.field, maxsplit=1)[0] in inherited:
+                raise InvalidDeclaration(exc.field, '%s (the top-level default of vms[%d])' % (exc.reason, index))
             raise InvalidDeclaration('vms[%d].%s' % (index, exc.field), exc.reason)
     names = [name for _decl, _spec, name in items]
     duplicates = sorted(set(n for n in names if names.count(n) > 1))
@@ -597,6 +679,8 @@ def main():
     wrong = other_connection_option(module.params, module.params['backend'])
     if wrong:
         module.fail_json(msg=wrong[1], field=wrong[0])
+    if not module.params['vms']:
+        module.params['state'] = module.params['state'] or DEFAULT_STATE
     if module.params['backend'] == 'kubevirt':
         main_kubevirt(module)
         return

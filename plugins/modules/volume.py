@@ -153,7 +153,15 @@ options:
         description: Disk serial number shown to the guest.
         type: str
   force:
-    description: Allow detaching a disk from a running guest.
+    description:
+      - Allow detaching a disk from a running guest (a hot-unplug), which the module refuses otherwise.
+      - The guest must take part - a virtio (V(vd*)) or SCSI disk is released only by a guest OS that handles
+        hot-unplug (a Linux guest with its virtio or SCSI driver; ACPI PCI hotplug for virtio on q35/pc). A guest that
+        does not (no OS running yet, firmware, a kernel without the driver, a disk still mounted or in use) keeps
+        the disk; the module repeats the request for O(detach_timeout) seconds, then fails naming the VM and the
+        target, with the persistent definition unchanged. SATA and IDE disks cannot be hot-unplugged at all.
+      - On kubevirt, C(removevolume) works only for a volume that was hotplugged (C(hotpluggable)); the guest must
+        release it the same way.
     type: bool
     default: false
   data_volume:
@@ -185,7 +193,11 @@ options:
   volumes:
     description:
       - Converge several volumes in one task. Each item takes O(name) and the volume options above; options given
-        at the top level are the defaults of every item.
+        at the top level (O(state), O(pool), O(capacity), ...) are the defaults of every item, and an item's own value wins
+        (a list such as O(attachments) is replaced whole, never merged). O(force), O(detach_timeout), O(wait_timeout) and
+        the connection options apply to all.
+      - A non-empty O(attachments) at the top level that two or more items would inherit is refused, naming the field (it
+        would plug every volume into the same VM targets); V([]) is a valid default (unplug every listed volume).
     type: list
     elements: dict
     suboptions:
@@ -380,9 +392,18 @@ operations:
     - The operations run (planned in check mode), in order, each with op, volume, and vm and target for attachments.
     - On kubevirt an operation also carries what was waited for - C(phases) (the hotplug phases seen up to C(Ready), or
       C(Detached); the DataVolume phases of an import), C(phase) of a new claim, C(dv_phase), C(bound_capacity) after a grow.
+    - A failed operation has C(failed) and C(msg); an C(attach_config) undone because its live attach failed has C(rolled_back=true).
   returned: always
   type: list
   elements: dict
+rolled_back:
+  description:
+    - When a live attach (hot-plug) failed - V(true) when this run had just added the disk to the VM's persistent definition and took it
+      out again (nothing was changed for that attachment, and the task reports no change for it).
+    - V(false) when the declaration was kept - on libvirt the persistent definition already held the disk before the run, or taking it
+      out failed; on kubevirt a hotplug accepted but not Ready in time. The message says what stays where; the next run finishes it.
+  returned: when a live attach failed
+  type: bool
 pool_operations:
   description: Pools created or started.
   returned: always
@@ -478,13 +499,28 @@ def refuse_other_backend(params):
                 raise InvalidDeclaration(prefix + key, 'is a libvirt option and is not supported with backend kubevirt')
 
 
+def fleet_defaults(params, declared_keys):
+    """The top-level options given with ``volumes``: the defaults of every item (an item's own value wins).
+
+    A non-empty attachments list inherited by two or more items would plug every volume into the same VM targets: refused,
+    naming the field ([] - unplug every listed volume - is a valid default).
+    """
+    defaults = dict((k, v) for k, v in declared_keys(params).items() if k != 'name')
+    if defaults.get('attachments'):
+        heirs = [item['name'] for item in params['volumes'] if item.get('attachments') is None]
+        if len(heirs) > 1:
+            raise InvalidDeclaration('attachments', 'as the default of every item of volumes it would plug %s into the same VM targets; '
+                                     'set attachments in the volumes items' % ', '.join(heirs))
+    return defaults
+
+
 def kubevirt_declarations(params):
     """Validate every kubevirt declaration before anything is touched; return normalized specs."""
     check_timeout('detach_timeout', params['detach_timeout'])
     check_timeout('wait_timeout', params['wait_timeout'])
     if params['volumes'] is None:
         return [volume_backend.normalize_volume(_kubevirt_declared(params))]
-    defaults = dict((k, v) for k, v in _kubevirt_declared(params).items() if k != 'name')
+    defaults = fleet_defaults(params, _kubevirt_declared)
     specs = [volume_backend.normalize_volume(_kubevirt_declared(item), 'volumes[%d].' % index, defaults)
              for index, item in enumerate(params['volumes'])]
     names = [s['key'] for s in specs]
@@ -499,7 +535,7 @@ def declarations(params):
     check_timeout('detach_timeout', params['detach_timeout'])
     if params['volumes'] is None:
         return [storage.normalize_volume(declared(params), 'volume')]
-    defaults = dict((k, v) for k, v in declared(params).items() if k != 'name')
+    defaults = fleet_defaults(params, declared)
     specs = [storage.normalize_volume(declared(item), 'volumes[%d]' % index, defaults) for index, item in enumerate(params['volumes'])]
     keys = [s['key'] for s in specs]
     twice = sorted(set(k for k in keys if keys.count(k) > 1)) if len(set(keys)) != len(keys) else []

@@ -337,3 +337,25 @@ def test_attach_refused_while_another_task_holds_the_vm(kube_server):
     assert 'busy' in result['msg'] and 'othertask0001' in result['msg'] and 'REBOOTING' in result['msg']
     assert 'd' not in template_volumes(srv, 'busy') and 'd' not in vmi_volumes(srv, 'busy')
     assert vm_obj(srv, 'busy')['metadata']['annotations']['converge.virt/task-id'] == 'othertask0001'
+
+
+def test_hotplug_that_never_gets_ready_is_kept_and_finished_by_the_next_run(kube_server):
+    """The KubeVirt half state (VM spec patched, the instance's hotplug not Ready in time): addvolume wrote the VM and its
+    instance in one accepted request, and KubeVirt may still finish it, so it is not rolled back; the failure says so
+    (rolled_back false, what stays where), and the next run, once the claim binds, waits for Ready and changes nothing."""
+    srv = kube_server
+    make_vm(srv, 'slowhp')
+    srv.faults.inject('pvc_bind_stuck', NS, 'slow-data')
+    attach = [{'vm': 'slowhp', 'dev': 'slow'}]
+    try:
+        assert ok(run_module('volume', kv(srv, name='slow-data', capacity='1Gi', wait_timeout=0)))['volume']['phase'] == 'Pending'
+        stalled = failed(run_module('volume', kv(srv, name='slow-data', attachments=attach, wait_timeout=2)))
+    finally:
+        srv.faults.clear('pvc_bind_stuck', NS, 'slow-data')
+    assert stalled['changed'] and ops(stalled) == [('attach_config', 'slowhp'), ('attach_live', 'slowhp')]
+    assert stalled['rolled_back'] is False and stalled['uncertain'] == ['slowhp:slow'], stalled
+    assert 'not rolled back' in stalled['msg'] and 'spec.template' in stalled['msg'] and 'next run waits' in stalled['msg'], stalled['msg']
+    assert 'slow' in template_volumes(srv, 'slowhp') and 'slow' in vmi_volumes(srv, 'slowhp')
+    done = ok(run_module('volume', kv(srv, name='slow-data', attachments=attach)))
+    assert not done['changed'] and done['operations'] == []
+    assert done['volume']['attachments'][0]['hotplug_phase'] == 'Ready'

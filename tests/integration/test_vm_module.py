@@ -11,7 +11,7 @@ import time
 import libvirt
 import pytest
 
-from tests.integration.ansible_run import finish, run_module, start_module
+from tests.integration.ansible_run import finish, ok, run_module, start_module
 from tools.virtlab import domains, hosts as virtlab_hosts
 
 NS = 'https://converge.virt/xmlns/vm/1'
@@ -156,6 +156,25 @@ def test_graceful_stop_of_a_booted_guest(host, guest_image):
     run_module('vm', kernel_args(host, guest_image, name, state='absent'))
 
 
+def test_a_stopped_guest_says_why_its_phase_is_what_it_is(host, conn):
+    """KubeVirt's rule for a destroyed domain (isACPIEnabled): Failed after a graceful shutdown ran out of time,
+    Succeeded after an immediate power-off; the result says which (phase_reason), and a new boot forgets it."""
+    name = 'vm-phase-reason'
+    ok(run_module('vm', small(host, name, state='running')))
+    # the diskless guest ignores ACPI: the 1 s graceful shutdown runs out and the stop forces it off
+    timed_out = ok(run_module('vm', small(host, name, state='stopped', shutdown_timeout=1)))
+    assert (timed_out['vm']['state_reason'], timed_out['vm']['phase']) == ('destroyed', 'Failed'), timed_out['vm']
+    assert 'grace period' in timed_out['vm']['phase_reason'], timed_out['vm']
+    info = ok(run_module('vm_info', {'uri': host.uri, 'name': name}))
+    assert (info['vms'][0]['phase'], info['vms'][0]['phase_reason']) == ('Failed', timed_out['vm']['phase_reason'])
+    ok(run_module('vm', small(host, name, state='running')))
+    assert 'stop_grace_period' not in conn.lookupByName(name).metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, NS, libvirt.VIR_DOMAIN_AFFECT_CONFIG)
+    at_once = ok(run_module('vm', small(host, name, state='stopped', shutdown_timeout=0)))
+    assert (at_once['vm']['state_reason'], at_once['vm']['phase']) == ('destroyed', 'Succeeded'), at_once['vm']
+    assert 'at once' in at_once['vm']['phase_reason'], at_once['vm']
+    run_module('vm', small(host, name, state='absent', shutdown_timeout=0))
+
+
 def _wait_for_task(conn, name, task_state, timeout=30):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -224,6 +243,27 @@ def test_fleet_form(host, conn):
     assert not second['changed'] and all(r['steps'] == [] for r in second['results'])
     gone = run_module('vm', {'uri': host.uri, 'vms': [{'name': n, 'state': 'absent'} for n in names]})
     assert gone['changed'] and not any(exists(conn, n) for n in names)
+
+
+def test_fleet_top_level_state_and_options_are_defaults_of_every_item(host, conn):
+    """state: running next to a list of names defines and starts every VM (it was ignored: defined, none started);
+    the top-level memory is every item's default unless the item gives its own; a per-VM option is refused, naming it."""
+    names = ['fleet-run-%d' % i for i in range(3)]
+    args = {'uri': host.uri, 'state': 'running', 'memory': '64MiB', 'domain_type': virtlab_hosts.diskless_domain_type(),
+            'shutdown_timeout': 0, 'vms': [{'name': names[0], 'memory': '96MiB'}, {'name': names[1]}, {'name': names[2], 'state': 'present'}]}
+    try:
+        started = ok(run_module('vm', args))
+        by_name = dict((r['name'], r) for r in started['results'])
+        assert [actions(by_name[n]) for n in names] == [['create', 'start'], ['create', 'start'], ['create']]
+        assert [conn.lookupByName(n).isActive() for n in names] == [1, 1, 0]
+        assert [conn.lookupByName(n).maxMemory() for n in names] == [96 * 1024, 64 * 1024, 64 * 1024]
+        assert not ok(run_module('vm', args))['changed']
+        refused = run_module('vm', dict(args, uuid='8a3d3f4e-4d1c-4b39-9b0e-2f1d9c7e5a11', state='stopped'))
+        assert refused['failed'] and refused['msg'].startswith('uuid') and not refused.get('changed')
+        assert [conn.lookupByName(n).isActive() for n in names] == [1, 1, 0]
+    finally:
+        run_module('vm', {'uri': host.uri, 'shutdown_timeout': 0, 'vms': [{'name': n, 'state': 'absent'} for n in names]})
+    assert not any(exists(conn, n) for n in names)
 
 
 @pytest.mark.parametrize('args,field', [

@@ -446,6 +446,30 @@ def test_interrupted_attach_is_finished_from_the_observed_state(host, conn, pool
         domains.remove_domain(conn, 'vol-resume')
 
 
+def test_a_refused_live_attach_rolls_the_persistent_definition_back(host, conn, pool_dir):
+    """A live attach that fails after this run wrote the persistent definition (libvirt cannot hot-plug a SATA disk) must
+    not leave the disk in the persistent definition only, reported changed: the attach_config is undone, the task fails
+    saying so, nothing is reported changed, and a second run does the same (never a half-changed definition)."""
+    dom = acpi_guest(conn, 'vol-rollback')
+    try:
+        path = run_module('volume', vol(host, 'rollback.raw', capacity='2MiB'))['volume']['path']
+        digest = write_pattern(path, 2 * MIB, 'rollback')
+        before = sorted(disk_targets(dom, libvirt.VIR_DOMAIN_XML_INACTIVE))
+        want = [{'vm': 'vol-rollback', 'dev': 'sdb', 'bus': 'sata'}]
+        for _run in range(2):
+            refused = run_module('volume', vol(host, 'rollback.raw', attachments=want))
+            assert refused['failed'] and not refused['changed'], refused
+            assert ops(refused) == [('attach_config', 'rollback.raw', 'vol-rollback', 'sdb'), ('attach_live', 'rollback.raw', 'vol-rollback', 'sdb')]
+            assert refused['operations'][0]['rolled_back'] is True and refused['operations'][1]['failed'] is True
+            assert refused['rolled_back'] is True and 'rolled back' in refused['msg'] and 'nothing was changed' in refused['msg']
+            assert 'sata' in refused['msg'], refused['msg']
+            assert sorted(disk_targets(dom, libvirt.VIR_DOMAIN_XML_INACTIVE)) == before and 'sdb' not in disk_targets(dom)
+            assert refused['volume']['used_by'] == [] and task_state(dom) is None
+        assert sha(path, 2 * MIB) == digest
+    finally:
+        domains.remove_domain(conn, 'vol-rollback')
+
+
 def test_virtio_hot_unplug_from_a_booted_guest(host, conn, pool_dir, guest_image):
     dom, log = domains.start_kernel_guest(conn, host, 'vol-booted', guest_image)
     try:

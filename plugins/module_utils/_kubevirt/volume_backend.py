@@ -765,7 +765,10 @@ class Executor:
             self._subresource('virtualmachineinstances', first.vm, 'addvolume', body)
         if self.dry_run:
             return {}
-        return {'phases': self._wait_hotplug(first, True)}
+        try:
+            return {'phases': self._wait_hotplug(first, True)}
+        except WaitTimeout as exc:
+            raise _hotplug_not_ready(exc, first, phase.ATTACH_CONFIG in kinds, self.namespace) from None
 
     def detach(self, group):
         """Unplug a claim: removevolume (running VM) or a template edit (stopped VM)."""
@@ -810,6 +813,21 @@ class Executor:
             raise
         release_task(store, task_id, op.vm)
         return extra
+
+
+def _hotplug_not_ready(exc, op, persisted, namespace):
+    """A hotplug that never reached Ready: the result says the VM spec keeps it (no rollback) and the next run finishes it.
+
+    KubeVirt's ``addvolume`` writes ``spec.template`` and the instance in one request that either fails (nothing
+    changed) or is accepted; a hotplug accepted but slow (a claim not bound yet, an attachment pod waiting) is still on
+    its way, so unplugging it would undo what KubeVirt may finish a moment later. The declaration is kept and the next
+    run, finding the volume in the VM and its instance, waits for the phase Ready again (or, declared away with
+    ``force``, unplugs it).
+    """
+    where = "VM %s/%s's spec.template (its persistent definition) and its instance" if persisted else 'the instance of VM %s/%s'
+    message = ('%s; the volume stays in %s (not rolled back: KubeVirt may still finish the hotplug), and the next run waits for it '
+               'again' % (exc.message, where % (namespace, op.vm)))
+    return WaitTimeout(message, **dict(exc.details, rolled_back=False))
 
 
 RELEASE_ATTEMPTS = 3

@@ -261,11 +261,74 @@ def execute_attachment_operation(connection, view, op, fmt, detach_timeout=DETAC
             raise connection.error(exc, '%s of %s at %s:%s failed' % (op.kind, op.volume, op.vm, op.target))
 
 
+def _persistent_disks(dom):
+    return domain_xml.disks_in(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
+
+
+def _same_disk(elem, volume):
+    """Whether ``<disk>`` element ``elem`` is the one an attach of ``volume`` (a pool key or a path) wrote."""
+    source = elem.find('source')
+    if source is None:
+        return False
+    if volume.startswith('/'):
+        return volume in (source.get('file'), source.get('dev'))
+    return storage.volume_key(source.get('pool') or '', source.get('volume') or '') == volume
+
+
+def rollback_attach_config(connection, view, op, before, owner=None):
+    """Undo the ``attach_config`` of ``op`` (its live attach failed): detach the disk from the persistent definition.
+
+    ``before``: the persistent definition's disks just before the attach. Returns None when the persistent disks are
+    those again, else why the rollback failed (the disk is then left in the persistent definition; the next run
+    sees it there and attaches it live).
+    """
+    try:
+        with VmTask(connection, view, 'detach_volume', owner or owner_name()):
+            elem = _disk_element(view.dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), op.target)
+            if elem is not None and _same_disk(elem, op.volume):
+                view.dom.detachDeviceFlags(ET.tostring(elem, encoding='unicode'), libvirt.VIR_DOMAIN_AFFECT_CONFIG)
+        after = _persistent_disks(view.dom)
+    except libvirt.libvirtError as exc:
+        return connection.redact(str(exc))
+    except ConvergeError as exc:
+        return connection.redact(exc.message)
+    if after != before:
+        return 'the persistent disks differ from those before the attach'
+    return None
+
+
+def _live_attach_failed(connection, view, op, exc, config_item, before, owner):
+    """The error of a failed ``attach_live``, after rolling back the ``attach_config`` this run made just before it.
+
+    The result says which way it went: ``rolled_back`` true (the persistent definition is as before the task: nothing
+    changed for this attachment), or false with the reason (the disk stays in the persistent definition only, and the
+    next run attaches it live).
+    """
+    where = 'VM %s (%s)' % (op.vm, op.target)
+    if config_item is None:
+        return BackendError('%s; the persistent definition of %s already held %s before this run and is left as it was; '
+                            'the next run retries the live attach' % (exc.message, where, op.volume), rolled_back=False, vm=op.vm, target=op.target)
+    failure = rollback_attach_config(connection, view, op, before, owner)
+    if failure is None:
+        config_item['rolled_back'] = True
+        return BackendError('%s; the persistent definition of %s was rolled back (its attach_config undone): nothing was changed for this '
+                            'attachment' % (exc.message, where), rolled_back=True, vm=op.vm, target=op.target)
+    return BackendError('%s; rolling back the persistent definition of %s failed (%s): %s stays in the persistent definition only, '
+                        'and the next run attaches it live' % (exc.message, where, failure, op.volume), rolled_back=False, vm=op.vm,
+                        target=op.target)
+
+
 def execute_plan(connection, observer, views, operations, specs, attachments, formats, detach_timeout=DETACH_TIMEOUT, owner=None):
-    """Execute ``operations`` in order; return ``(done, error)``: the operations run (with their results) and the first failure."""
+    """Execute ``operations`` in order; return ``(done, error)``: the operations run (with their results) and the first failure.
+
+    An ``attach_live`` that fails right after this run's ``attach_config`` of the same disk rolls that back (see
+    :func:`_live_attach_failed`): a failed live attach never leaves a half-changed definition behind.
+    """
     done = []
+    config_done = {}  # (vm, target, volume) -> (result item, persistent disks before) of this run's attach_config
     for op in operations:
         item = op.as_dict()
+        view = None
         try:
             if op.kind in (phase.CREATE, phase.GROW, phase.DELETE):
                 item.update(storage.execute_volume_operation(connection, observer, op, specs.get(op.volume), attachments))
@@ -278,8 +341,19 @@ def execute_plan(connection, observer, views, operations, specs, attachments, fo
                 if fmt is None and not op.volume.startswith('/'):
                     info = observer.volume(op.volume)
                     fmt = info['format'] if info else None
+                before = None
+                if op.kind == phase.ATTACH_CONFIG and view.running:
+                    try:
+                        before = _persistent_disks(view.dom)
+                    except libvirt.libvirtError as exc:
+                        raise connection.error(exc, 'cannot read the persistent definition of %s' % op.vm)
                 item.update(execute_attachment_operation(connection, view, op, fmt, detach_timeout, owner))
+                if op.kind == phase.ATTACH_CONFIG and before is not None and not item.get('already'):
+                    config_done[(op.vm, op.target, op.volume)] = (item, before)
         except ConvergeError as exc:
+            if op.kind == phase.ATTACH_LIVE and view is not None:
+                config_item, before = config_done.get((op.vm, op.target, op.volume), (None, None))
+                exc = _live_attach_failed(connection, view, op, exc, config_item, before, owner)
             item['failed'] = True
             item['msg'] = connection.redact(exc.message)
             done.append(item)
@@ -388,7 +462,7 @@ def converge_volumes(connection, specs, force=False, check_mode=False, detach_ti
     if isinstance(error, WaitTimeout) and error.details.get('vm'):
         result['uncertain'] = list(result['uncertain']) + ['%s:%s' % (error.details['vm'], error.details['target'])]
     done = recovered + done
-    changed = bool(pool_ops) or any(not item.get('already') for item in done if not item.get('failed'))
+    changed = bool(pool_ops) or any(not (item.get('already') or item.get('rolled_back')) for item in done if not item.get('failed'))
     # the world after the run, observed again
     observer = storage.StorageObserver(connection)
     views = observe_domains(connection) if any(item['op'] in ATTACH_KINDS + DETACH_KINDS for item in done) else views
