@@ -103,9 +103,17 @@ kube:
 # own loopback addresses and ports (tests/integration/virtlab_fixtures.py). Whole files per worker (module-scoped labs
 # and fuzz tallies stay on one worker), in argument order: tests/reliability, which holds the longest files, goes first
 # so that no long file starts last (xdist's default reorder would queue the files with the fewest tests last).
-integration: venv layout guest kube
-> $(LAB_ENV) $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=25 -n 2 --dist loadfile --no-loadscope-reorder \
+integration: venv layout guest kube peers
+> $(LAB_ENV) CONVERGE_VIRT_REQUIRE_PEERS=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=25 -n 2 --dist loadfile --no-loadscope-reorder \
     tests/reliability tests/integration tests/kubeapi_tests
+
+# the peer collections as users get them: the `ansible` package (kubevirt.core, community.libvirt ...) unpacked into
+# build/ansible-pkg, outside the virtualenvs, for the contract tests that run them side by side with ours (pip's cache
+# keeps later set-ups offline); made outside the private network namespace (pip needs the package index)
+PEERS_ANSIBLE := ansible>=12,<13
+.PHONY: peers
+peers: venv
+> @[ -f $(BUILD)/ansible-pkg/.stamp ] && grep -qxF '$(PEERS_ANSIBLE)' $(BUILD)/ansible-pkg/.stamp || {     rm -rf $(BUILD)/ansible-pkg && $(VPY) -m pip install -q --no-deps --target $(BUILD)/ansible-pkg '$(PEERS_ANSIBLE)' &&     echo '$(PEERS_ANSIBLE)' > $(BUILD)/ansible-pkg/.stamp; }
 
 # molecule scenarios of every role that has one (delegated driver, private libvirt hosts)
 molecule: venv layout guest

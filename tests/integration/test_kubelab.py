@@ -11,7 +11,9 @@ names an unknown field, unknown and null fields are pruned, KubeVirt's webhooks
 refuse and default, its subresources patch the VM, and then what the
 collection's ``vm`` module (backend kubevirt) does against the real server: a typo
 in ``spec`` refused naming the field (fieldValidation=Strict), a start through
-KubeVirt's own subresource.
+KubeVirt's own subresource, every module with exactly the documented minimal RBAC
+(``DIR/kubeconfig-restricted``, docs/examples/kubevirt-rbac.yaml) and a missing rule
+named, a delete held by a finalizer, a start without virt-api.
 """
 
 # pylint: disable=missing-function-docstring,redefined-outer-name
@@ -24,7 +26,7 @@ import time
 
 import pytest
 
-from tests.integration.ansible_run import run_module
+from tests.integration.ansible_run import BIN, ansible_env, run_module
 from tools import procs
 from tools.kubelab import build, lab
 
@@ -329,12 +331,161 @@ def test_annotations_policy_lets_only_the_automation_write_the_task_record(kubel
         client.request('DELETE', VMS + '/pol-vm')
 
 
+# ---------------------------------------------------------------- RBAC: docs/examples/kubevirt-rbac.yaml, kubeconfig-restricted
+
+def _token_of(kubeconfig):
+    with open(kubeconfig, encoding='utf-8') as handle:
+        return json.load(handle)['users'][0]['user']['token']
+
+
+def test_up_writes_kubeconfig_restricted_bound_to_the_documented_rules(kubelab):
+    client = kubelab['client']
+    path = kubelab['kubeconfig_restricted']
+    assert path == os.path.join(kubelab['dir'], 'kubeconfig-restricted') and os.stat(path).st_mode & 0o077 == 0
+    role_rules, cluster_rules = lab.documented_rbac()
+    name = lab.RESTRICTED_ACCOUNT
+    assert client.request('GET', '%s/namespaces/%s/roles/%s' % (lab.RBAC_API, NS, name))[1]['rules'] == role_rules
+    assert client.request('GET', '%s/clusterroles/%s-%s' % (lab.RBAC_API, name, NS))[1]['rules'] == cluster_rules
+    restricted = lab.Client(client.server, kubelab['ca_file'], _token_of(path))
+    assert restricted.request('GET', VMS)[0] == 200
+    assert restricted.request('GET', '/api/v1/namespaces')[0] == 403                    # nothing beyond the documented rules
+    assert restricted.request('GET', '/api/v1/namespaces/%s/secrets' % NS)[0] == 403
+    assert restricted.request('GET', '/api/v1/nodes/x')[0] == 404                        # the ClusterRole: get nodes
+
+
+def test_restricted_identity_runs_the_modules_read_and_write_paths(kubelab):
+    """Every module with exactly the documented rules: vm create / re-run / start / stop / delete, vm_info, volume
+    create / volume_info / delete, migration_info, host drain of a node (a Node object: no kubelet here)."""
+    client = kubelab['client']
+    restricted = kubelab['kubeconfig_restricted']
+
+    def run(module, **args):
+        result = run_module(module, dict(args, backend='kubevirt', kubeconfig=restricted, namespace=NS))
+        assert result['_rc'] == 0 and not result.get('failed'), (module, result.get('msg') or result)
+        return result
+
+    vm = dict(name='rbac-vm', vcpus=1, memory='64Mi', wait_timeout=30, disks=[{'name': 'root', 'image': 'quay.io/containerdisks/fedora:40'}],
+              labels={'app': 'rbac'})
+    assert run('vm', state='present', **vm)['changed']
+    inventory = os.path.join(kubelab['dir'], 'rbac.converge_kubevirt.yml')
+    with open(inventory, 'w', encoding='utf-8') as handle:
+        json.dump({'plugin': 'converge.virt.kubevirt', 'kubeconfig': restricted, 'namespaces': [NS], 'label_selectors': ['app=rbac']}, handle)
+    listed = subprocess.run([os.path.join(BIN, 'ansible-inventory'), '-i', inventory, '--list'], capture_output=True, text=True,
+                            env=ansible_env({'ANSIBLE_INVENTORY_ENABLED': 'converge.virt.kubevirt'}), check=False, timeout=120)
+    assert listed.returncode == 0 and 'cannot read namespace' not in listed.stderr, listed.stderr
+    assert '%s-rbac-vm' % NS in json.loads(listed.stdout)['_meta']['hostvars'], listed.stdout      # host names: namespace-name
+    assert not run('vm', state='present', **vm)['changed']
+    assert run('vm', state='running', wait=False, **vm)['changed']                   # virtualmachines/start
+    assert client.request('GET', VMS + '/rbac-vm')[1]['spec']['runStrategy'] == 'Always'
+    assert run('vm', state='stopped', wait=False, **vm)['changed']                   # virtualmachines/stop
+    info = run('vm_info', name='rbac-vm')
+    assert [v['name'] for v in info['vms']] == ['rbac-vm'], info['vms']
+    assert run('volume', name='rbac-data', capacity='1Gi', wait_timeout=0)['changed']   # a PersistentVolumeClaim
+    assert client.request('GET', '/api/v1/namespaces/%s/persistentvolumeclaims/rbac-data' % NS)[0] == 200
+    volumes = run('volume_info', name='rbac-data')
+    assert volumes['volumes'][0]['name'] == 'rbac-data', volumes
+    assert run('volume', name='rbac-data', state='absent', wait_timeout=0)['changed']
+    run('migration_info')
+    assert client.request('POST', '/api/v1/nodes', {'apiVersion': 'v1', 'kind': 'Node', 'metadata': {'name': 'rbac-node'}})[0] == 201
+    try:
+        assert run('host', node='rbac-node', state='drained', reason='rbac test')['changed']
+        assert client.request('GET', '/api/v1/nodes/rbac-node')[1]['spec']['unschedulable'] is True
+    finally:
+        client.request('DELETE', '/api/v1/nodes/rbac-node')
+    assert run('vm', state='absent', **vm)['changed']
+    assert client.request('GET', VMS + '/rbac-vm')[0] == 404
+
+
+def _without(rules, group, resource, verb=None):
+    """``rules`` minus ``resource`` of ``group`` (every verb, or only ``verb``)."""
+    kept = []
+    for rule in rules:
+        if group in rule['apiGroups'] and resource in rule['resources']:
+            if verb is None:
+                rule = dict(rule, resources=[r for r in rule['resources'] if r != resource])
+            else:
+                rule = dict(rule, verbs=[v for v in rule['verbs'] if v != verb])
+            if not rule['resources'] or not rule['verbs']:
+                continue
+        kept.append(rule)
+    return kept
+
+
+def _kubeconfig_with(kubelab, account, rules, directory):
+    token = lab.grant(kubelab['client'], NS, account, rules)
+    path = os.path.join(directory, account + '.kubeconfig')
+    lab._kubeconfig(path, kubelab['client'].server, kubelab['ca_file'], account, token)  # pylint: disable=protected-access
+    return path, token
+
+
+def test_a_missing_rule_fails_naming_the_verb_and_the_resource_and_writes_nothing(kubelab, tmp_path):
+    role_rules, _cluster = lab.documented_rbac()
+    path, token = _kubeconfig_with(kubelab, 'no-create', _without(role_rules, 'kubevirt.io', 'virtualmachines', 'create'), str(tmp_path))
+    result = run_module('vm', kv(kubelab, 'rbac-denied', state='present', kubeconfig=path))
+    assert result.get('failed') and not result.get('changed'), result
+    assert ('forbidden: system:serviceaccount:%s:no-create cannot create virtualmachines (API group kubevirt.io) in namespace %s'
+            % (NS, NS)) in result['msg'], result['msg']
+    assert 'docs/examples/kubevirt-rbac.yaml' in result['msg'] and token not in json.dumps(result)
+    assert kubelab['client'].request('GET', VMS + '/rbac-denied')[0] == 404
+
+
+def test_a_missing_subresource_rule_fails_naming_it(kubelab, tmp_path):
+    role_rules, _cluster = lab.documented_rbac()
+    path, _token = _kubeconfig_with(kubelab, 'no-start', _without(role_rules, 'subresources.kubevirt.io', 'virtualmachines/start'),
+                                    str(tmp_path))
+    assert kubelab['client'].request('POST', VMS, vm_body('rbac-nostart'))[0] == 201
+    result = run_module('vm', kv(kubelab, 'rbac-nostart', state='running', wait=False, kubeconfig=path))
+    assert result.get('failed'), result
+    assert 'cannot update virtualmachines/start (API group subresources.kubevirt.io) in namespace %s' % NS in result['msg'], result['msg']
+    assert kubelab['client'].request('GET', VMS + '/rbac-nostart')[1]['spec']['runStrategy'] == 'Halted'
+    assert kubelab['client'].request('DELETE', VMS + '/rbac-nostart')[0] == 200
+
+
+# ---------------------------------------------------------------- deletion and finalizers
+
+def _merge_patch(client, path, body):
+    import urllib.error  # pylint: disable=import-outside-toplevel
+    import urllib.request  # pylint: disable=import-outside-toplevel
+    req = urllib.request.Request(client.server + path, data=json.dumps(body).encode(), method='PATCH')
+    req.add_header('Authorization', 'Bearer ' + client.token)
+    req.add_header('Content-Type', 'application/merge-patch+json')
+    try:
+        with urllib.request.urlopen(req, context=client.context, timeout=10) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_delete_with_wait_names_the_finalizer_that_holds_the_vm(kubelab):
+    # without virt-controller nobody removes a finalizer: the user must see which one holds the VM, not a bare timeout
+    client = kubelab['client']
+    body = vm_body('held')
+    body['metadata']['finalizers'] = ['example.com/hold']
+    assert client.request('POST', VMS, body)[0] == 201
+    try:
+        result = run_module('vm', kv(kubelab, 'held', state='absent', wait=True, wait_timeout=2))
+        assert result.get('failed'), result
+        assert 'timed out after 2s waiting for %s/held to be deleted' % NS in result['msg'], result['msg']
+        assert 'the VirtualMachine being deleted still carries the finalizer example.com/hold' in result['msg'], result['msg']
+        assert result['last_observed']['vm_finalizing'] == {'deleting': True, 'finalizers': ['example.com/hold']}
+        # the run that timed out leaves no task in flight: the next run is not refused (it repeats the idempotent DELETE)
+        again = run_module('vm', kv(kubelab, 'held', state='absent', wait=False))
+        assert again['_rc'] == 0 and not again.get('failed'), again.get('msg')
+    finally:
+        assert _merge_patch(client, VMS + '/held', {'metadata': {'finalizers': None}}) == 200
+    deadline = time.monotonic() + 30
+    while client.request('GET', VMS + '/held')[0] != 404 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert client.request('GET', VMS + '/held')[0] == 404
+
+
 def test_up_again_without_virt_api_restarts_on_the_same_data_and_drops_its_webhooks(kubelab):
     # last test of the lab: restarts it (same etcd data, certificates and token) without virt-api
     client = kubelab['client']
     assert client.request('POST', VMS, vm_body('kept'))[0] == 201
     again = lab.up(kubelab['dir'])
     client = lab.Client(again['server'], again['ca_file'], client.token)
+    kubelab.update(client=client, kubeconfig_restricted=again['kubeconfig_restricted'])     # the tests below: the lab without virt-api
     assert client.request('GET', VMS + '/kept')[0] == 200
     assert [row['role'] for row in lab.status(kubelab['dir'])] == list(lab.ROLES)
     assert not any(row['pid'] in kubelab['pids'].values() for row in lab.status(kubelab['dir']))
@@ -343,6 +494,18 @@ def test_up_again_without_virt_api_restarts_on_the_same_data_and_drops_its_webho
     body['spec']['template']['spec']['networks'] = [{'name': 'a', 'pod': {}}, {'name': 'b', 'pod': {}}]
     assert client.request('POST', VMS, body)[0] == 201
     assert client.request('GET', '/apis/apiregistration.k8s.io/v1/apiservices/v1.subresources.kubevirt.io')[0] == 404
+
+
+def test_start_without_virt_api_says_kubevirts_virt_api_is_not_available(kubelab):
+    # after the restart above: no subresources.kubevirt.io APIService; the API server answers "404 page not found"
+    ok = run_module('vm', kv(kubelab, 'novirtapi', state='present', kubeconfig=kubelab['kubeconfig_restricted']))
+    assert not ok.get('failed'), ok.get('msg')
+    result = run_module('vm', kv(kubelab, 'novirtapi', state='running', wait=False, kubeconfig=kubelab['kubeconfig_restricted']))
+    assert result.get('failed') and not result.get('changed'), result
+    assert "start of virtualmachine %s/novirtapi failed: KubeVirt's virt-api is not available: the API server does not serve " \
+           "subresources.kubevirt.io/v1 (404: 404 page not found)" % NS in result['msg'], result['msg']
+    assert 'APIService v1.subresources.kubevirt.io' in result['msg']
+    assert kubelab['client'].request('GET', VMS + '/novirtapi')[1]['spec']['runStrategy'] == 'Halted'
 
 
 # ---------------------------------------------------------------- build and process bookkeeping (no lab needed)

@@ -57,7 +57,9 @@ import uuid
 from .store import ApiError, ResourceType, now_iso
 
 VM_FINALIZER = 'kubevirt.io/virtualMachineControllerFinalize'
-VMI_FINALIZER = 'foregroundDeleteVirtualMachine'
+# v1.VirtualMachineInstanceFinalizer since KubeVirt 1.0 (the real stack's virt-api shows it); the bare legacy name is still removed
+VMI_FINALIZER = 'kubevirt.io/foregroundDeleteVirtualMachine'
+VMI_FINALIZERS = (VMI_FINALIZER, 'foregroundDeleteVirtualMachine')
 MIGRATION_FINALIZER = 'kubevirt.io/migrationJobFinalize'
 MAX_BACKOFF = 300
 FINAL = ('Succeeded', 'Failed')
@@ -1096,13 +1098,13 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
                 self._stepped(vmi)
                 self._delete_pods(vmi)
                 return self._mutate(self.t_vmi, vmi, shutdown)
-            if VMI_FINALIZER in (meta.get('finalizers') or []):
+            if set(VMI_FINALIZERS) & set(meta.get('finalizers') or []):
                 self._delete_pods(vmi)
                 owner = [r for r in meta.get('ownerReferences') or [] if r.get('kind') == 'VirtualMachine']
                 vm_gone = not owner or self.store.peek(self.t_vm, ns, name) is None
 
                 def unfin(o):
-                    o['metadata']['finalizers'] = [f for f in o['metadata']['finalizers'] if f != VMI_FINALIZER and (f != VM_FINALIZER or not vm_gone)]
+                    o['metadata']['finalizers'] = [f for f in o['metadata']['finalizers'] if f not in VMI_FINALIZERS and (f != VM_FINALIZER or not vm_gone)]
                 return self._mutate(self.t_vmi, vmi, unfin)
             if VM_FINALIZER in (meta.get('finalizers') or []) and self.store.peek(self.t_vm, ns, name) is None:
                 return self._mutate(self.t_vmi, vmi, lambda o: o['metadata'].update(finalizers=[]))
@@ -1118,7 +1120,7 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
         if phase == '':
             def pending(o):
                 o['metadata'].setdefault('finalizers', [])
-                if VMI_FINALIZER not in o['metadata']['finalizers']:
+                if not set(VMI_FINALIZERS) & set(o['metadata']['finalizers']):
                     o['metadata']['finalizers'].append(VMI_FINALIZER)
                 o['metadata'].setdefault('labels', {})
                 self._set_phase(o, 'Pending')

@@ -3,14 +3,16 @@
 Usage::
 
     python -m tools.kubelab build [--only etcd|kubernetes|kubevirt|virt-api ...]
-    python -m tools.kubelab up --dir DIR [--virt-api [--feature-gate GATE ...]]
+    python -m tools.kubelab up --dir DIR [--virt-api [--feature-gate GATE ...]] [--controllers emulated]
     python -m tools.kubelab status --dir DIR
     python -m tools.kubelab down --dir DIR
 
 ``build`` builds what is missing in the cache (see tools/kubelab/build.py).
 ``up`` starts etcd, kube-apiserver and kube-controller-manager on loopback,
 installs KubeVirt's and CDI's generated CRDs and writes ``DIR/kubeconfig``;
-``--virt-api`` adds KubeVirt's own virt-api (webhooks and subresources).  The
+``--virt-api`` adds KubeVirt's own virt-api (webhooks and subresources);
+``--controllers emulated`` adds tests/kubeapi's emulation of virt-controller, virt-handler,
+the scheduler, the kubelet and CDI as a process (VMs then reach Running).  The
 processes keep running until ``down``.  ``status`` exits 3 unless every
 recorded process is running.
 """
@@ -35,6 +37,9 @@ def _parser():
             action.add_argument("--virt-api", action="store_true", help="also run KubeVirt's virt-api (webhooks, subresources)")
             action.add_argument("--feature-gate", action="append", default=[], metavar="GATE",
                                 help="a KubeVirt feature gate for virt-api (repeatable), e.g. DeclarativeHotplugVolumes")
+            action.add_argument("--controllers", choices=["emulated"],
+                                help="emulated: run tests/kubeapi's KubeVirt controller emulation (virt-controller, virt-handler, "
+                                     "scheduler, kubelet, CDI) against the server")
     return parser
 
 
@@ -52,7 +57,7 @@ def main(argv=None):
         if args.action == "up":
             if args.feature_gate and not args.virt_api:
                 raise build.KubelabError("--feature-gate configures virt-api: give --virt-api too")
-            print(json.dumps(lab.up(args.dir, virt_api=args.virt_api, feature_gates=args.feature_gate), indent=2))
+            print(json.dumps(lab.up(args.dir, virt_api=args.virt_api, feature_gates=args.feature_gate, controllers=args.controllers), indent=2))
             return 0
         if args.action == "down":
             stopped = lab.down(args.dir)

@@ -4,6 +4,7 @@ Layout of ``DIR`` (created owner-only)::
 
     kubelab.json      what was started: PIDs with their start times and the boot id, ports, versions
     kubeconfig        admin (bearer token of a system:masters user), CA file, https://127.0.0.1:PORT
+    kubeconfig-restricted  a ServiceAccount bound to the collection's documented minimal RBAC (docs/examples/kubevirt-rbac.yaml)
     pki/              CA, front-proxy CA, serving and proxy-client certs, service account key, tokens
     etcd/             etcd's data (kept across down/up: ``up`` on a stopped lab restarts it)
     logs/<role>.log   each process's output
@@ -23,6 +24,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -77,11 +79,11 @@ def _free_port():
                        "(`python -m tools.virtlab netns -- ...` brings it up in a namespace of its own)") from exc
 
 
-def _start(directory, role, argv, state):
+def _start(directory, role, argv, state, cwd=None):
     log_path = os.path.join(directory, "logs", role + ".log")
     with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
         proc = subprocess.Popen(argv, stdin=devnull, stdout=log, stderr=subprocess.STDOUT,  # pylint: disable=consider-using-with
-                                cwd=directory, start_new_session=True, close_fds=True)
+                                cwd=cwd or directory, start_new_session=True, close_fds=True)
     started = start_time(proc.pid)
     state["processes"].append({"role": role, "pid": proc.pid, "starttime": started,
                                "boot_id": state["boot_id"], "argv": argv, "log": log_path})
@@ -361,13 +363,71 @@ def _kubevirt_cr(client, feature_gates):
         raise LabError(f"could not set the KubeVirt CR's status: HTTP {code}: {answer}")
 
 
-def up(directory, virt_api=False, feature_gates=()):  # pylint: disable=too-many-locals,too-many-statements
+# ---------------------------------------------------------------- kubeconfig-restricted
+
+RBAC_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs", "examples",
+                         "kubevirt-rbac.yaml")
+RESTRICTED_NAMESPACE = "default"
+RESTRICTED_ACCOUNT = "converge-virt-restricted"
+RBAC_API = "/apis/rbac.authorization.k8s.io/v1"
+
+
+def documented_rbac(path=RBAC_FILE):
+    """(rules of the Role, rules of the ClusterRole) of the collection's documented minimal RBAC."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    with open(path, encoding="utf-8") as handle:
+        items = yaml.safe_load(handle)["items"]
+    found = {item["kind"]: item["rules"] for item in items if item["kind"] in ("Role", "ClusterRole")}
+    if set(found) != {"Role", "ClusterRole"}:
+        raise LabError(f"{path} must hold one Role and one ClusterRole, found {sorted(found)}")
+    return found["Role"], found["ClusterRole"]
+
+
+def grant(client, namespace, account, role_rules, cluster_rules=None, name=None):
+    """A ServiceAccount ``namespace/account`` bound to a Role (in ``namespace``) and a ClusterRole with these rules;
+    returns a token for it from the TokenRequest API (valid one day)."""
+    name = name or account
+    client.apply(f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                 {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, "namespace": namespace}})
+    subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
+    client.apply(f"{RBAC_API}/namespaces/{namespace}/roles", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                                                              "metadata": {"name": name, "namespace": namespace}, "rules": role_rules})
+    client.apply(f"{RBAC_API}/namespaces/{namespace}/rolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": name, "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}, "subjects": subject})
+    if cluster_rules is not None:
+        cluster_name = f"{name}-{namespace}"
+        client.apply(f"{RBAC_API}/clusterroles", {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                                                  "metadata": {"name": cluster_name}, "rules": cluster_rules})
+        client.apply(f"{RBAC_API}/clusterrolebindings", {
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": cluster_name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_name}, "subjects": subject})
+    code, answer = client.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+                                  {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 86400}})
+    if code != 201:
+        raise LabError(f"could not get a token for {namespace}/{account}: HTTP {code}: {answer}")
+    return answer["status"]["token"]
+
+
+def _restricted_kubeconfig(client, directory, server, ca_file):
+    """DIR/kubeconfig-restricted: a ServiceAccount bound to exactly the Role/ClusterRole of docs/examples/kubevirt-rbac.yaml."""
+    role_rules, cluster_rules = documented_rbac()
+    token = grant(client, RESTRICTED_NAMESPACE, RESTRICTED_ACCOUNT, role_rules, cluster_rules)
+    path = os.path.join(directory, "kubeconfig-restricted")
+    _kubeconfig(path, server, ca_file, f"system:serviceaccount:{RESTRICTED_NAMESPACE}:{RESTRICTED_ACCOUNT}", token)
+    return path
+
+
+def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint: disable=too-many-locals,too-many-statements
     """Start the lab in ``directory`` (stopping what an earlier ``up`` there left running); return its description.
 
     ``virt_api``: also run KubeVirt's own virt-api out of cluster, with its webhooks (URL + caBundle) and the
     subresources.kubevirt.io APIService registered, configured by a KubeVirt CR ``kubevirt/kubevirt`` with the given
     ``feature_gates`` (e.g. DeclarativeHotplugVolumes); without it, registrations an earlier ``up --virt-api`` left
     are removed (their failurePolicy is Fail).
+
+    ``controllers="emulated"``: also run tests/kubeapi's KubeVirt controller emulation as a process
+    (``python -m tests.kubeapi.controller``, role ``controllers``) as KubeVirt's own controller service account.
     """
     directory = os.path.abspath(directory)
     binaries = build.locate(build.STAGE1 + (("virt-api",) if virt_api else ()))
@@ -420,6 +480,7 @@ def up(directory, virt_api=False, feature_gates=()):  # pylint: disable=too-many
         registrations = _virt_api_manifests(binaries["kubevirt-manifests"])
         kubeconfig = os.path.join(directory, "kubeconfig")
         _kubeconfig(kubeconfig, server, paths["ca"], "kubelab-admin", admin_token)
+        restricted = _restricted_kubeconfig(client, directory, server, paths["ca"])
         if virt_api:
             crt, key = pki.ensure_leaf(pki_dir, "virt-api", pki.ensure_ca(pki_dir, "ca", "converge-virt-kubelab-ca"), "virt-api",
                                        server=True, client=True, dns=VIRT_API_NAMES, addresses=("127.0.0.1",))
@@ -437,13 +498,45 @@ def up(directory, virt_api=False, feature_gates=()):  # pylint: disable=too-many
             _wait_for("the subresources.kubevirt.io APIServices Available", lambda: _apiservices_available(client, registrations))
         else:
             _remove_virt_api_registrations(client, registrations)
+        if controllers == "emulated":
+            _start_emulated_controllers(client, directory, state, server, paths["ca"])
     except BaseException:
         down(directory)
         raise
-    state.update(server=server, kubeconfig=kubeconfig, ca_file=paths["ca"], crds=installed)
+    state.update(server=server, kubeconfig=kubeconfig, kubeconfig_restricted=restricted, ca_file=paths["ca"], crds=installed)
     _save(directory, state)
-    return {"server": server, "kubeconfig": kubeconfig, "ca_file": paths["ca"], "versions": state["versions"],
+    return {"server": server, "kubeconfig": kubeconfig, "kubeconfig_restricted": restricted, "ca_file": paths["ca"], "versions": state["versions"],
             "ports": ports, "pids": {p["role"]: p["pid"] for p in state["processes"]}, "crds": len(installed)}
+
+
+# ---------------------------------------------------------------- emulated controllers (issue 14 item 4)
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONTROLLER_ACCOUNT = "kubevirt-controller"      # virt-api lets only KubeVirt's own service accounts change a VMI's spec
+ALL_RULES = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+
+
+def _start_emulated_controllers(client, directory, state, server, ca_file):
+    """Start tests/kubeapi/controller.py as ``system:serviceaccount:kubevirt:kubevirt-controller``; wait for its nodes."""
+    token = grant(client, VIRT_API_NAMESPACE, CONTROLLER_ACCOUNT, ALL_RULES, ALL_RULES)
+    # virt-operator writes the cluster's default architecture into the KubeVirt CR's status; without it virt-api's
+    # mutators leave spec.architecture empty and its VMI validator refuses every VMI ("unsupported architecture: ")
+    base = f"/apis/kubevirt.io/v1/namespaces/{VIRT_API_NAMESPACE}/kubevirts/kubevirt"
+    code, cr = client.request("GET", base)
+    if code == 200 and not cr.get("status", {}).get("defaultArchitecture"):
+        cr.setdefault("status", {})["defaultArchitecture"] = "amd64"
+        code, answer = client.request("PUT", base + "/status", cr)
+        if code != 200:
+            raise LabError(f"could not set the KubeVirt CR's default architecture: HTTP {code}: {answer}")
+    kubeconfig = os.path.join(directory, "pki", "controllers.kubeconfig")
+    _kubeconfig(kubeconfig, server, ca_file, f"system:serviceaccount:{VIRT_API_NAMESPACE}:{CONTROLLER_ACCOUNT}", token)
+    proc = _start(directory, "controllers", [sys.executable, "-m", "tests.kubeapi.controller", "--kubeconfig", kubeconfig], state,
+                  cwd=REPO_ROOT)
+
+    def seeded():
+        code, nodes = client.request("GET", "/api/v1/nodes")
+        return code == 200 and any(n.get("status", {}).get("conditions") for n in nodes.get("items", []))
+    _wait("controllers", proc, state["processes"][-1]["log"], seeded, timeout=60)
 
 
 def _etcd_healthy(port, paths):

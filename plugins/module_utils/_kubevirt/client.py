@@ -102,6 +102,41 @@ class Conflict(ApiStatusError):
     """409: a stale resourceVersion, or a refusal of virt-api."""
 
 
+class Forbidden(ApiStatusError):
+    """403: RBAC (or an admission policy) refused the request."""
+
+
+class ApiUnavailable(ApiStatusError):
+    """The API a request needs is not served: KubeVirt's virt-api (subresources.kubevirt.io) is absent or down."""
+
+
+RBAC_DOC = 'docs/examples/kubevirt-rbac.yaml'
+# kube-apiserver's RBAC refusal (k8s.io/apiserver/pkg/endpoints/handlers/responsewriters.forbiddenMessage)
+RBAC_REFUSAL = re.compile(r'User "(?P<user>[^"]*)" cannot (?P<verb>[a-z]+) resource "(?P<resource>[^"]+)" in API group "(?P<group>[^"]*)"'
+                          r'(?: in the namespace "(?P<namespace>[^"]+)"| at the cluster scope)?')
+
+
+def rbac_refusal(message):
+    """The RBAC refusal in a 403 message as one clear sentence naming the identity, the verb, the resource (with its API
+    group) and the namespace, and where the collection's minimal rules are; None when ``message`` is not RBAC's (an
+    admission policy's 403 is shown as the server wrote it)."""
+    match = RBAC_REFUSAL.search(message or '')
+    if match is None:
+        return None
+    where = 'in namespace %s' % match.group('namespace') if match.group('namespace') else 'at the cluster scope'
+    group = 'API group %s' % match.group('group') if match.group('group') else 'core API group'
+    return ('forbidden: %s cannot %s %s (%s) %s: the identity lacks this RBAC rule (the collection needs exactly the rules of '
+            'the Role/ClusterRole in %s)' % (match.group('user'), match.group('verb'), match.group('resource'), group, where, RBAC_DOC))
+
+
+def subresource_api_missing(status, decoded):
+    """True when an answer to a subresources.kubevirt.io request says the API itself is not there: a 404 that is not a
+    Kubernetes Status (no APIService registered: '404 page not found'), or a 503 (APIService registered, virt-api down)."""
+    if status == 503:
+        return True
+    return status == 404 and not (isinstance(decoded, dict) and decoded.get('kind') == 'Status')
+
+
 # the words ansible takes for a boolean (ansible.module_utils.parsing.convert_bool)
 TRUE_WORDS = ('1', 'true', 'yes', 'on', 'y', 't')
 FALSE_WORDS = ('0', 'false', 'no', 'off', 'n', 'f')
@@ -268,18 +303,27 @@ class KubeClient:
         except ValueError:
             decoded = None
         if status is None or not 200 <= int(status) <= 299:
-            raise self._error(status, decoded, data, what or '%s %s' % (method, path))
+            raise self._error(status, decoded, data, what or '%s %s' % (method, path), path=path)
         return decoded
 
-    def _error(self, status, decoded, raw, what):
+    def _error(self, status, decoded, raw, what, path=None):
         message = reason = None
         if isinstance(decoded, dict):
             message = decoded.get('message')
             reason = decoded.get('reason')
         code = '%s %s' % (status, reason) if reason else status
-        detail = ': %s' % message if message else (': %s' % raw[:300] if raw else '')
+        detail = ': %s' % message if message else (': %s' % raw[:300].strip() if raw else '')
+        if path is not None and path.startswith(SUBRESOURCE_API) and subresource_api_missing(status, decoded):
+            text = self.redact("%s failed: KubeVirt's virt-api is not available: the API server %s subresources.kubevirt.io/v1 (%s%s); "
+                               "start, stop, restart, pause, unpause and hot-plug go through it: is virt-api running and the APIService "
+                               "v1.subresources.kubevirt.io Available?" % (
+                                   what, 'does not serve' if status == 404 else 'cannot reach virt-api for', code, detail))
+            return ApiUnavailable(text, code=status, reason=reason, api_message=self.redact(message) if message else None)
+        refusal = rbac_refusal(message) if status == 403 else None
+        if refusal:
+            detail = ': %s' % refusal
         text = self.redact('%s failed: %s%s' % (what, code, detail))
-        cls = NotFound if status == 404 else Conflict if status == 409 else ApiStatusError
+        cls = NotFound if status == 404 else Conflict if status == 409 else Forbidden if status == 403 else ApiStatusError
         return cls(text, code=status, reason=reason, api_message=self.redact(message) if message else None)
 
     # --------------------------------------------------------- conveniences
@@ -337,6 +381,56 @@ class KubeClient:
         """PUT a virt-api subresource (start, stop, restart, pause, unpause, ...)."""
         return self.request('PUT', self.path(SUBRESOURCE_API, namespace, plural, name, action), body=body or {},
                             what='%s of %s %s/%s' % (action, plural.rstrip('s'), namespace, name))
+
+    def list_with_version(self, api, namespace, plural):
+        """(every object of ``plural`` in ``namespace``, the list's resourceVersion): where a watch starts."""
+        data = self.request('GET', self.path(api, namespace, plural), what='list %s in %s' % (plural, namespace))
+        return (data or {}).get('items') or [], ((data or {}).get('metadata') or {}).get('resourceVersion')
+
+    def watch(self, api, namespace, plural, resource_version, timeout_seconds=300):
+        """The events of a watch from ``resource_version`` (decoded dicts: type, object), until the server ends it.
+
+        BOOKMARK events are asked for (they move the resourceVersion on a quiet watch); an ERROR event (410 Gone:
+        the version is too old) is yielded like the others - the caller lists again.
+        """
+        query = {'watch': '1', 'resourceVersion': resource_version, 'allowWatchBookmarks': 'true', 'timeoutSeconds': str(int(timeout_seconds))}
+        url = self.host + self.path(api, namespace, plural) + '?' + urlencode(query)
+        what = 'watch %s in %s' % (plural, namespace)
+        timeout = (self.timeout, timeout_seconds + self.timeout)
+        rest = self.api_client.rest_client
+        try:
+            try:
+                # kubernetes < 35: a streaming response only when asked for; >= 35 always streams (no such argument)
+                response = rest.request('GET', url, headers=self._headers(), _preload_content=False, _request_timeout=timeout)
+            except TypeError:
+                response = rest.request('GET', url, headers=self._headers(), _request_timeout=timeout)
+            status, body = response.status, None
+        except self.exceptions.ApiException as exc:
+            status, body = exc.status, exc.body
+        except Exception as exc:  # pylint: disable=broad-except
+            raise BackendError(self.redact('%s: cannot reach the Kubernetes API at %s: %s' % (what, self.host, exc)))
+        # the urllib3 response (kubernetes >= 35 wraps it)
+        response = getattr(response, 'response', response) if body is None else None
+        if body is None and not 200 <= int(status) <= 299:
+            body = response.data
+            response.release_conn()
+        if body is not None:
+            body = body.decode('utf-8', 'replace') if isinstance(body, bytes) else body
+            try:
+                decoded = json.loads(body) if body else None
+            except ValueError:
+                decoded = None
+            raise self._error(status, decoded, body, what)
+        try:
+            pending = b''
+            for chunk in response.stream(None, decode_content=False):
+                pending += chunk
+                while b'\n' in pending:
+                    line, pending = pending.split(b'\n', 1)
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            response.release_conn()
 
 
 def client_from_params(params, environ=None):
