@@ -25,6 +25,9 @@ description:
   - A run that was interrupted (the controller died) is picked up by the next run, which attaches to the
     migration still running, or finishes the record of the one that completed.
   - A target host marked as draining (M(converge.virt.host) with O(converge.virt.host#module:state=drained)) is refused.
+  - A migration that fails before it started (the target cannot be reached, reason C(the target could not be reached), or it
+    is draining) changes nothing and returns C(changed=false); the attempt is written to the VM's migration history, which
+    M(converge.virt.migration_info) lists. That history is a log of attempts, not state of the VM, so writing it is no change.
   - With O(backend=kubevirt) the VM is a VirtualMachine of O(namespace); the module creates a
     C(VirtualMachineInstanceMigration) (one per VM, a migration already in flight is followed, never duplicated)
     and maps its phases and the instance's C(migrationState) to the same phase machine. O(target_node) is optional
@@ -60,6 +63,8 @@ options:
       - Migrate several VMs from O(uri) in one task (O(state=finished) only), O(parallel) at a time; one
         result per VM in RV(results). A failure of one VM never stops the others.
       - With O(backend=kubevirt) an entry may be C(namespace/name) to name a VM of another namespace than O(namespace).
+      - The entries are names only; every other option given (O(mode), O(bandwidth), O(wait_timeout), O(target_uri),
+        O(target_node), O(source_node), ...) applies to each VM of the list, as if given in one task per VM.
     type: list
     elements: str
   target_node:
@@ -141,7 +146,8 @@ options:
     default: false
   completion_timeout:
     description:
-      - Seconds the transfer may run before O(completion_action) is taken. No limit when not given; at most V(86400).
+      - Seconds the transfer may run (counted from phase Running) before O(completion_action) is taken, once. No limit when
+        not given; at most V(86400). After a switch to post-copy the migration is still bounded by O(wait_timeout).
     type: int
   completion_action:
     description:
@@ -165,14 +171,17 @@ options:
     default: true
   wait_timeout:
     description:
-      - Seconds to wait for the migration to end. When they pass, the migration is aborted and the module fails.
+      - Seconds to wait for the migration to end. When they pass, the migration is aborted once (libvirt C(abortJob);
+        KubeVirt deletes the migration object, which is its abort), the module waits at most 60 more seconds for the
+        migration to end (the guest stays on the source), and fails. The same rule holds on both backends.
       - At most V(86400) (one day; a task record's lease is bounded by the longest task).
     type: int
     default: 600
   parallel:
-    description: With O(names), how many VMs migrate at the same time.
+    description:
+      - With O(names), how many VMs migrate at the same time; V(2) when not given.
+      - Refused without O(names) (one VM given with O(name) migrates alone), so that it is never silently ignored.
     type: int
-    default: 2
 notes:
   - The task record (vm_state, task_state MIGRATING) and a short history of the VM's last migrations live in the
     domain's metadata; see M(converge.virt.migration_info).
@@ -257,7 +266,8 @@ phases:
   type: list
   elements: str
 reason:
-  description: Why the migration failed (for example C(aborted), C(the target died or vanished), C(the target host is being drained)).
+  description: Why the migration failed (for example C(aborted), C(the target could not be reached), C(the target died or vanished)
+    (it was reached, then failed), C(the target host is being drained)).
   returned: with O(name)
   type: str
 progress:
@@ -280,6 +290,14 @@ on_target:
 target_uri:
   description: The target (credentials removed).
   returned: with O(name)
+  type: str
+source_uri:
+  description: The source (credentials removed).
+  returned: with O(name) on libvirt
+  type: str
+namespace:
+  description: Namespace of the VM.
+  returned: with O(name) on kubevirt
   type: str
 notes:
   description: What was done besides the migration (picked-up runs, cleaned leftovers).
@@ -336,6 +354,7 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt import migr
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
 
 STARTED_REPLY_TIMEOUT = 120.0
+DEFAULT_PARALLEL = 2
 
 
 def _kubevirt_backend():
@@ -370,7 +389,7 @@ def argument_spec():
         copy_storage=dict(type='bool', default=False),
         peer_to_peer=dict(type='bool', default=True),
         wait_timeout=dict(type='int', default=600),
-        parallel=dict(type='int', default=2),
+        parallel=dict(type='int'),
     )
     spec.update(LIBVIRT_CONNECTION_ARGS)
     spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
@@ -385,6 +404,22 @@ KUBEVIRT_POLICY_DEFAULTS = (('auto_converge', False), ('post_copy', False), ('co
 KUBEVIRT_ONLY = ('target_node', 'source_node', 'pending_timeout', 'kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs')
 
 
+def check_list_form(params):
+    """The list form (``names``): every top-level option applies to every VM; the options only it uses are refused without it."""
+    if params['names'] is not None and params['state'] != 'finished':
+        raise InvalidDeclaration('names', 'only with state finished (use name for %s)' % params['state'])
+    if params['parallel'] is not None:
+        if params['names'] is None:
+            raise InvalidDeclaration('parallel', 'only with names (a VM given with name migrates alone)')
+        if params['parallel'] < 1:
+            raise InvalidDeclaration('parallel', 'must be at least 1')
+
+
+def parallel(params):
+    """How many VMs of ``names`` migrate at the same time."""
+    return params['parallel'] or DEFAULT_PARALLEL
+
+
 def kubevirt_options_from(params):
     """Validated :class:`KubevirtMigrationOptions`; libvirt-only options are refused by name."""
     for key in LIBVIRT_ONLY:
@@ -396,10 +431,7 @@ def kubevirt_options_from(params):
         if params.get(key) != default:
             raise InvalidDeclaration(key, 'is not a per-migration setting on KubeVirt (a MigrationPolicy or the KubeVirt CR migrations '
                                           'configuration sets it cluster-wide); leave it at %r with backend kubevirt' % (default,))
-    if params['names'] is not None and params['state'] != 'finished':
-        raise InvalidDeclaration('names', 'only with state finished (use name for %s)' % params['state'])
-    if params['parallel'] < 1:
-        raise InvalidDeclaration('parallel', 'must be at least 1')
+    check_list_form(params)
     kmb = _kubevirt_backend()
     if params['name'] is not None:
         if '/' in params['name']:
@@ -420,7 +452,7 @@ def main_kubevirt(module):
         opts = kubevirt_options_from(params)
         with session.connect() as client:
             if params['names'] is not None:
-                results = kmb.migrate_many(client, params['namespace'], params['names'], opts, module.check_mode, params['parallel'])
+                results = kmb.migrate_many(client, params['namespace'], params['names'], opts, module.check_mode, parallel(params))
                 results = [session.redact_result(r) for r in results]
                 changed = any(r.get('changed') for r in results)
                 failed = ['%s/%s' % (r.get('namespace'), r['name']) for r in results if r.get('failed')]
@@ -456,12 +488,9 @@ def options_from(params):
     mb.validate_options(opts)
     if params['state'] != 'cancelled' and not (params['target_uri'] or params['target_uris']):
         raise InvalidDeclaration('target_uri', 'is required (or target_uris) with state %s' % params['state'])
-    if params['names'] is not None and params['state'] != 'finished':
-        raise InvalidDeclaration('names', 'only with state finished (use name for %s)' % params['state'])
+    check_list_form(params)
     if params['target_uris'] is not None and not params['target_uris']:
         raise InvalidDeclaration('target_uris', 'must name at least one host')
-    if params['parallel'] < 1:
-        raise InvalidDeclaration('parallel', 'must be at least 1')
     named = [('name', params['name'])] if params['names'] is None else [('names[%d]' % i, n) for i, n in enumerate(params['names'])]
     for field, name in named:
         if name is not None and (not name or '/' in name or any(ord(char) < 32 for char in name)):
@@ -578,7 +607,7 @@ def run_many(module, params, opts):
         except Exception as exc:  # pylint: disable=broad-except
             return {'name': name, 'changed': False, 'failed': True, 'msg': 'unexpected error: %s' % exc, 'target_uri': redact_uri(target)}
 
-    with ThreadPoolExecutor(max_workers=min(params['parallel'], max(1, len(names)))) as pool:
+    with ThreadPoolExecutor(max_workers=min(parallel(params), max(1, len(names)))) as pool:
         return list(pool.map(one, names))
 
 

@@ -220,6 +220,8 @@ def test_refusals_name_the_state_and_change_nothing(kube_server):
     assert failed(run_module('migration', kv(srv, name='tgt', mode='offline')))['msg'].startswith('mode')
     assert failed(run_module('migration', kv(srv, name='tgt', pending_timeout=0)))['msg'].startswith('pending_timeout')
     assert failed(run_module('migration', kv(srv, names=['tgt', 'default/tgt'])))['msg'].startswith('names')
+    # parallel means nothing for one VM: refused naming it, not silently ignored
+    assert failed(run_module('migration', kv(srv, name='tgt', parallel=3)))['msg'].startswith('parallel')
     assert vmims(srv, 'tgt') == []
 
 

@@ -187,6 +187,7 @@ def test_draining_target_is_refused(lab, conns):
         refused = run_module('migration', mig(lab[0], lab[2], name))
         assert refused['_rc'] != 0 and refused['reason'] == 'the target host is being drained', refused
         assert refused['phases'][-1] == 'Failed' and 'Running' not in refused['phases']
+        assert refused['changed'] is False, 'a refused target changes nothing'
         assert running_on(conns[0], name) and not defined_on(conns[2], name)
         assert record(conns[0], name).get('task_state') is None
     finally:
@@ -194,6 +195,26 @@ def test_draining_target_is_refused(lab, conns):
     ok = run_module('migration', mig(lab[0], lab[2], name))
     assert ok['_rc'] == 0 and ok['changed'], ok
     domains.remove_domain(conns[2], name)
+
+
+def test_unreachable_target_changes_nothing_and_is_listed(lab, conns):
+    name = 'mig-unreachable'
+    diskless(conns[0], name)
+    run_module('vm', {'uri': lab[0].uri, 'name': name, 'state': 'running'})
+    nowhere = 'qemu+tcp://%s:1/system' % lab[1].address    # a lab host's address, a port where nothing listens
+    result = run_module('migration', mig(lab[0], None, name, target_uri=nowhere))
+    assert result['_rc'] != 0 and result['changed'] is False, result
+    assert result['phase'] == 'Failed' and result['reason'] == 'the target could not be reached', result
+    assert 'died or vanished' not in str(result), result
+    assert running_on(conns[0], name)
+    assert record(conns[0], name).get('task_state') is None, 'no task was taken'
+    info = run_module('migration_info', {'uris': [lab[0].uri], 'name': [name]})
+    entries = [m for m in info['migrations'] if m['name'] == name]
+    assert len(entries) == 1 and entries[0]['in_flight'] is None, info
+    last = entries[0]['last']
+    assert last['phase'] == 'Failed' and last['reason'] == 'the target could not be reached' and last['target'] == nowhere, last
+    assert last.get('error'), last
+    domains.remove_domain(conns[0], name)
 
 
 def test_cancel_from_a_second_process_while_started(lab, conns, guest_image):
@@ -299,6 +320,25 @@ def test_placement_over_candidates(lab, conns):
     for name in names:
         domains.remove_domain(conns[1], name)
         domains.remove_domain(conns[2], name)
+
+
+def test_list_form_applies_every_top_level_option_and_refuses_parallel_alone(lab, conns):
+    names = ['mig-list-1', 'mig-list-2']
+    for name in names:
+        domains.remove_domain(conns[0], name)
+        conns[0].defineXML(domains.diskless_domain_xml(name, virtlab_hosts.diskless_domain_type()))
+    # parallel means nothing for one VM: refused naming it, not silently ignored
+    alone = run_module('migration', mig(lab[0], lab[1], names[0], mode='offline', parallel=2))
+    assert alone['_rc'] != 0 and alone['msg'].startswith('parallel') and not alone.get('changed'), alone
+    assert defined_on(conns[0], names[0]) and not defined_on(conns[1], names[0])
+    # the top-level mode applies to every VM of the list (a live migration of these stopped VMs would be refused)
+    moved = run_module('migration', {'uri': lab[0].uri, 'names': names, 'target_uri': lab[1].uri, 'mode': 'offline', 'parallel': 2})
+    assert moved['_rc'] == 0 and moved['changed'], moved
+    assert all(r['phase'] == 'Succeeded' for r in moved['results']), moved
+    for name in names:
+        assert defined_on(conns[1], name) and not defined_on(conns[0], name) and not running_on(conns[1], name)
+        assert record(conns[1], name)['vm_state'] == 'STOPPED'
+        domains.remove_domain(conns[1], name)
 
 
 def test_destination_daemon_killed_midway(lab, conns, guest_image):

@@ -33,6 +33,7 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt import obs
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CORE_API, KUBEVIRT_API, ApiStatusError, Conflict, check_node_name, segment
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import DNS_LABEL as _DNS_LABEL, is_subdomain
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
+from ansible_collections.converge.virt.plugins.module_utils._common import migrate
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
@@ -69,8 +70,8 @@ class KubevirtMigrationOptions(NamedTuple):
 
 
 def task_lease_seconds(opts):
-    """The lease of a migration task: its whole wait and a margin (within tasks.MAX_LEASE_SECONDS)."""
-    return float(opts.wait_timeout) + 120.0
+    """The lease of a migration task (:func:`.._common.migrate.lease_seconds`)."""
+    return migrate.lease_seconds(opts.wait_timeout)
 
 
 def validate_options(opts):
@@ -412,6 +413,62 @@ def migrations_info(client, namespace, names=None):
     return out
 
 
+class _FollowKubevirt(migrate.FollowHooks):
+    """The KubeVirt hooks of the shared follow loop: read the VMIM and the VMI, delete the VMIM to abort, renew by annotation."""
+
+    API_ERROR_BUDGET = 30.0     # seconds of failed reads (an error answer, or none in time) before the follow gives up
+
+    def __init__(self, run, vmim_name, uid, task_id, attached):  # pylint: disable=too-many-arguments
+        self.run = run
+        self.vmim_name = vmim_name
+        self.uid = uid
+        self.task_id = task_id
+        self.attached = attached
+        self.vmim = None
+        self.api_errors_since = None
+
+    def look(self):
+        run = self.run
+        try:
+            vmim = run.client.get(KUBEVIRT_API, run.namespace, VMIM, self.vmim_name)
+            vmi = run._vmi()  # pylint: disable=protected-access
+            self.api_errors_since = None
+        except BackendError:    # a read is safe to repeat
+            self.api_errors_since = self.api_errors_since or time.monotonic()
+            if time.monotonic() - self.api_errors_since > self.API_ERROR_BUDGET:
+                raise
+            time.sleep(1.0)
+            return None
+        self.vmim = vmim
+        if vmim is not None:
+            run.kphase = kubevirt_phase(vmim) or None
+        run._advance(observation(run.phase, vmim, vmi, uid=self.uid, vmim_gone=vmim is None))  # pylint: disable=protected-access
+        run.progress = progress_of(vmim, vmi) if vmim is not None else run.progress
+        run.source_node = run.source_node or run.progress.get('source_node')
+        if run.progress.get('target_node') and not run.opts.target_node:
+            run.target_node = run.progress['target_node']
+        if run.on_started is not None:
+            announce, run.on_started = run.on_started, None
+            what = 'migration %s %s' % (self.vmim_name, 'attached' if self.attached else 'started')
+            announce(run._result(changed=True, msg=what, obs=run._observe()))  # pylint: disable=protected-access
+        # over when KubeVirt reached its final phase too (an abort is over only when KubeVirt says so)
+        return migrate.Look(run.phase, over=run.phase in migration.FINAL and (vmim is None or kubevirt_phase(vmim) in migration.FINAL))
+
+    def abort(self):
+        self.run.client.delete(KUBEVIRT_API, self.run.namespace, VMIM, self.vmim_name)     # KubeVirt's abort
+
+    def renew(self, seconds):
+        if self.task_id is None:
+            return False
+        run = self.run
+        try:
+            store = run._store(run._observe())  # pylint: disable=protected-access
+            tasks.renew_task(store, self.task_id, time.time(), lease_seconds=min(seconds, tasks.MAX_LEASE_SECONDS), name=run.name)
+            return True
+        except ConvergeError:
+            return False
+
+
 # ------------------------------------------------------------ migration
 class KubevirtMigration:  # pylint: disable=too-many-instance-attributes
     """One VM of a namespace to move to another node (see the module docstring)."""
@@ -610,14 +667,14 @@ class KubevirtMigration:  # pylint: disable=too-many-instance-attributes
         task_id = tasks.new_task_id()
         lease = task_lease_seconds(self.opts)
         store = self._store(obs)
-        tasks.take_task(store, 'live_migrate', task_id, time.time(), lease_seconds=lease, owner=self.owner, name=self.name)
+        taken = tasks.take_task(store, 'live_migrate', task_id, time.time(), lease_seconds=lease, owner=self.owner, name=self.name)
         try:
             vmim = self.client.create(KUBEVIRT_API, self.namespace, VMIM, self._body(task_id))
         except ConvergeError as exc:
             self._close_task(task_id, succeeded=False)
             raise BackendError('creating the migration of VM %s/%s failed: %s' % (self.namespace, self.name, exc.message))
         self.vmim_name = vmim['metadata']['name']
-        return self._follow(vmim['metadata']['name'], vmim['metadata']['uid'], task_id)
+        return self._follow(vmim['metadata']['name'], vmim['metadata']['uid'], task_id, lease_until=taken.lease_until)
 
     def _attach(self, obs, vmim):
         """A migration of this VM is in flight: follow it (one per VM), under our task when the VM is idle."""
@@ -628,58 +685,27 @@ class KubevirtMigration:  # pylint: disable=too-many-instance-attributes
         if self.check_mode:
             self._advance(observation(migration.UNSET, vmim, obs.get('vmi')))
             return self._result(changed=True, msg='check mode: would follow the migration in flight %s' % self.vmim_name, obs=obs)
-        task_id = None
+        task_id = lease_until = None
         record, _version = self._store(obs).load()
         if record.task_state == 'MIGRATING' and record.task_id == label:
             task_id = label             # the run that started it is gone or still following: either closes it
+            lease_until = record.lease_until
         elif record.idle() and obs.get('effective_vm_state') in ('ACTIVE', 'PAUSED'):
             task_id = label or tasks.new_task_id()
             try:
-                tasks.take_task(self._store(obs), 'live_migrate', task_id, time.time(), lease_seconds=task_lease_seconds(self.opts),
-                                owner=self.owner, name=self.name)
+                lease_until = tasks.take_task(self._store(obs), 'live_migrate', task_id, time.time(), lease_seconds=task_lease_seconds(self.opts),
+                                              owner=self.owner, name=self.name).lease_until
             except ConvergeError:
                 task_id = None
-        return self._follow(self.vmim_name, vmim['metadata']['uid'], task_id, attached=True)
+        return self._follow(self.vmim_name, vmim['metadata']['uid'], task_id, attached=True, lease_until=lease_until)
 
-    def _follow(self, vmim_name, uid, task_id, attached=False):  # pylint: disable=too-many-branches
-        """Poll the VMIM and the VMI until the migration ends; then close the task."""
-        deadline = time.monotonic() + max(float(self.opts.wait_timeout), 1.0)
-        announced = False
-        vmim = vmi = None
-        aborted_by_timeout = False
-        api_errors_since = None
-        while True:
-            try:
-                vmim = self.client.get(KUBEVIRT_API, self.namespace, VMIM, vmim_name)
-                vmi = self._vmi()
-                api_errors_since = None
-            except BackendError:    # an error answer, or no answer in time (a poll is safe to repeat)
-                api_errors_since = api_errors_since or time.monotonic()
-                if time.monotonic() - api_errors_since > 30.0:
-                    raise
-                time.sleep(1.0)
-                continue
-            if vmim is not None:
-                self.kphase = kubevirt_phase(vmim) or None
-            self._advance(observation(self.phase, vmim, vmi, uid=uid, vmim_gone=vmim is None))
-            self.progress = progress_of(vmim, vmi) if vmim is not None else self.progress
-            self.source_node = self.source_node or self.progress.get('source_node')
-            if self.progress.get('target_node') and not self.opts.target_node:
-                self.target_node = self.progress['target_node']
-            if not announced and self.on_started is not None:
-                announced = True
-                self.on_started(self._result(changed=True, msg='migration %s %s' % (vmim_name, 'attached' if attached else 'started'),
-                                             obs=self._observe()))
-            if self.phase in migration.FINAL and (vmim is None or kubevirt_phase(vmim) in migration.FINAL):
-                break       # KubeVirt reached its final phase too (an abort is over only when KubeVirt says so)
-            if time.monotonic() > deadline and not aborted_by_timeout:
-                aborted_by_timeout = True
-                self.notes.append('wait_timeout reached: the migration was aborted (its object deleted)')
-                self.client.delete(KUBEVIRT_API, self.namespace, VMIM, vmim_name)
-                deadline = time.monotonic() + 60.0
-            elif time.monotonic() > deadline:
-                break
-            time.sleep(self.opts.poll_interval)
+    def _follow(self, vmim_name, uid, task_id, attached=False, lease_until=None):
+        """Follow the VMIM and the VMI with the shared loop (:mod:`.._common.migrate`); then close the task."""
+        hooks = _FollowKubevirt(self, vmim_name, uid, task_id, attached)
+        outcome = migrate.follow(hooks, migrate.Timeouts(wait_timeout=self.opts.wait_timeout, poll_interval=self.opts.poll_interval),
+                                 lease_until=lease_until)
+        self.notes.extend(outcome.notes)
+        vmim = hooks.vmim
         if vmim is not None and self.phase == migration.FAILED:
             self.message = failure_message(vmim)
         succeeded = self.phase == migration.SUCCEEDED

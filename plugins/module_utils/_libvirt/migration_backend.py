@@ -37,6 +37,7 @@ from typing import NamedTuple, Optional
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused)
+from ansible_collections.converge.virt.plugins.module_utils._common import migrate
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import Connection, is_no_domain, libvirt
@@ -81,8 +82,8 @@ class MigrationOptions(NamedTuple):  # pylint: disable=too-many-instance-attribu
 
 
 def task_lease_seconds(opts):
-    """The lease of a migration task: its whole wait, the completion timeout, and a margin (within tasks.MAX_LEASE_SECONDS)."""
-    return float(opts.wait_timeout) + float(opts.completion_timeout or 0) + 120.0
+    """The lease of a migration task (:func:`.._common.migrate.lease_seconds`)."""
+    return migrate.lease_seconds(opts.wait_timeout, opts.completion_timeout)
 
 
 def validate_options(opts):
@@ -328,6 +329,60 @@ class _MigrateThread(threading.Thread):
                     conn.close()
 
 
+class _FollowLibvirt(migrate.FollowHooks):
+    """The libvirt hooks of the shared follow loop: one ``jobStats()`` per look, ``abortJob`` to abort.
+
+    The lease is not renewed: a metadata write on the source waits for the migration job (libvirt's job lock),
+    so the task is taken with a lease that covers the whole follow.
+    """
+
+    def __init__(self, run, src_dom, thread):
+        self.run = run
+        self.src_dom = src_dom
+        self.thread = thread
+        self.saw_job = False
+        self.announced = False
+
+    def look(self):
+        run, thread = self.run, self.thread
+        if thread is not None and not thread.is_alive():
+            # the migrate call returned: the outcome is read after the loop (completed job stats), no extra poll
+            return migrate.Look(run.phase, over=True)
+        # one call per look: jobStats answers for a domain that stopped or left (type 0 / error -> {}),
+        # and every extra call on the source competes with the migration job for the domain
+        stats = job_stats(self.src_dom)
+        job_type = stats.get('type', 0)
+        if job_type in (migration.LIBVIRT_JOB_BOUNDED, migration.LIBVIRT_JOB_UNBOUNDED):
+            self.saw_job = True
+            run.progress = progress_of(stats)
+            if run.phase != migration.RUNNING:
+                run._observe(dest_connected=True, dest_checked=True, dest_accepts=True)  # pylint: disable=protected-access
+                if stats.get('data_processed') or stats.get('memory_processed') or run.phase == migration.TARGET_READY:
+                    run._observe(dest_connected=True, dest_checked=True, dest_accepts=True, job_type=job_type)  # pylint: disable=protected-access
+        return migrate.Look(run.phase, over=thread is None and job_type == 0)
+
+    def on_running(self):
+        if self.run.on_started is not None:
+            self.run.on_started(self.run._result(changed=True, msg='migration started'))  # pylint: disable=protected-access
+
+    def on_completion_timeout(self):
+        return self.run._switch_to_post_copy(self.src_dom)  # pylint: disable=protected-access
+
+    def abort(self):
+        try:
+            self.src_dom.abortJob()
+        except libvirt.libvirtError as exc:
+            if job_stats(self.src_dom).get('type', 0) in (migration.LIBVIRT_JOB_BOUNDED, migration.LIBVIRT_JOB_UNBOUNDED):
+                raise BackendError(self.run._redact('abortJob: %s' % exc)) from exc  # pylint: disable=protected-access
+            # the job ended before the abort: nothing left to stop
+
+    def pause(self, seconds):
+        if self.thread is not None:
+            self.thread.join(seconds)  # wakes as soon as the migrate call returns
+        else:
+            time.sleep(seconds)
+
+
 class Migration:  # pylint: disable=too-many-instance-attributes
     """One VM to converge onto a target host (see the module docstring)."""
 
@@ -373,9 +428,6 @@ class Migration:  # pylint: disable=too-many-instance-attributes
 
     def _observe(self, **kwargs):
         return self._advance(migration.libvirt_observation(self.phase, **kwargs))
-
-    def _fail_result(self, msg):
-        return self._result(changed=bool(self.phases) and self.phase not in (migration.UNSET, migration.PENDING), failed=True, msg=msg)
 
     def _result(self, changed, failed=False, msg=None, vm=None, on_target=None):
         result = {'name': self.name, 'changed': changed, 'failed': failed, 'phase': self.phase or None, 'phases': list(self.phases),
@@ -499,15 +551,26 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         self._advance(migration.MigrationObservation(phase=migration.UNSET, target_exists=False))
         if dest_error:
             self._observe(dest_failed=True)
-            return self._fail_result('cannot reach the target: %s' % dest_error)
+            self.reason = migrate.TARGET_UNREACHABLE     # never reached: not "died or vanished"
+            return self._refused_attempt(src_dom, 'cannot reach the target: %s' % dest_error, dest_error)
         self._observe(dest_connected=True)
         mark = drain_mark(self.dest.conn)
         if mark is not None:
             self._advance(migration.libvirt_observation(self.phase, dest_connected=True)._replace(target_draining=True))
             why = mark.get('reason') or 'no reason given'
-            return self._fail_result('target %s is being drained (%s); no VM is placed on it' % (redact_uri(self.target_uri), why))
+            return self._refused_attempt(src_dom, 'target %s is being drained (%s); no VM is placed on it' % (redact_uri(self.target_uri), why))
         self._observe(dest_connected=True, dest_checked=True)
         return self._run(src_dom)
+
+    def _refused_attempt(self, src_dom, msg, error=None):
+        """An attempt that failed before this run took the task: nothing in the world changed (``changed: false``).
+
+        The attempt is recorded in the VM's migration history, so migration_info lists it; that history is a log of
+        attempts, not state of the VM, and writing it is no change.
+        """
+        self._finish_history(src_dom, migration.FAILED, self.reason, [], task_id=tasks.new_task_id(), started_at=time.time(),
+                             error=self._redact(error) if error else None)
+        return self._result(changed=False, failed=True, msg=msg)
 
     def _predicted(self):
         obs = migration.MigrationObservation(target_exists=True, target_ready=True, target_node_known=True, target_address_known=True,
@@ -603,77 +666,31 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         thread.started_call.wait(30)
         return self._follow(src_dom, task_id, thread, started_at)
 
-    def _follow(self, src_dom, task_id, thread, started_at):  # pylint: disable=too-many-branches,too-many-statements
-        """Poll the source's job until the migration ends; then finish or roll back."""
-        deadline = time.monotonic() + max(float(self.opts.wait_timeout), 1.0)
-        running_since = None
-        completion_acted = False
-        announced = False
-        saw_job = False
-        while True:
-            if thread is not None and not thread.is_alive():
-                # the migrate call returned: the outcome is read below (completed job stats), no extra poll
-                break
-            # one call per poll: jobStats answers for a domain that stopped or left (type 0 / error -> {}),
-            # and every extra call on the source competes with the migration job for the domain
-            stats = job_stats(src_dom)
-            job_type = stats.get('type', 0)
-            if job_type in (migration.LIBVIRT_JOB_BOUNDED, migration.LIBVIRT_JOB_UNBOUNDED):
-                saw_job = True
-                self.progress = progress_of(stats)
-                if self.phase not in (migration.RUNNING,):
-                    self._observe(dest_connected=True, dest_checked=True, dest_accepts=True)
-                    if stats.get('data_processed') or stats.get('memory_processed') or self.phase == migration.TARGET_READY:
-                        self._observe(dest_connected=True, dest_checked=True, dest_accepts=True, job_type=job_type)
-                if self.phase == migration.RUNNING and running_since is None:
-                    running_since = time.monotonic()
-                if not announced and self.on_started is not None and self.phase == migration.RUNNING:
-                    announced = True
-                    self.on_started(self._result(changed=True, msg='migration started'))
-                if self.opts.completion_timeout and running_since is not None and not completion_acted \
-                        and time.monotonic() - running_since > self.opts.completion_timeout:
-                    completion_acted = True
-                    self._on_completion_timeout(src_dom)
-            if thread is None and job_type == 0:
-                break
-            if time.monotonic() > deadline:
-                # too long: abort (the guest stays on the source) and report it
-                self.notes.append('wait_timeout reached: the migration was aborted')
-                self.stopped_by = 'wait_timeout (%s s) passed' % self.opts.wait_timeout
-                try:
-                    src_dom.abortJob()
-                except libvirt.libvirtError:
-                    pass
-                if thread is not None:
-                    thread.join(60)
-                break
-            if thread is not None:
-                thread.join(self.opts.poll_interval)  # wakes as soon as the migrate call returns
-            else:
-                time.sleep(self.opts.poll_interval)
+    def _follow(self, src_dom, task_id, thread, started_at):
+        """Follow the source's job with the shared loop (:mod:`.._common.migrate`); then finish or roll back."""
+        hooks = _FollowLibvirt(self, src_dom, thread)
+        outcome = migrate.follow(hooks, migrate.Timeouts(wait_timeout=self.opts.wait_timeout, completion_timeout=self.opts.completion_timeout,
+                                                         poll_interval=self.opts.poll_interval))
+        self.notes.extend(outcome.notes)
+        self.stopped_by = outcome.stopped_by
         error = thread.error if thread is not None else None
         dest_dom = self._dest_domain()
         on_dest = _running(dest_dom) or (self.opts.offline and dest_dom is not None and error is None)
         src_active = _running(src_dom)
         if on_dest and not (src_active and not self.opts.offline):
-            return self._succeeded(dest_dom, task_id, started_at, saw_job)
+            return self._succeeded(dest_dom, task_id, started_at, hooks.saw_job)
         return self._failed(src_dom, dest_dom, task_id, started_at, error, src_active, thread)
 
-    def _on_completion_timeout(self, src_dom):
-        if self.opts.completion_action == 'postcopy':
-            try:
-                src_dom.migrateStartPostCopy(0)
-                self.notes.append('completion_timeout reached: switched to post-copy')
-                return
-            except libvirt.libvirtError as exc:
-                self.notes.append('completion_timeout reached: switching to post-copy failed (%s); aborting' % self._redact(exc))
-        else:
-            self.notes.append('completion_timeout reached: the migration was aborted')
-        self.stopped_by = 'completion_timeout (%s s) passed' % self.opts.completion_timeout
+    def _switch_to_post_copy(self, src_dom):
+        """The completion-timeout action: True when switched to post-copy, False to let the loop abort."""
+        if self.opts.completion_action != 'postcopy':
+            return False
         try:
-            src_dom.abortJob()
-        except libvirt.libvirtError:
-            pass
+            src_dom.migrateStartPostCopy(0)
+            return True
+        except libvirt.libvirtError as exc:
+            self.notes.append('completion_timeout reached: switching to post-copy failed (%s); aborting' % self._redact(exc))
+            return False
 
     def _dest_domain(self):
         for attempt in range(2):

@@ -33,6 +33,9 @@ _IDLE = (None,)
 ALLOW_HARD_REBOOT_TASKS = (None, 'REBOOTING', 'REBOOTING_HARD', 'RESUMING', 'UNPAUSING', 'PAUSING', 'SUSPENDING')
 # Nova attach_volume / detach_volume (SHELVED and SHELVED_OFFLOADED have no counterpart here).
 VOLUME_VM_STATES = (s.ACTIVE, s.VM_PAUSED, s.STOPPED, s.RESIZED, s.SOFT_DELETED)
+# Nova snapshot: ACTIVE, STOPPED, PAUSED, SUSPENDED. SUSPENDED is left out: here it is a libvirt managed save, and libvirt
+# refuses to snapshot a domain with a managed save image.
+SNAPSHOT_VM_STATES = (s.ACTIVE, s.STOPPED, s.VM_PAUSED)
 
 ACTIONS = {
     a.name: a for a in (
@@ -57,6 +60,11 @@ ACTIONS = {
         Action('confirm_resize', (s.RESIZED,), _IDLE, None, PREVIOUS, 'nova confirm_resize'),
         Action('attach_volume', VOLUME_VM_STATES, _IDLE, None, UNCHANGED, 'nova attach_volume'),
         Action('detach_volume', VOLUME_VM_STATES, _IDLE, None, UNCHANGED, 'nova detach_volume'),
+        Action('snapshot', SNAPSHOT_VM_STATES, _IDLE, 'IMAGE_SNAPSHOT', UNCHANGED, 'nova snapshot (IMAGE_SNAPSHOT); SUSPENDED left out'),
+        Action('restore_snapshot', SNAPSHOT_VM_STATES + (s.ERROR,), _IDLE, 'RESTORING_SNAPSHOT', UNCHANGED,
+               'extension: revert to a snapshot (the backend records the vm_state of the snapshot: running, paused or stopped)'),
+        Action('delete_snapshot', SNAPSHOT_VM_STATES + (s.ERROR,), _IDLE, 'DELETING_SNAPSHOT', UNCHANGED,
+               'extension: delete a snapshot (current data unchanged)'),
         Action('soft_delete', _ALL, _ALL, 'DELETING', s.SOFT_DELETED, 'nova soft_delete: any vm_state, any task_state'),
         Action('restore', (s.SOFT_DELETED,), _IDLE, 'RESTORING', s.ACTIVE, 'nova restore'),
         Action('delete', _ALL, _ALL, 'DELETING', s.DELETED, 'nova delete: preempts any task'),

@@ -10,7 +10,9 @@ so the documentation can never drift from the tables the code runs.
 
 from __future__ import annotations
 
+from ansible_collections.converge.virt.plugins.module_utils._common import migrate as follow
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, deviations, migration, reconcile, states, status, vm_plan
+from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots
 
 HEADER = '<!-- Generated from plugins/module_utils/_phase by `make docs`; do not edit by hand. -->'
 
@@ -62,6 +64,28 @@ def vmi_phase_diagram():
     ]
 
 
+def snapshot_diagram():
+    """The snapshot phase graph (create, restore, delete)."""
+    lines = ['stateDiagram-v2', '    [*] --> Pending']
+    for source, event, target in snapshots.TRANSITIONS:
+        lines.append('    %s --> %s: %s' % (source, '[*]' if target == snapshots.ABSENT else target, event))
+    return lines
+
+
+def snapshot_section():
+    """The snapshot phases, the VM's task while one runs, and KubeVirt's phases mapped onto ours."""
+    out = ['## Snapshot phases', '']
+    out += _mermaid(snapshot_diagram())
+    out += _table(('action', 'task_state on the VM', 'accepted vm_state'),
+                  [(a, snapshots.TASK_STATE_OF_ACTION[a], ', '.join(actions.ACTIONS[a].vm_states)) for a in snapshots.SNAPSHOT_ACTIONS])
+    rows = [(kv or '(none)', ours) for kv, ours in sorted(snapshots.KUBEVIRT_SNAPSHOT_PHASES.items())]
+    rows.append(('Succeeded, readyToUse false', snapshots.CREATING))
+    rows.append(('InProgress past failureDeadline', snapshots.FAILED))
+    rows.append(('deletionTimestamp set', snapshots.DELETING))
+    out += _table(('KubeVirt VirtualMachineSnapshot phase', 'phase'), rows)
+    return out
+
+
 def _table(header, rows):
     out = ['| ' + ' | '.join(header) + ' |', '|' + '---|' * len(header)]
     for row in rows:
@@ -109,6 +133,14 @@ def render_states_markdown():
     out += _table(('task_state', 'recovery'), sorted(reconcile.STALE_TASK_TABLE.items()))
     out += ['## Migration phases', '']
     out += _mermaid(migration_diagram())
+    out += snapshot_section()
+    out += ['## Following a migration', '',
+            'One loop follows every migration to its end, the same on both backends (`plugins/module_utils/_common/migrate.py`); '
+            'a backend only provides the hooks below. A migration that fails before it started (target unreachable, reason '
+            '"%s", or draining) changes nothing: `changed` is false, and the attempt is written to the VM\'s migration history '
+            '(a log that migration_info lists, not state of the VM).' % follow.TARGET_UNREACHABLE, '']
+    out += _table(('limit', 'counted from', 'when it passes'), follow.FOLLOW_RULES)
+    out += _table(('hook', 'backends'), follow.BACKEND_HOOKS)
     out += ['## Where ours differs from upstream, and why', '',
             'Every other rule agrees with the upstream code and its test suites '
             '(`tests/unit/plugins/module_utils/_phase/test_upstream_*.py` cite each upstream test).', '']

@@ -91,6 +91,11 @@ STALE_TASK_TABLE = {
     'SPAWNING': SET_ERROR,
     'REBUILDING': SET_ERROR,
     'RESTORING': REDO,
+    # Nova _init_instance clears an interrupted IMAGE_SNAPSHOT (vm_state unchanged); the next snapshot run re-plans from the
+    # snapshots the hypervisor lists, and a restore or delete declared again simply runs again.
+    'IMAGE_SNAPSHOT': CLEAR,
+    'RESTORING_SNAPSHOT': CLEAR,
+    'DELETING_SNAPSHOT': CLEAR,
 }
 
 Recovery = namedtuple('Recovery', ['action', 'vm_state', 'redo'])

@@ -40,6 +40,10 @@ EXPECTED = {
     'soft_delete': (ALL, 'DELETING', 'SOFT_DELETED'),
     'restore': ({'SOFT_DELETED'}, 'RESTORING', 'ACTIVE'),
     'delete': (ALL, 'DELETING', 'DELETED'),
+    # Nova snapshot (IMAGE_SNAPSHOT) without SUSPENDED (a libvirt managed save cannot be snapshotted); restore / delete: extensions
+    'snapshot': ({'ACTIVE', 'STOPPED', 'PAUSED'}, 'IMAGE_SNAPSHOT', None),
+    'restore_snapshot': ({'ACTIVE', 'STOPPED', 'PAUSED', 'ERROR'}, 'RESTORING_SNAPSHOT', None),
+    'delete_snapshot': ({'ACTIVE', 'STOPPED', 'PAUSED', 'ERROR'}, 'DELETING_SNAPSHOT', None),
 }
 
 

@@ -80,7 +80,7 @@ def test_stale_task_recovery(task_state, vm_state, action, power, expected):
 def test_every_stale_row_has_a_case():
     assert set(r.STALE_TASK_TABLE) == {
         'STARTING', 'STOPPING', 'REBOOTING', 'REBOOTING_HARD', 'PAUSING', 'UNPAUSING', 'SUSPENDING', 'RESUMING', 'UPDATING',
-        'RESIZING', 'DELETING', 'MIGRATING', 'SPAWNING', 'REBUILDING', 'RESTORING'}
+        'RESIZING', 'DELETING', 'MIGRATING', 'SPAWNING', 'REBUILDING', 'RESTORING', 'IMAGE_SNAPSHOT', 'RESTORING_SNAPSHOT', 'DELETING_SNAPSHOT'}
 
 
 def test_every_task_an_action_records_has_an_explicit_recovery():

@@ -1,0 +1,179 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one loop that follows a migration to its end, for every backend.
+
+A backend (libvirt, KubeVirt) only provides :class:`FollowHooks`: observe once
+(the phase word after that observation, and whether the backend sees the
+migration over), ask for an abort, the completion-timeout action, renew the
+task's lease, and wait until the next look. This loop owns the rest, the same
+for every backend (docs/states.md, "Following a migration"):
+
+* ``wait_timeout`` is counted from the start of the follow. When it passes, the
+  loop asks the backend to abort once, then keeps looking for at most
+  :data:`ABORT_GRACE_SECONDS` for the backend to report the end (the guest stays
+  on the source), and reports. It never aborts twice.
+* ``completion_timeout`` is counted from the first look at phase Running. The
+  backend's action runs once: it may switch to post-copy (the migration goes
+  on, bounded by ``wait_timeout``) or decline, and then the loop aborts as above.
+* ``pending_timeout`` is counted from the start while the phase is not Running.
+  When it passes the loop aborts as above.
+* An abort that fails (the backend raised) is a note; the loop still waits the
+  grace period, since the migration may end on its own.
+* The task's lease: the loop renews it (through the backend) whenever less than
+  what the follow may still take, plus :data:`LEASE_MARGIN_SECONDS`, is left.
+
+Pure Python: no libvirt, no Kubernetes, and the clock is a parameter.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import List, NamedTuple, Optional
+
+RUNNING = 'Running'
+ABORT_GRACE_SECONDS = 60.0
+LEASE_MARGIN_SECONDS = 120.0
+TARGET_UNREACHABLE = 'the target could not be reached'
+
+
+# (limit, counted from, what happens when it passes): rendered in docs/states.md, "Following a migration"
+FOLLOW_RULES = (
+    ('wait_timeout', 'the start of the follow (a floor of 1 s)',
+     'abort once, wait at most %d s for the backend to report the end (the guest stays on the source), fail' % ABORT_GRACE_SECONDS),
+    ('completion_timeout (libvirt)', 'the first look at phase Running',
+     'the completion action, once: switch to post-copy (still bounded by wait_timeout), or abort as above'),
+    ('pending_timeout', 'the start of the follow, while the phase is not Running',
+     'abort as above (no backend passes one today: KubeVirt\'s controller enforces the migration\'s own, given as its annotation)'),
+    ('an abort that fails', '-', 'a note; still wait at most %d s for the end, never a second abort' % ABORT_GRACE_SECONDS),
+    ('the task lease', 'the start of the follow',
+     'renewed whenever less than the rest of the follow plus %d s is left (libvirt cannot write during the job: '
+     'its lease covers the whole follow from the start)' % (LEASE_MARGIN_SECONDS / 2)),
+)
+BACKEND_HOOKS = (
+    ('look', 'libvirt: one jobStats() of the source (over when the migrate call returned, or the job is gone when attached); '
+             'KubeVirt: read the migration object and the instance (over when both the phase and KubeVirt are final)'),
+    ('abort', 'libvirt: abortJob on the source; KubeVirt: delete the migration object'),
+    ('renew', 'libvirt: none; KubeVirt: the task annotation\'s lease'),
+)
+
+
+def lease_seconds(wait_timeout, completion_timeout=None):
+    """The lease of a migration task: the whole wait, the completion timeout and a margin (within tasks.MAX_LEASE_SECONDS)."""
+    return float(wait_timeout) + float(completion_timeout or 0) + LEASE_MARGIN_SECONDS
+
+
+class Look(NamedTuple):
+    """One observation, as the loop needs it."""
+
+    phase: str                  # the phase word after this observation (the phase machine's)
+    over: bool = False          # the backend sees the migration ended (final phase, call returned, job gone)
+
+
+class Timeouts(NamedTuple):
+    """The limits of one follow (seconds)."""
+
+    wait_timeout: float
+    completion_timeout: Optional[float] = None
+    pending_timeout: Optional[float] = None
+    poll_interval: float = 0.1
+    abort_grace: float = ABORT_GRACE_SECONDS
+
+
+class Outcome(NamedTuple):
+    """How the follow ended."""
+
+    settled: bool                   # the backend reported the end (False: still unfinished after the abort grace)
+    stopped_by: Optional[str]       # the limit that made the loop abort, e.g. 'wait_timeout (600 s) passed'
+    notes: List[str]                # what the loop did (aborts, post-copy switch, abort failures)
+    renewals: int = 0
+
+
+class FollowHooks:
+    """What a backend provides to :func:`follow`. Only :meth:`look` and :meth:`abort` are required."""
+
+    def look(self):
+        """Observe once; return a :class:`Look`, or None when no answer came (the loop looks again)."""
+        raise NotImplementedError
+
+    def abort(self):
+        """Ask the backend to abort the migration (the guest stays on the source). Raise on failure."""
+        raise NotImplementedError
+
+    def on_completion_timeout(self):
+        """The completion-timeout action: True when it was handled (switched to post-copy), False to abort."""
+        return False
+
+    def renew(self, seconds):
+        """Extend the task's lease to now + ``seconds`` (False/None when the backend holds no lease to renew)."""
+        del seconds
+        return False
+
+    def on_running(self):
+        """Called once, at the first look at phase Running."""
+
+    def pause(self, seconds):
+        """Wait until the next look (a backend may wake early, e.g. when its migrate call returns)."""
+        time.sleep(seconds)
+
+
+def follow(hooks, limits, clock=time.monotonic, lease_until=None, wall=time.time):  # pylint: disable=too-many-branches
+    """Look until the migration ends; abort it once at a limit (see the module docstring). Return an :class:`Outcome`.
+
+    ``lease_until``: the wall-clock end of the task's lease (None: this run holds no lease, never renewed).
+    """
+    try:
+        lease_until = None if lease_until is None else float(lease_until)
+    except (TypeError, ValueError):
+        lease_until = None      # an unreadable lease: not ours to extend
+    start = clock()
+    deadline = start + max(float(limits.wait_timeout), 1.0)
+    notes = []
+    running_since = None
+    completion_acted = False
+    aborted_at = None
+    stopped_by = None
+    renewals = 0
+    while True:
+        look = hooks.look()
+        if look is not None and look.over:
+            return Outcome(True, stopped_by, notes, renewals)
+        now = clock()
+        if look is not None and look.phase == RUNNING and running_since is None:
+            running_since = now
+            hooks.on_running()
+        if aborted_at is not None:
+            if now - aborted_at > limits.abort_grace:
+                notes.append('the migration did not end within %d s of the abort' % limits.abort_grace)
+                return Outcome(False, stopped_by, notes, renewals)
+        else:
+            why = None
+            if limits.completion_timeout and running_since is not None and not completion_acted \
+                    and now - running_since > limits.completion_timeout:
+                completion_acted = True
+                if hooks.on_completion_timeout():
+                    notes.append('completion_timeout reached: switched to post-copy')
+                else:
+                    why = 'completion_timeout'
+            elif limits.pending_timeout and running_since is None and now - start > limits.pending_timeout:
+                why = 'pending_timeout'
+            elif now > deadline:
+                why = 'wait_timeout'
+            if why is not None:
+                stopped_by = '%s (%s s) passed' % (why, getattr(limits, why))
+                aborted_at = now
+                try:
+                    hooks.abort()
+                    notes.append('%s reached: the migration was aborted' % why)
+                except Exception as exc:  # pylint: disable=broad-except
+                    notes.append('%s reached: the abort failed (%s); waited for the migration to end' % (why, exc))
+        if lease_until is not None:
+            left = (aborted_at + limits.abort_grace if aborted_at is not None else deadline + limits.abort_grace) - now
+            if lease_until - wall() < left + LEASE_MARGIN_SECONDS / 2:
+                seconds = left + LEASE_MARGIN_SECONDS
+                if hooks.renew(seconds):
+                    renewals += 1
+                    lease_until = wall() + seconds
+                else:
+                    lease_until = None      # the backend cannot renew it: never asked again
+        hooks.pause(limits.poll_interval)

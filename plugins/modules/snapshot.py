@@ -1,0 +1,250 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+module: snapshot
+short_description: Snapshots of a VM as declared state (present, absent, restored), with retention and a safety snapshot
+version_added: 0.1.0
+description:
+  - Creates, deletes and restores internal snapshots of a libvirt VM, kept inside its qcow2 disks.
+  - A stopped VM gets a disk snapshot; a running or paused VM a snapshot with its memory (it is restored running or paused).
+  - While a snapshot is created, restored or deleted the VM holds a task (task_state C(IMAGE_SNAPSHOT),
+    C(RESTORING_SNAPSHOT) or C(DELETING_SNAPSHOT)), so a snapshot never overlaps another task on the VM
+    (a run of M(converge.virt.vm), M(converge.virt.volume) or M(converge.virt.migration)); a VM held by a live task is refused.
+  - What this libvirt cannot do is refused before anything changes, naming the reason in the failure message and in C(reason);
+    a writable disk that is not qcow2, UEFI firmware in pflash, a managed save image, a disk-only snapshot of a running VM
+    (it would be an external snapshot, and libvirt before 9.9 cannot revert those).
+  - Snapshots are crash-consistent (as after a power cut), since filesystems are not frozen through a guest agent.
+  - O(state=restored) always reverts and reports C(changed), since no observation can prove that the VM's current data is still the
+    snapshot's. A safety snapshot of the current state is taken first unless O(safety_snapshot=false).
+  - Only the libvirt backend is implemented; O(backend=kubevirt) is refused.
+author:
+  - converge.virt developers (@converge-virt)
+extends_documentation_fragment:
+  - converge.virt.libvirt_connection
+attributes:
+  check_mode:
+    support: full
+    description: Reports the planned steps (and every refusal) and changes nothing.
+  diff_mode:
+    support: full
+    description: The VM's snapshot names before and after.
+options:
+  backend:
+    description: Where the VM lives. Only V(libvirt) is implemented; V(kubevirt) fails with a message saying so.
+    type: str
+    choices: [libvirt, kubevirt]
+    default: libvirt
+  vm:
+    description: Name of the VM (libvirt domain).
+    type: str
+    required: true
+  name:
+    description: Name of the snapshot.
+    type: str
+    required: true
+  state:
+    description:
+      - V(present) creates the snapshot when missing (an existing snapshot is never changed).
+      - V(absent) deletes it when present; the VM's current data is not changed.
+      - V(restored) reverts the VM to it (the snapshot must exist).
+    type: str
+    choices: [present, absent, restored]
+    default: present
+  description:
+    description: Description stored with a new snapshot.
+    type: str
+  memory:
+    description:
+      - Include the guest's memory. Default true when the VM runs or is paused, false when it is stopped.
+      - V(false) on a running VM and V(true) on a stopped VM are refused (see the description).
+    type: bool
+  children:
+    description: With O(state=absent), delete the snapshots taken after it from it too; otherwise they are kept (re-parented).
+    type: bool
+    default: false
+  keep_last:
+    description:
+      - With O(state=present), keep only the newest O(keep_last) snapshots of the VM (the one named included) and delete the
+        older ones, each named in RV(operations) (check mode shows them). Every snapshot of the VM counts.
+    type: int
+  safety_snapshot:
+    description: With O(state=restored), snapshot the current state first (named RV(safety_snapshot)) so a restore can be undone.
+    type: bool
+    default: true
+requirements:
+  - libvirt-python
+notes:
+  - libvirt takes and reverts internal snapshots synchronously; the module waits for each call, so there is no wait option.
+seealso:
+  - module: converge.virt.snapshot_info
+  - module: converge.virt.vm
+'''
+
+EXAMPLES = r'''
+- name: Snapshot a VM before an upgrade, keeping the last three
+  converge.virt.snapshot:
+    vm: web-1
+    name: before-upgrade-{{ ansible_date_time.date }}
+    description: before the kernel upgrade
+    keep_last: 3
+
+- name: Roll back (a safety snapshot of the current state is taken first)
+  converge.virt.snapshot:
+    vm: web-1
+    name: before-upgrade-2026-11-23
+    state: restored
+
+- name: Delete a snapshot and the ones taken from it
+  converge.virt.snapshot:
+    vm: web-1
+    name: before-upgrade-2026-11-23
+    state: absent
+    children: true
+'''
+
+RETURN = r'''
+snapshot:
+  description: The snapshot named by O(name) after the run (none when absent).
+  returned: always
+  type: dict
+  contains:
+    name: {description: Snapshot name., type: str, returned: when present}
+    vm: {description: VM name., type: str, returned: when present}
+    phase: {description: "Ready (created), Restored (after a restore), or absent.", type: str, returned: always}
+    created: {description: "Creation time (UTC, ISO 8601).", type: str, returned: when present}
+    creation_time: {description: Creation time (seconds since the epoch)., type: float, returned: when present}
+    vm_state_at_snapshot: {description: "The VM's state when it was taken (running, paused, shutoff).", type: str, returned: when present}
+    memory: {description: Whether the guest's memory is in it., type: bool, returned: when present}
+    consistency: {description: "C(crash-consistent): no guest agent froze the filesystems.", type: str, returned: when present}
+    kind: {description: C(internal) (kept inside the qcow2 disks)., type: str, returned: when present}
+    description: {description: Its description., type: str, returned: when present}
+    parent: {description: The snapshot it was taken from., type: str, returned: when present}
+    children: {description: Snapshots taken from it., type: list, returned: when present}
+    current: {description: Whether it is libvirt's current snapshot., type: bool, returned: when present}
+operations:
+  description: The steps taken (planned, in check mode), each with op (create_snapshot, restore_snapshot, delete_snapshot) and snapshot.
+  returned: always
+  type: list
+  elements: dict
+snapshots:
+  description: Names of the VM's snapshots after the run (as planned, in check mode).
+  returned: always
+  type: list
+  elements: str
+safety_snapshot:
+  description: Name of the safety snapshot taken (or planned) before a restore.
+  returned: when state is restored and safety_snapshot
+  type: str
+'''
+
+# pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
+
+from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
+
+bytecache.install()
+
+import datetime
+
+from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import snapshots as backend
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
+from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as phase
+from ansible_collections.converge.virt.plugins.module_utils._phase import states
+
+
+def argument_spec():
+    """The module's argument spec."""
+    spec = dict(
+        backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
+        vm=dict(type='str', required=True),
+        name=dict(type='str', required=True),
+        state=dict(type='str', choices=list(phase.STATES), default='present'),
+        description=dict(type='str'),
+        memory=dict(type='bool'),
+        children=dict(type='bool', default=False),
+        keep_last=dict(type='int'),
+        safety_snapshot=dict(type='bool', default=True),
+    )
+    spec.update(LIBVIRT_CONNECTION_ARGS)
+    return spec
+
+
+def check_name(field, value):
+    """A snapshot or VM name: not empty, no slash, no control character (libvirt names files after them)."""
+    if not value or '/' in value or any(ord(char) < 32 for char in value):
+        raise InvalidDeclaration(field, '%r is not a valid name (not empty, no slash, no control character)' % value)
+
+
+def safety_name(name, now=None):
+    """Name of the safety snapshot before restoring ``name``."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    return '%s-before-restore-%s' % (name, now.strftime('%Y%m%dT%H%M%SZ'))
+
+
+def predicted_names(names, steps):
+    """Snapshot names once ``steps`` ran (for check mode and the diff)."""
+    result = set(names)
+    for step in steps:
+        if step.op == phase.CREATE:
+            result.add(step.name)
+        elif step.op == phase.DELETE:
+            result.discard(step.name)
+    return sorted(result)
+
+
+def run(connection, params, check_mode):
+    """Observe, plan, refuse or execute; return the result dict."""
+    check_name('vm', params['vm'])
+    check_name('name', params['name'])
+    observer = backend.SnapshotObserver(connection, params['vm'])
+    backend.check_task_free(observer)
+    memory = params['memory']
+    if memory is None:
+        memory = observer.power_state() in (states.RUNNING, states.PAUSED)
+    declared = dict(params, memory=memory)
+    safety = safety_name(params['name']) if params['state'] == 'restored' and params['safety_snapshot'] else None
+    steps, before, _current = backend.refuse_or_plan(observer, declared, safety)
+    names_before = sorted(snap.name for snap in before)
+    operations = [dict([('op', step.op), ('snapshot', step.name)] + list(step.detail)) for step in steps]
+    if not check_mode:
+        operations = backend.execute_plan(observer, steps)
+    after, current = observer.snapshots()
+    names_after = predicted_names(names_before, steps) if check_mode else sorted(snap.name for snap in after)
+    found = [snap for snap in after if snap.name == params['name']]
+    snapshot = {'phase': phase.ABSENT}
+    if found and not (check_mode and params['state'] == 'absent'):
+        snapshot = backend.public_snapshot(found[0], params['vm'], current)
+        if params['state'] == 'restored' and not check_mode:
+            snapshot['phase'] = phase.RESTORED
+    elif check_mode and params['state'] == 'present':
+        snapshot = {'name': params['name'], 'vm': params['vm'], 'phase': phase.PENDING, 'memory': memory, 'consistency': phase.CRASH_CONSISTENT}
+    result = {'changed': bool(steps), 'operations': operations, 'snapshots': names_after, 'snapshot': snapshot,
+              'diff': {'before': {'snapshots': names_before}, 'after': {'snapshots': names_after}}}
+    if safety:
+        result['safety_snapshot'] = safety
+    return result
+
+
+def main():
+    """Entry point."""
+    module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True)
+    if module.params['backend'] == 'kubevirt':
+        module.fail_json(msg='backend: snapshots on kubevirt (VirtualMachineSnapshot / VirtualMachineRestore) are not supported yet; '
+                             'only backend libvirt is implemented', field='backend')
+    with ModuleSession(module) as session:
+        with session.connect() as connection:
+            result = run(connection, module.params, module.check_mode)
+    if not module._diff:  # pylint: disable=protected-access
+        result.pop('diff')
+    module.exit_json(**session.redact_result(result))
+
+
+if __name__ == '__main__':
+    main()
