@@ -349,7 +349,7 @@ vm:
       (RV(observed) holds what was observed). After a power action (create, start, stop, pause, unpause, suspend, resume, a reboot,
       delete) RV(vm.power_state), RV(vm.status) and RV(vm.phase) are the words a real run reports for the predicted RV(vm.vm_state),
       RV(vm.task_state) is null, and what only the run can tell is null - the phase of a stopped or suspended guest (it depends on how
-      the guest stops), libvirt's RV(vm.state_reason), RV(vm.phase_reason), KubeVirt's new RV(vm.vmi_uid) and node. Without a power
+      the guest stops), libvirt's RV(vm.state_reason), RV(vm.phase_reason), KubeVirt's RV(vm.printable_status), new RV(vm.vmi_uid) and node. Without a power
       action (a definition update, a recorded drift) the hypervisor's words stay as observed.
   returned: when O(name) or O(xml) is given
   type: dict
@@ -374,6 +374,24 @@ vm:
     vmi_uid: {description: UID of the VirtualMachineInstance (changes with every restart)., type: str, returned: on kubevirt}
     namespace: {description: Namespace of the VM., type: str, returned: on kubevirt}
     pending_restart: {description: The running guest runs an older definition., type: bool, returned: when exists}
+    uuid: {description: UUID of the domain., type: str, returned: when exists on libvirt}
+    task_id: {description: Id of the task in flight or of the last one recorded (null when none)., type: str, returned: always}
+    state: {description: "libvirt's own state word (running, paused, shutoff, ...).", type: str, returned: on libvirt}
+    persistent: {description: Whether the domain has a persistent definition., type: bool, returned: when exists on libvirt}
+    autostart: {description: Autostart flag., type: bool, returned: when exists on libvirt}
+    managed_save: {description: Whether a managed-save image (C(suspended)) exists., type: bool, returned: when exists on libvirt}
+    vcpus: {description: Virtual CPUs., type: int, returned: when exists}
+    memory_kib: {description: Maximum memory in KiB., type: int, returned: when exists on libvirt}
+    title: {description: The domain's title (null when none)., type: str, returned: when exists on libvirt}
+    uid: {description: UID of the VirtualMachine., type: str, returned: when exists on kubevirt}
+    memory: {description: "The guest memory the VirtualMachine asks for (a Kubernetes quantity, e.g. V(2Gi)).", type: str,
+             returned: when exists on kubevirt}
+    node: {description: Node the instance runs on (null without an instance)., type: str, returned: when exists on kubevirt}
+    ready: {description: "The VirtualMachine's C(status.ready).", type: bool, returned: when exists on kubevirt}
+    start_failures: {description: "Consecutive failed starts KubeVirt counts (C(status.startFailure)); 0 when none.", type: int,
+                     returned: on kubevirt}
+    message: {description: "The message of a failing condition of the VM or its instance (C(reason: message)), or null.", type: str,
+              returned: when exists on kubevirt}
 observed:
   description: In check mode, the VM as observed before the task (the same fields as RV(vm)), apart from the prediction in RV(vm).
   returned: in check mode, when O(name) or O(xml) is given

@@ -101,6 +101,13 @@ vms:
     autostart: {description: Autostart flag., type: bool, returned: when exists}
     uuid: {description: UUID., type: str, returned: when exists}
     host: {description: The libvirt host name., type: str, returned: when exists}
+    state: {description: "libvirt's own state word (running, paused, shutoff, crashed, pmsuspended, ...).", type: str, returned: when exists on libvirt}
+    managed_save: {description: Whether a managed-save image (C(suspended)) exists., type: bool, returned: when exists on libvirt}
+    persistent: {description: Whether the VM has a persistent definition (false for a transient domain)., type: bool, returned: when exists on libvirt}
+    pending_restart: {description: The running guest runs an older definition than the persistent one., type: bool, returned: when exists on libvirt}
+    lease_until: {description: "End of the lease of the recorded task (seconds since the epoch), or null.", type: float, returned: when exists on libvirt}
+    recorded: {description: "Whether the VM carries the collection's task record (false: RV(vms[].vm_state) is read off the power state).",
+               type: bool, returned: when exists on libvirt}
 '''
 
 # pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache

@@ -85,9 +85,14 @@ volumes:
     kind: {description: C(PersistentVolumeClaim) or C(DataVolume)., type: str, returned: on kubevirt when exists}
     phase: {description: "Phase of the claim (Pending, Bound, Lost).", type: str, returned: on kubevirt when exists}
     dv_phase: {description: Phase of the DataVolume., type: str, returned: on kubevirt when exists}
-    progress: {description: Import progress of the DataVolume., type: str, returned: on kubevirt when exists}
     bound_capacity: {description: Bytes of the bound volume (C(status.capacity))., type: int, returned: on kubevirt when exists}
-    message: {description: The DataVolume's failure message., type: str, returned: on kubevirt when exists}
+    progress: {description: "Import progress of the DataVolume (C(status.progress), e.g. V(45.00%)).", type: str, returned: on kubevirt when exists}
+    message: {description: "The DataVolume's failure message, or null.", type: str, returned: on kubevirt when exists}
+    storage_class: {description: Storage class of the claim., type: str, returned: on kubevirt when exists}
+    access_modes: {description: Access modes of the claim., type: list, elements: str, returned: on kubevirt when exists}
+    volume_mode: {description: "C(Filesystem) or C(Block), or null when the claim does not say.", type: str, returned: on kubevirt when exists}
+    resizing: {description: Whether the claim is being resized (a C(Resizing) or C(FileSystemResizePending) condition)., type: bool,
+               returned: on kubevirt when exists}
     name: {description: Volume name., type: str, returned: always}
     exists: {description: Whether the volume exists., type: bool, returned: always}
     path: {description: Path on the host., type: str, returned: when exists}

@@ -5,7 +5,7 @@
 
 A NoCloud seed is a filesystem labelled ``cidata`` holding ``user-data``, ``meta-data`` and optionally
 ``network-config`` (cloud-init's NoCloud datasource). :func:`seed_files` turns the module's ``cloud_init``
-option into those files - structured data is serialised with a YAML dumper, never templated - and
+option into those files - structured data is serialised as JSON (which is YAML), never templated - and
 :func:`seed_iso` writes them into an ISO9660 image in pure Python (pycdlib: no genisoimage or xorriso on the
 host). :func:`seed_digest` names a seed by its content, so that a run can tell whether the seed a VM carries
 is the declared one without reading it back, and results can name it without showing it: user data often
@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-
-import yaml
+import json
 
 try:
     import pycdlib
@@ -38,7 +37,8 @@ TEXT_USER_DATA_STARTS = ('#cloud-config', '#!', '#include', '#cloud-boothook', '
 
 
 def _dump(data):
-    return yaml.safe_dump(data, default_flow_style=False, sort_keys=True, allow_unicode=True)
+    # JSON is YAML (cloud-init reads these files with a YAML loader), and needs no YAML library on the managed host
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + '\n'
 
 
 def _user_data(cloud_init, field):
@@ -62,7 +62,7 @@ def _user_data(cloud_init, field):
         if not isinstance(existing, list):
             raise InvalidDeclaration(field + '.user_data.ssh_authorized_keys', 'must be a list')
         config['ssh_authorized_keys'] = existing + [key for key in keys if key not in existing]
-    return CLOUD_CONFIG_HEADER + (_dump(config) if config else '')
+    return CLOUD_CONFIG_HEADER + _dump(config)
 
 
 def seed_files(cloud_init, hostname, field='cloud_init'):

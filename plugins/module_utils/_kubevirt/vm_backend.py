@@ -34,7 +34,7 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client imp
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import DNS_LABEL as _DNS_LABEL, DNS_SUBDOMAIN as _DNS_SUBDOMAIN
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore, annotations_from_record
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.units import parse_size
-from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views, vm_plan
+from ansible_collections.converge.virt.plugins.module_utils._phase import prediction, tasks, views, vm_plan
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 
@@ -305,6 +305,41 @@ def _brief(obs):
                                           'message'))
 
 
+def _finalizing(obj):
+    meta = (obj or {}).get('metadata') or {}
+    return {'deleting': bool(meta.get('deletionTimestamp')), 'finalizers': list(meta.get('finalizers') or [])}
+
+
+def _deletion_view(obs):
+    """What a delete wait shows when it times out: the state words, and what holds the VM and its instance back."""
+    view = _brief(obs)
+    view['exists'] = obs.get('exists')
+    view['vm_finalizing'] = _finalizing(obs.get('vm')) if obs.get('exists') else None
+    view['vmi_finalizing'] = _finalizing(obs.get('vmi')) if obs.get('vmi') is not None else None
+    return view
+
+
+def deletion_blockers(view):
+    """Why a deleted VM is still there, from :func:`_deletion_view`: the finalizers that hold the VirtualMachine or its
+    instance (the garbage collector and Kubernetes remove an object only once its finalizers are empty; whoever set one
+    - KubeVirt's virt-controller for kubevirt.io/*, another controller for its own - must remove it)."""
+    parts = []
+    for kind, key in (('VirtualMachine', 'vm_finalizing'), ('VirtualMachineInstance', 'vmi_finalizing')):
+        state = view.get(key)
+        if not state:
+            continue
+        if state['finalizers']:
+            parts.append('the %s %s still carries the finalizer%s %s' % (
+                kind, 'being deleted' if state['deleting'] else 'not yet deleted', 's' if len(state['finalizers']) > 1 else '',
+                ', '.join(state['finalizers'])))
+        else:
+            parts.append('the %s still exists%s' % (kind, ' (being deleted)' if state['deleting'] else ''))
+    if not parts:
+        return 'the VM is gone, its instance too'
+    holders = any((view.get(key) or {}).get('finalizers') for key in ('vm_finalizing', 'vmi_finalizing'))
+    return '; '.join(parts) + ('; the controller that set a finalizer must remove it (is it running?)' if holders else '')
+
+
 # ---------------------------------------------------------------- one VM
 class KubevirtVm:
     """One VirtualMachine in one namespace."""
@@ -542,9 +577,13 @@ class KubevirtVm:
                                                           'resourceVersion': dv['metadata'].get('resourceVersion')}})
         self.client.delete(KUBEVIRT_API, self.namespace, 'virtualmachines', self.name, propagation='Background')
         if options.wait:
-            wait_for(lambda: kobserve.observe_vm(self.client, self.namespace, self.name),
-                     lambda o: not o['exists'] and o.get('vmi') is None, options.wait_timeout,
-                     '%s/%s to be deleted' % (self.namespace, self.name), describe=_brief)
+            try:
+                wait_for(lambda: kobserve.observe_vm(self.client, self.namespace, self.name),
+                         lambda o: not o['exists'] and o.get('vmi') is None, options.wait_timeout,
+                         '%s/%s to be deleted' % (self.namespace, self.name), describe=_deletion_view)
+            except WaitTimeout as exc:
+                raise WaitTimeout('timed out after %ss waiting for %s/%s to be deleted: %s' % (
+                    options.wait_timeout, self.namespace, self.name, deletion_blockers(exc.details.get('last_observed') or {})), **exc.details)
 
 
 # ---------------------------------------------------------------- converge
@@ -614,11 +653,10 @@ def converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=
         if check_mode and any(s.action == 'update' for s in steps):
             vm.validate_update(declared, obs['vm'])
         predicted = dict(before)
-        if steps:
-            predicted['vm_state'] = steps[-1].vm_state_after
-            predicted['exists'] = steps[-1].action != 'delete'
-        elif drift:
-            predicted['vm_state'] = drift[1]
+        if check_mode:
+            # every word predicted from the plan (none left over from the observation); what was observed is returned apart
+            predicted = prediction.predict_view(before, steps, drift[1] if drift and not steps else None)
+            result['observed'] = before
         if not check_mode and options.wait and obs['exists'] and settle_targets(decl.state):
             after = kobserve.public_view(_settle(vm, decl, obs, options))
             predicted = after

@@ -20,7 +20,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.wait import 
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import is_no_domain, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, audit, metadata_from_record
-from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views, vm_plan
+from ansible_collections.converge.virt.plugins.module_utils._phase import prediction, tasks, views, vm_plan
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 
@@ -421,10 +421,10 @@ def converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None):
                 return True, result
     if check_mode or not steps:
         predicted = dict(before)
-        if steps:
-            predicted['vm_state'] = steps[-1].vm_state_after
-        elif drift:
-            predicted['vm_state'] = drift[1]
+        if check_mode:
+            # every word predicted from the plan (none left over from the observation); what was observed is returned apart
+            predicted = prediction.predict_view(before, steps, drift[1] if drift and not steps else None)
+            result['observed'] = before
         disks_changed = _live_disks(vm, spec, obs, check_mode, result, predicted) if decl.state != 'absent' else False
         if disks_changed and not check_mode:
             predicted = public_view(vm.observe(spec))

@@ -30,7 +30,9 @@ def test_rolled_back_marks_the_config_item_and_says_nothing_changed(monkeypatch)
 
 
 def test_a_disk_the_persistent_definition_held_before_the_run_is_kept_and_said_so(monkeypatch):
-    monkeypatch.setattr(attachments, 'rollback_attach_config', lambda *args: (_ for _ in ()).throw(AssertionError('must not roll back')))
+    def no_rollback(*args):
+        raise AssertionError('must not roll back: %r' % (args,))
+    monkeypatch.setattr(attachments, 'rollback_attach_config', no_rollback)
     error = attachments._live_attach_failed(CONNECTION, VIEW, OP, REFUSED, None, None, None)  # pylint: disable=protected-access
     assert error.details['rolled_back'] is False and 'already held' in error.message and 'next run retries' in error.message
 
