@@ -41,6 +41,10 @@ def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argumen
         return  # an xdist worker: the controller writes the report
     if not figures.read():
         return
+    # only a run of the whole suite (or one that names its report) writes it: a single file's figures are not the report
+    whole = any(os.path.normpath(str(arg)) == os.path.join('tests', 'reliability') for arg in session.config.invocation_params.args)
+    if not whole and not os.environ.get('RELIABILITY_REPORT'):
+        return
     from tools import reliability_report  # pylint: disable=import-outside-toplevel
     output = os.environ.get('RELIABILITY_REPORT') or os.path.join(ROOT, 'docs', 'reliability.md')
     reliability_report.main(['--figures', figures.figures_path(), '--output', output,
