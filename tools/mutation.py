@@ -38,6 +38,8 @@ FIRST = {
     'deviations.py': ['test_diagrams.py'],
     'diagrams.py': ['test_diagrams.py'],
     'migration.py': ['test_migration.py', 'test_upstream_kubevirt.py'],
+    'prediction.py': ['test_prediction.py'],
+    'snapshots.py': ['test_snapshots.py'],
     'reconcile.py': ['test_reconcile.py', 'test_upstream_nova.py'],
     'states.py': ['test_states.py', 'test_upstream_kubevirt.py', 'test_views_libvirt.py'],
     'status.py': ['test_status.py', 'test_upstream_kubevirt.py', 'test_views_kubevirt.py'],

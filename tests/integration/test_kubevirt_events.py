@@ -8,19 +8,11 @@ watches dropped (a 410 Gone for the old resourceVersion), and the source must li
 # pylint: disable=redefined-outer-name,unused-import
 
 import functools
-import json
-import os
-import queue
-import subprocess
-import sys
-import threading
-import time
 
 from tests.integration.ansible_run import kubevirt_args, ok, run_module
+from tests.integration.event_sources import EventSource
 from tests.kubeapi.fixtures import kube_server  # noqa: F401  (pytest fixture)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SOURCE = os.path.join(ROOT, 'extensions', 'eda', 'plugins', 'event_source', 'kubevirt_events.py')
 NS = 'default'
 
 kv = functools.partial(kubevirt_args, {'namespace': NS, 'wait_timeout': 60})
@@ -30,42 +22,6 @@ def small(srv, name, **args):
     return kv(srv, **dict(dict(name=name, vcpus=1, memory='64Mi', disks=[{'name': 'root', 'image': 'quay.io/containerdisks/fedora:40'}]), **args))
 
 
-class Events:
-    """The event source's process and the events it printed."""
-
-    def __init__(self, namespace, kubeconfig):
-        env = dict(os.environ, KUBEVIRT_EVENTS_HEARTBEAT='0.5')
-        self.proc = subprocess.Popen([sys.executable, SOURCE, namespace, kubeconfig], stdout=subprocess.PIPE,  # pylint: disable=consider-using-with
-                                     stderr=subprocess.PIPE, env=env, text=True)
-        self.lines = queue.Queue()
-        self.seen = []
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self):
-        for line in self.proc.stdout:
-            self.lines.put(json.loads(line)['converge_virt'])
-
-    def next(self, predicate, timeout=30.0):
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                stderr = self.proc.stderr.read()[-2000:] if self.proc.poll() is not None else '(running)'
-                seen = [e for e in self.seen if e['type'] != 'heartbeat']
-                raise AssertionError('no matching event within %.0f s; seen: %r; stderr: %s' % (timeout, seen, stderr))
-            try:
-                event = self.lines.get(timeout=left)
-            except queue.Empty:
-                continue
-            self.seen.append(event)
-            if predicate(event):
-                return event
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
-
-
 def change_of(name, **words):
     return lambda e: e['type'] == 'change' and e['vm']['name'] == name and all(e['vm'].get(k) == v for k, v in words.items())
 
@@ -73,7 +29,7 @@ def change_of(name, **words):
 def test_changes_carry_the_words_and_a_lost_history_is_listed_again(kube_server):
     srv = kube_server
     ok(run_module('vm', small(srv, 'ev-old', state='present')))
-    events = Events(NS, srv.kubeconfig_path)
+    events = EventSource('kubevirt_events', [NS, srv.kubeconfig_path], env={'KUBEVIRT_EVENTS_HEARTBEAT': '0.5'})
     try:
         old = events.next(lambda e: e['type'] == 'sync')
         assert (old['vm']['name'], old['vm']['vm_state'], old['vm']['status'], old['namespace']) == ('ev-old', 'STOPPED', 'Stopped', NS), old

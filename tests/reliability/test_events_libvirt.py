@@ -6,22 +6,15 @@ module, a destroy behind the collection's back, a stop and start within the STOP
 STOPPED half), and a daemon restart (events are lost while it is down: the source reconnects and syncs).
 """
 
-import json
-import os
-import queue
-import subprocess
-import sys
-import threading
 import time
 
 import pytest
 
 from tests.integration.ansible_run import ok, run_module
+from tests.integration.event_sources import EventSource
 from tests.reliability import reliability_lab as rl
 from tools.virtlab import hosts as virtlab_hosts
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SOURCE = os.path.join(ROOT, 'extensions', 'eda', 'plugins', 'event_source', 'libvirt_events.py')
 STOPPED_DELAY = 2.0
 
 
@@ -32,58 +25,6 @@ def lab(tmp_path_factory, virtlab_layout):
         yield started
     finally:
         rl.stop_lab(started)
-
-
-class Events:
-    """The event source's process and the events it printed, in order."""
-
-    def __init__(self, uri):
-        env = dict(os.environ, LIBVIRT_EVENTS_STOPPED_DELAY=str(STOPPED_DELAY))
-        self.proc = subprocess.Popen([sys.executable, SOURCE, uri], stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # pylint: disable=consider-using-with
-                                     env=env, text=True)
-        self.lines = queue.Queue()
-        self.seen = []
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self):
-        for line in self.proc.stdout:
-            self.lines.put(json.loads(line)['converge_virt'])
-
-    def next(self, predicate, timeout=30.0):
-        """The first event (after those already taken) that matches; the ones before it are kept in ``seen``."""
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError('no matching event within %.0f s; seen: %r; stderr: %s' % (timeout, self.seen[-10:], self._stderr()))
-            try:
-                event = self.lines.get(timeout=left)
-            except queue.Empty:
-                continue
-            self.seen.append(event)
-            if predicate(event):
-                return event
-
-    def quiet_for(self, seconds):
-        """The events that arrive within ``seconds``."""
-        got = []
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            try:
-                got.append(self.lines.get(timeout=max(0.01, deadline - time.monotonic())))
-            except queue.Empty:
-                pass
-        self.seen.extend(got)
-        return got
-
-    def _stderr(self):
-        if self.proc.poll() is None:
-            return '(running)'
-        return self.proc.stderr.read()[-2000:]
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait()
 
 
 def of(name, event_type, event=None):
@@ -98,7 +39,7 @@ def small(host, name, **extra):
 def test_events_carry_the_collections_words_and_follow_novas_rules(lab):
     host, conn = lab.hosts[0], lab.conns[0]
     ok(run_module('vm', small(host, 'ev-before', state='stopped')))
-    events = Events(host.uri)
+    events = EventSource('libvirt_events', [host.uri], env={'LIBVIRT_EVENTS_STOPPED_DELAY': str(STOPPED_DELAY)})
     try:
         # the initial sync: every VM with its words, then sync_done
         before = events.next(of('ev-before', 'sync'))

@@ -26,13 +26,13 @@ watches VMs and VMIs, not DataVolumes and claims.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 import threading
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._common.events import print_events
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, KubeClient
 
@@ -227,13 +227,7 @@ async def main(queue, args):
 
 if __name__ == '__main__':
     # python kubevirt_events.py NAMESPACE [KUBECONFIG]: print the events as JSON lines (for a person, and for the tests)
-    class _Printer:
-        @staticmethod
-        def put_nowait(item):
-            sys.stdout.write(json.dumps(item, sort_keys=True) + '\n')
-            sys.stdout.flush()
-
     ARGS = {'namespace': sys.argv[1], 'heartbeat': float(os.environ.get('KUBEVIRT_EVENTS_HEARTBEAT', DEFAULTS['heartbeat']))}
     if len(sys.argv) > 2:
         ARGS['kubeconfig'] = sys.argv[2]
-    asyncio.run(main(_Printer(), ARGS))
+    print_events(main, ARGS)

@@ -46,6 +46,7 @@ try:
 except ImportError:  # pragma: no cover - said when the source starts
     libvirt = libvirtaio = None
 
+from ansible_collections.converge.virt.plugins.module_utils._common.events import print_events
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import fleet
 from ansible_collections.converge.virt.plugins.module_utils._phase.views import absent_view
@@ -231,14 +232,5 @@ async def main(queue, args):
 
 if __name__ == '__main__':
     # python libvirt_events.py URI: print the events as JSON lines (for a person, and for the tests)
-    import json
-
-    class _Printer:
-        @staticmethod
-        def put_nowait(item):
-            sys.stdout.write(json.dumps(item, sort_keys=True) + '\n')
-            sys.stdout.flush()
-
-    delay = float(os.environ.get('LIBVIRT_EVENTS_STOPPED_DELAY', DEFAULTS['stopped_delay']))
-    asyncio.run(main(_Printer(), {'uri': sys.argv[1] if len(sys.argv) > 1 else DEFAULTS['uri'], 'stopped_delay': delay,
-                                  'reconnect_max': 2.0}))
+    print_events(main, {'uri': sys.argv[1] if len(sys.argv) > 1 else DEFAULTS['uri'], 'reconnect_max': 2.0,
+                        'stopped_delay': float(os.environ.get('LIBVIRT_EVENTS_STOPPED_DELAY', DEFAULTS['stopped_delay']))})
