@@ -297,6 +297,9 @@ def main(argv=None):
     parser.add_argument('--python', default=os.path.join(ROOT, '.venv', 'bin', 'python'),
                         help='the Python that runs the tests (the project virtual environment: some _phase tests import the backends)')
     args = parser.parse_args(argv)
+    # the test command runs inside each private copy: a relative interpreter path would not exist there, and every
+    # mutant would count as killed by the error
+    args.python = os.path.abspath(args.python)
     known = phase_files()
     files = args.files or known
     unknown = [f for f in files if f not in known]

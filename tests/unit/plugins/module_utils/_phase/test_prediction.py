@@ -44,3 +44,13 @@ def test_without_a_power_action_the_hypervisor_words_stay():
     drift = dict(RUNNING_VM, power_state='SHUTDOWN', status='Stopped', phase='Failed')
     got = predict_view(drift, [], vm_state='STOPPED')
     assert got == dict(drift, vm_state='STOPPED')
+
+
+def test_words_that_come_back_as_data_are_compared_by_value():
+    # steps and states read back from a result or a record (JSON, XML) are equal to the table's words, not the same
+    # objects: a delete still predicts a missing VM, a suspend still predicts the managed save image
+    import json  # pylint: disable=import-outside-toplevel
+    steps = json.loads(json.dumps([step('suspend', 'SUSPENDED')]))
+    assert predict_view(RUNNING_VM, steps)['managed_save'] is True
+    deleted = json.loads(json.dumps([step('stop', 'STOPPED'), step('delete', 'DELETED')]))
+    assert predict_view(RUNNING_VM, deleted)['exists'] is False
