@@ -44,7 +44,7 @@ FIRST = {
     'states.py': ['test_states.py', 'test_upstream_kubevirt.py', 'test_views_libvirt.py'],
     'status.py': ['test_status.py', 'test_upstream_kubevirt.py', 'test_views_kubevirt.py'],
     'tasks.py': ['test_tasks.py'],
-    'views.py': ['test_views_libvirt.py', 'test_views_kubevirt.py', 'test_upstream_kubevirt.py', 'test_upstream_nova.py'],
+    'views.py': ['test_views_stale.py', 'test_views_libvirt.py', 'test_views_kubevirt.py', 'test_upstream_kubevirt.py', 'test_upstream_nova.py'],
     'vm_plan.py': ['test_vm_plan.py'],
     'volumes.py': ['test_volumes.py', 'test_upstream_kubelet.py'],
 }
