@@ -179,3 +179,69 @@ def test_bad_declarations_name_the_field(extra, field):
     with pytest.raises(InvalidDeclaration) as err:
         sn.plan_snapshot(declared(**extra), [])
     assert err.value.field == field
+
+
+# ---------------------------------------------------------------- rules pinned by the mutation tier (issue 17, Part 3)
+
+def _json(value):
+    # objects read from the API or a result are equal to the table's words, never the same objects
+    import json  # pylint: disable=import-outside-toplevel
+    return json.loads(json.dumps(value))
+
+
+def test_in_progress_fails_only_strictly_after_its_failure_deadline():
+    # KubeVirt's snapshot controller: failed once time.Now() is after creation + failureDeadline
+    status = {'phase': 'InProgress'}
+    assert sn.phase_from_kubevirt_snapshot(status, now=150.0, created_at=100.0, failure_deadline=50.0) != sn.FAILED
+    assert sn.phase_from_kubevirt_snapshot(status, now=150.5, created_at=100.0, failure_deadline=50.0) == sn.FAILED
+    assert sn.phase_from_kubevirt_snapshot(status, now=120.0, created_at=100.0, failure_deadline=50.0) != sn.FAILED
+
+
+@pytest.mark.parametrize('conditions,phase', [
+    ([{'type': 'Failure', 'status': 'True'}], sn.FAILED),
+    ([{'type': 'Ready', 'status': 'False', 'reason': 'Failed'}], sn.FAILED),
+    ([{'type': 'Available', 'status': 'True'}], sn.RESTORING),
+    ([{'type': 'Failure', 'status': 'Unknown'}], sn.RESTORING),
+    ([{'type': 'Failure', 'status': 'False'}], sn.RESTORING),
+    ([{'type': 'Ready', 'status': 'True', 'reason': 'Failed'}], sn.RESTORING),
+    ([{'type': 'Progressing', 'status': 'False', 'reason': 'Failed'}], sn.RESTORING),
+    ([{'type': 'Ready', 'status': 'False', 'reason': 'Pending'}], sn.RESTORING),
+    ([{'type': 'Ready', 'status': 'False', 'reason': 'Creating'}], sn.RESTORING),
+])
+def test_a_restore_fails_only_on_its_failure_conditions(conditions, phase):
+    assert sn.phase_from_kubevirt_restore(_json({'conditions': conditions})) == phase
+
+
+def test_age_order_puts_a_snapshot_without_a_time_at_time_zero():
+    snapshots = [snap('z', None), snap('a', 0), snap('b', 1)]
+    assert [s.name for s in sn.age_order(snapshots)] == ['a', 'z', 'b']
+
+
+def test_keep_last_counts_the_declared_snapshot_among_the_kept():
+    steps = sn.plan_snapshot({'state': 'present', 'name': 'new', 'keep_last': 1}, [snap('new', 5), snap('a', 1)])
+    assert [(s.op, s.name, dict(s.detail)) for s in steps] == [(sn.DELETE, 'a', {'children': False, 'reason': 'keep_last 1'})]
+
+
+def test_keep_last_messages_and_states_read_as_data():
+    with pytest.raises(InvalidDeclaration) as raised:
+        sn.plan_snapshot({'state': 'present', 'name': 'x', 'keep_last': 0}, [])
+    assert raised.value.field == 'keep_last' and raised.value.reason.endswith('got 0')
+    with pytest.raises(InvalidDeclaration) as restored:
+        sn.plan_snapshot({'state': 'restored', 'name': 'x', 'keep_last': 2}, [snap('x', 1)], safety_name='safe')
+    assert restored.value.field == 'keep_last'
+    declared = _json({'state': 'present', 'name': 'x', 'keep_last': 2})
+    assert [s.op for s in sn.plan_snapshot(declared, [snap('x', 1)])] == []
+    assert [s.op for s in sn.plan_snapshot(_json({'state': 'absent', 'name': 'x'}), [snap('x', 1)])] == [sn.DELETE]
+
+
+def test_restore_takes_a_safety_snapshot_unless_declined_and_says_so():
+    steps = sn.plan_snapshot({'state': 'restored', 'name': 's1'}, [snap('s1', 1)], safety_name='safe-1')
+    create, restore = steps
+    assert (create.op, create.name, restore.op, restore.name) == (sn.CREATE, 'safe-1', sn.RESTORE, 's1')
+    assert dict(create.detail) == {'description': 'converge.virt safety snapshot before restoring s1', 'memory': False, 'safety': True}
+    with pytest.raises(InvalidDeclaration) as raised:
+        sn.plan_snapshot({'state': 'restored', 'name': 's1'}, [snap('s1', 1), snap('safe-1', 2)], safety_name='safe-1')
+    assert "'safe-1'" in raised.value.reason
+    with pytest.raises(InvalidDeclaration) as missing:
+        sn.plan_snapshot({'state': 'restored', 'name': 'gone'}, [snap('s1', 1)], safety_name='safe-1')
+    assert missing.value.reason.endswith('(existing: s1)')
