@@ -264,7 +264,7 @@ def test_host_cordon_taint_and_uncordon(kube_server):
 def test_api_key_never_in_results(kube_server, tmp_path):
     srv = kube_server
     canary = 'canary-token-3b9d0f6a21'
-    srv.add_token(canary, ['*'])
+    canary = srv.add_token(canary, ['*'])
     ca = tmp_path / 'ca.pem'
     ca.write_bytes(srv.ca_pem)
     source = running_vm(srv, 'tok')

@@ -310,7 +310,7 @@ def test_bad_input_names_the_field_and_changes_nothing(kube_server):
 def test_api_key_never_shown(kube_server):
     srv = kube_server
     canary = 'canary-token-7f3e9d'
-    srv.add_token(canary, ['default'])
+    canary = srv.add_token(canary, ['default'])
     args = dict(backend='kubevirt', host=srv.url, api_key=canary, validate_certs=False, namespace=NS)
     results = [
         run_module('volume', dict(args, name='sec1', capacity='1Gi')),

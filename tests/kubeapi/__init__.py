@@ -86,6 +86,8 @@ class KubeTestServer:  # pylint: disable=too-many-instance-attributes
     ``admin_token`` (everything) and ``limited_token`` (namespace ``demo``).
     """
 
+    real = False    # tests/kubeapi/real.py's RealKubeServer: True
+
     def __init__(self, host='127.0.0.1', port=0, tokens=None, namespaces=('default', 'demo'), nodes=None, step_delay=0.05, auto=True,
                  kubeconfig_path=None, tls=True):
         self.host = host
@@ -176,8 +178,10 @@ class KubeTestServer:  # pylint: disable=too-many-instance-attributes
             self.store.create(nst, '', {'metadata': {'name': name, 'labels': {'kubernetes.io/metadata.name': name}}})
 
     def add_token(self, token, namespaces, user=None):
-        """Register a bearer token allowed on ``namespaces`` ('*' = all)."""
+        """Register a bearer token allowed on ``namespaces`` ('*' = all); returns it (the real stack's ``add_token`` returns
+        the token its server minted instead: use the returned value)."""
         self.tokens[token] = {'user': user or token, 'namespaces': list(namespaces)}
+        return token
 
     def kubeconfig(self, token=None, https=True, context='kubeapi-test'):
         """Kubeconfig dict for ``token`` (default admin)."""

@@ -5,12 +5,19 @@ conftest, or ``from tests.kubeapi.fixtures import *`` in a nested one.
 
 Fixtures
 --------
-``kube_server``          function scoped, fresh server (namespaces ``default``
-                         and ``demo``, nodes node01..node03, admin token
-                         ``kube_server.admin_token`` for everything, limited
-                         token ``kube_server.limited_token`` for ``demo`` only)
-                         with a fresh kubeconfig at ``kube_server.kubeconfig_path``
-                         (inside ``tmp_path``).
+``kube_server``          function scoped: by default the REAL stack
+                         (tests/kubeapi/real.py: kube-apiserver + etcd + KubeVirt's
+                         virt-api of tools/kubelab, one per session/xdist worker,
+                         reset between tests, the controller emulation in the test
+                         process, HTTP faults from a proxy); with
+                         ``CONVERGE_VIRT_KUBE_API=emulated`` the emulator.  Either
+                         way: namespaces ``default`` and ``demo``, nodes
+                         node01..node03, ``admin_token``, ``limited_token`` (``demo``
+                         only), a fresh kubeconfig at ``kubeconfig_path`` (inside
+                         ``tmp_path``); ``add_token`` returns the token to use.
+``kube_emulator``        function scoped, always the emulator (tests/kubeapi): for
+                         tests that need what the real stack cannot do (each says why).
+``kube_real_stack``      the session's ``real.RealStack``.
 ``kube_server_session``  one shared server for the session (cheaper; tests must
                          use their own names/namespaces).
 ``kube_api``             ``kubernetes.client.ApiClient`` for the admin token.
@@ -18,19 +25,54 @@ Fixtures
 ``kube_limited_api``     ApiClient for the limited token.
 """
 
+import os
+
 import pytest
 
 from . import KubeTestServer
 
+MODE = os.environ.get('CONVERGE_VIRT_KUBE_API', 'real')
+
+
+@pytest.fixture(scope='session')
+def kube_real_stack(tmp_path_factory):
+    """One real stack (tools/kubelab with virt-api) for the session (each xdist worker has its own)."""
+    from .real import RealStack  # pylint: disable=import-outside-toplevel
+    stack = RealStack(str(tmp_path_factory.mktemp('kubelab')))
+    try:
+        yield stack
+    finally:
+        stack.close()
+
 
 @pytest.fixture
-def kube_server(tmp_path):
-    """A started server with a fresh kubeconfig (admin token) in tmp_path."""
+def kube_emulator(tmp_path):
+    """A started emulator (tests/kubeapi) with a fresh kubeconfig (admin token) in tmp_path."""
     srv = KubeTestServer(kubeconfig_path=str(tmp_path / 'kubeconfig')).start()
     try:
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture
+def kube_server(request, tmp_path):
+    """The real stack (default) or the emulator (``CONVERGE_VIRT_KUBE_API=emulated``), fresh for this test."""
+    if MODE == 'emulated':
+        srv = KubeTestServer(kubeconfig_path=str(tmp_path / 'kubeconfig')).start()
+        try:
+            yield srv
+        finally:
+            srv.stop()
+        return
+    from .real import RealKubeServer  # pylint: disable=import-outside-toplevel
+    stack = request.getfixturevalue('kube_real_stack')
+    stack.reset()
+    srv = RealKubeServer(stack, kubeconfig_path=str(tmp_path / 'kubeconfig')).start()
+    try:
+        yield srv
+    finally:
+        srv.close()
 
 
 @pytest.fixture(scope='session')

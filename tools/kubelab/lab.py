@@ -34,8 +34,10 @@ from ..procs import boot_id, pid_alive, reap, start_time
 
 STATE = "kubelab.json"
 ROLES = ("etcd", "kube-apiserver", "kube-controller-manager")
+# pvc/pv protection: a claim in use by a pod (a virt-launcher) is deleted only once no pod uses it, as on a cluster
 CONTROLLERS = ("namespace-controller", "garbage-collector-controller", "serviceaccount-controller",
-               "root-ca-certificate-publisher-controller")
+               "root-ca-certificate-publisher-controller", "persistentvolumeclaim-protection-controller",
+               "persistentvolume-protection-controller")
 SERVICE_CIDR = "10.0.0.0/24"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 CRD_GROUPS = ("kubevirt.io", "cdi.kubevirt.io")
@@ -453,6 +455,7 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint
     ports = {"etcd": _free_port(), "etcd-peer": _free_port(), "kube-apiserver": _free_port(), "kube-controller-manager": _free_port()}
     if virt_api:
         ports["virt-api"] = _free_port()
+        ports["virt-handler"] = _free_port()    # where virt-api reaches "virt-handler" (see handler_endpoint)
     state = {"boot_id": boot_id(), "dir": directory, "ports": ports, "versions": build.versions(), "processes": []}
     _save(directory, state)
     server = f"https://127.0.0.1:{ports['kube-apiserver']}"
@@ -486,9 +489,11 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint
                                        server=True, client=True, dns=VIRT_API_NAMES, addresses=("127.0.0.1",))
             _kubevirt_cr(client, feature_gates)
             # first attempt: virt-api acts with the admin kubeconfig (KubeVirt's own RBAC for it is a next step)
+            _handler_identity(client, pki_dir)
             api = _start(directory, "virt-api", [binaries["virt-api"], "--kubeconfig", kubeconfig, "--listen", "127.0.0.1",
                                                  "--port", str(ports["virt-api"]), "--tls-cert-file", crt, "--tls-key-file", key,
-                                                 "--handler-cert-file", crt, "--handler-key-file", key], state)
+                                                 "--handler-cert-file", crt, "--handler-key-file", key,
+                                                 "--console-server-port", str(ports["virt-handler"])], state)
             _wait("virt-api", api, state["processes"][-1]["log"], lambda: _virt_api_healthy(ports["virt-api"], paths["ca"]))
             client.apply("/api/v1/namespaces/kubevirt/services", {
                 "apiVersion": "v1", "kind": "Service", "metadata": {"name": "virt-api", "namespace": VIRT_API_NAMESPACE},
@@ -509,6 +514,35 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint
             "ports": ports, "pids": {p["role"]: p["pid"] for p in state["processes"]}, "crds": len(installed)}
 
 
+# ---------------------------------------------------------------- where virt-api reaches virt-handler
+
+HANDLER_CN = "kubevirt.io:system:node:virt-handler"     # what virt-api's client TLS config requires of a handler
+
+
+def _handler_identity(client, pki_dir):
+    """What virt-api needs to talk to a virt-handler: the ``kubevirt-ca`` ConfigMap (the CA it verifies handlers
+    against) and a serving certificate with virt-handler's common name signed by it (pki/virt-handler.crt)."""
+    ca = pki.ensure_ca(pki_dir, "ca", "converge-virt-kubelab-ca")
+    pki.ensure_leaf(pki_dir, "virt-handler", ca, HANDLER_CN, server=True, client=True, addresses=("127.0.0.1",))
+    with open(os.path.join(pki_dir, "ca.crt"), encoding="utf-8") as handle:
+        bundle = handle.read()
+    client.apply(f"/api/v1/namespaces/{VIRT_API_NAMESPACE}/configmaps", {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kubevirt-ca", "namespace": VIRT_API_NAMESPACE},
+        "data": {"ca-bundle": bundle}})
+
+
+def handler_endpoint(directory):
+    """(port, cert file, key file, CA file) for an emulated virt-handler of a lab started with virt-api: virt-api calls
+    ``https://<virt-handler pod IP>:<port>/v1/namespaces/NS/virtualmachineinstances/NAME/{pause,unpause,...}`` of the
+    virt-handler pod (label kubevirt.io=virt-handler, namespace kubevirt) on the VMI's node."""
+    state = _load_state(os.path.abspath(directory))
+    if not state or "virt-handler" not in state.get("ports", {}):
+        raise LabError(f"no lab with virt-api is up in {directory}")
+    pki_dir = os.path.join(state["dir"], "pki")
+    return (state["ports"]["virt-handler"], os.path.join(pki_dir, "virt-handler.crt"), os.path.join(pki_dir, "virt-handler.key"),
+            state["ca_file"])
+
+
 # ---------------------------------------------------------------- emulated controllers (issue 14 item 4)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -516,8 +550,18 @@ CONTROLLER_ACCOUNT = "kubevirt-controller"      # virt-api lets only KubeVirt's 
 ALL_RULES = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
 
 
-def _start_emulated_controllers(client, directory, state, server, ca_file):
-    """Start tests/kubeapi/controller.py as ``system:serviceaccount:kubevirt:kubevirt-controller``; wait for its nodes."""
+def controller_kubeconfig(directory):
+    """DIR/pki/controllers.kubeconfig for a running lab: KubeVirt's own controller identity
+    (``system:serviceaccount:kubevirt:kubevirt-controller``), what an emulated controller run in a test process uses."""
+    state = _load_state(os.path.abspath(directory))
+    if not state or "server" not in state:
+        raise LabError(f"no lab is up in {directory}")
+    with open(os.path.join(state["dir"], "pki", "admin.token"), encoding="utf-8") as handle:
+        client = Client(state["server"], state["ca_file"], handle.read().strip())
+    return _controller_identity(client, state["dir"], state["server"], state["ca_file"])
+
+
+def _controller_identity(client, directory, server, ca_file):
     token = grant(client, VIRT_API_NAMESPACE, CONTROLLER_ACCOUNT, ALL_RULES, ALL_RULES)
     # virt-operator writes the cluster's default architecture into the KubeVirt CR's status; without it virt-api's
     # mutators leave spec.architecture empty and its VMI validator refuses every VMI ("unsupported architecture: ")
@@ -530,6 +574,12 @@ def _start_emulated_controllers(client, directory, state, server, ca_file):
             raise LabError(f"could not set the KubeVirt CR's default architecture: HTTP {code}: {answer}")
     kubeconfig = os.path.join(directory, "pki", "controllers.kubeconfig")
     _kubeconfig(kubeconfig, server, ca_file, f"system:serviceaccount:{VIRT_API_NAMESPACE}:{CONTROLLER_ACCOUNT}", token)
+    return kubeconfig
+
+
+def _start_emulated_controllers(client, directory, state, server, ca_file):
+    """Start tests/kubeapi/controller.py as ``system:serviceaccount:kubevirt:kubevirt-controller``; wait for its nodes."""
+    kubeconfig = _controller_identity(client, directory, server, ca_file)
     proc = _start(directory, "controllers", [sys.executable, "-m", "tests.kubeapi.controller", "--kubeconfig", kubeconfig], state,
                   cwd=REPO_ROOT)
 
