@@ -139,6 +139,21 @@ def test_vm_module_running_rerun_stopped_absent(kubelab):
     wait_for('VM life gone', lambda: get(kubelab, VMS + '/life') is None, timeout=30)
 
 
+def test_pause_and_unpause_go_through_virt_api_to_the_handler_endpoint(kubelab):
+    """virt-api forwards pause/unpause to the virt-handler pod of the VMI's node (tests/kubeapi/handler.py plays it)."""
+    ok(run_module('vm', kv(kubelab, 'pz', state='running')))
+    paused = ok(run_module('vm', kv(kubelab, 'pz', state='paused')))
+    assert [s['action'] for s in paused['steps']] == ['pause'] and paused['vm']['status'] == 'Paused', paused['vm']
+    conditions = {c['type']: c for c in get(kubelab, VMIS + '/pz')['status']['conditions']}
+    assert conditions['Paused']['status'] == 'True' and conditions['Paused']['reason'] == 'PausedByUser'
+    handlers = kubelab['client'].request('GET', '/api/v1/namespaces/kubevirt/pods?labelSelector=kubevirt.io%3Dvirt-handler')[1]['items']
+    assert sorted(p['spec']['nodeName'] for p in handlers) == ['node01', 'node02', 'node03']
+    resumed = ok(run_module('vm', kv(kubelab, 'pz', state='running')))
+    assert [s['action'] for s in resumed['steps']] == ['unpause'] and resumed['vm']['status'] == 'Running', resumed['vm']
+    assert 'Paused' not in {c['type'] for c in get(kubelab, VMIS + '/pz')['status']['conditions']}
+    ok(run_module('vm', kv(kubelab, 'pz', state='absent')))
+
+
 def test_hotplug_through_kubevirts_addvolume_reaches_ready(kubelab):
     client = kubelab['client']
     running_vm(kubelab, 'hp')

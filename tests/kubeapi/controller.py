@@ -23,6 +23,7 @@ import sys
 import threading
 
 from .faults import Faults
+from .handler import HandlerEmulation
 from .kubevirt import Controller
 from .remote import RemoteStore, load_kubeconfig
 
@@ -43,8 +44,9 @@ def _untaint(node):
         node.get('spec', {}).pop('taints', None)
 
 
-def run(kubeconfig, interval=0.1, idle_interval=0.4, step_delay=0.1, nodes=None, stop=None):
-    """Seed, then reconcile until ``stop`` (a threading.Event) is set."""
+def run(kubeconfig, interval=0.1, idle_interval=0.4, step_delay=0.1, nodes=None, stop=None, handler=None):  # pylint: disable=too-many-arguments
+    """Seed, then reconcile until ``stop`` (a threading.Event) is set.  ``handler``: (kubeconfig, port, cert, key) of
+    the virt-handler endpoint to serve for virt-api (tests/kubeapi/handler.py), or None."""
     stop = stop or threading.Event()
     server, ca_file, token = load_kubeconfig(kubeconfig)
     store = RemoteStore(server, ca_file, token)
@@ -54,6 +56,11 @@ def run(kubeconfig, interval=0.1, idle_interval=0.4, step_delay=0.1, nodes=None,
     # (not run by the lab) lifts it once the Node reports Ready: do that for the simulated nodes
     for name in controller.node_names:
         store.mutate(store.rtype('', 'nodes'), '', name, _untaint)
+    endpoint = None
+    if handler:
+        h_server, h_ca, h_token = load_kubeconfig(handler[0])
+        endpoint = HandlerEmulation(RemoteStore(h_server, h_ca, h_token), handler[1], handler[2], handler[3], h_ca,
+                                    controller.node_names).start()
     LOG.info('seeded nodes %s; reconciling %s every %.2f s (idle %.2f s)', ', '.join(controller.node_names), server, interval, idle_interval)
     while not stop.is_set():
         changes = 0
@@ -67,6 +74,8 @@ def run(kubeconfig, interval=0.1, idle_interval=0.4, step_delay=0.1, nodes=None,
         if len(controller.due) > 10000:
             controller.due.clear()
         stop.wait(interval if busy else idle_interval)
+    if endpoint is not None:
+        endpoint.stop()
     LOG.info('stopped after %d passes, %d requests, %d conflicts', controller.passes, store.requests, store.conflicts)
 
 
@@ -78,12 +87,17 @@ def main(argv=None):
     parser.add_argument('--idle-interval', type=float, default=0.4, help='seconds between passes when nothing moved')
     parser.add_argument('--step-delay', type=float, default=0.1, help='emulated seconds between two steps of one object')
     parser.add_argument('--nodes', default='node01,node02,node03', help='simulated nodes (comma separated)')
+    parser.add_argument('--handler-kubeconfig', help="serve virt-handler's REST endpoint for virt-api, as this identity")
+    parser.add_argument('--handler-port', type=int)
+    parser.add_argument('--handler-cert')
+    parser.add_argument('--handler-key')
     args = parser.parse_args(argv)
+    handler = (args.handler_kubeconfig, args.handler_port, args.handler_cert, args.handler_key) if args.handler_kubeconfig else None
     logging.basicConfig(level=logging.INFO, format='%(asctime)s %(name)s %(levelname)s %(message)s', stream=sys.stderr)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    run(args.kubeconfig, args.interval, args.idle_interval, args.step_delay, [n for n in args.nodes.split(',') if n], stop)
+    run(args.kubeconfig, args.interval, args.idle_interval, args.step_delay, [n for n in args.nodes.split(',') if n], stop, handler)
     return 0
 
 

@@ -504,7 +504,7 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint
         else:
             _remove_virt_api_registrations(client, registrations)
         if controllers == "emulated":
-            _start_emulated_controllers(client, directory, state, server, paths["ca"])
+            _start_emulated_controllers(client, directory, state, server, paths["ca"], virt_api)
     except BaseException:
         down(directory)
         raise
@@ -535,12 +535,16 @@ def handler_endpoint(directory):
     """(port, cert file, key file, CA file) for an emulated virt-handler of a lab started with virt-api: virt-api calls
     ``https://<virt-handler pod IP>:<port>/v1/namespaces/NS/virtualmachineinstances/NAME/{pause,unpause,...}`` of the
     virt-handler pod (label kubevirt.io=virt-handler, namespace kubevirt) on the VMI's node."""
-    state = _load_state(os.path.abspath(directory))
+    return handler_endpoint_of(_load_state(os.path.abspath(directory)), directory)
+
+
+def handler_endpoint_of(state, directory):
+    """``handler_endpoint`` from a lab's state record."""
     if not state or "virt-handler" not in state.get("ports", {}):
         raise LabError(f"no lab with virt-api is up in {directory}")
     pki_dir = os.path.join(state["dir"], "pki")
     return (state["ports"]["virt-handler"], os.path.join(pki_dir, "virt-handler.crt"), os.path.join(pki_dir, "virt-handler.key"),
-            state["ca_file"])
+            os.path.join(pki_dir, "ca.crt"))
 
 
 # ---------------------------------------------------------------- emulated controllers (issue 14 item 4)
@@ -577,15 +581,28 @@ def _controller_identity(client, directory, server, ca_file):
     return kubeconfig
 
 
-def _start_emulated_controllers(client, directory, state, server, ca_file):
-    """Start tests/kubeapi/controller.py as ``system:serviceaccount:kubevirt:kubevirt-controller``; wait for its nodes."""
+def _start_emulated_controllers(client, directory, state, server, ca_file, virt_api):  # pylint: disable=too-many-arguments
+    """Start tests/kubeapi/controller.py as ``system:serviceaccount:kubevirt:kubevirt-controller`` (with virt-api, also
+    virt-handler's REST endpoint as ``kubevirt:kubevirt-handler``: tests/kubeapi/handler.py); wait for its nodes."""
     kubeconfig = _controller_identity(client, directory, server, ca_file)
-    proc = _start(directory, "controllers", [sys.executable, "-m", "tests.kubeapi.controller", "--kubeconfig", kubeconfig], state,
-                  cwd=REPO_ROOT)
+    argv = [sys.executable, "-m", "tests.kubeapi.controller", "--kubeconfig", kubeconfig]
+    if virt_api:
+        handler = os.path.join(directory, "pki", "handler.kubeconfig")
+        _kubeconfig(handler, server, ca_file, f"system:serviceaccount:{VIRT_API_NAMESPACE}:kubevirt-handler",
+                    grant(client, VIRT_API_NAMESPACE, "kubevirt-handler", ALL_RULES, ALL_RULES))
+        port, crt, key, _ca = handler_endpoint_of(state, directory)
+        argv += ["--handler-kubeconfig", handler, "--handler-port", str(port), "--handler-cert", crt, "--handler-key", key]
+    proc = _start(directory, "controllers", argv, state, cwd=REPO_ROOT)
 
     def seeded():
         code, nodes = client.request("GET", "/api/v1/nodes")
-        return code == 200 and any(n.get("status", {}).get("conditions") for n in nodes.get("items", []))
+        items = nodes.get("items", []) if code == 200 else []
+        if not items or not all(n.get("status", {}).get("conditions") and not n["spec"].get("taints") for n in items):
+            return False
+        if not virt_api:
+            return True
+        code, pods = client.request("GET", f"/api/v1/namespaces/{VIRT_API_NAMESPACE}/pods?labelSelector=kubevirt.io%3Dvirt-handler")
+        return code == 200 and len(pods.get("items", [])) >= len(items)
     _wait("controllers", proc, state["processes"][-1]["log"], seeded, timeout=60)
 
 
