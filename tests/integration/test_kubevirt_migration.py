@@ -12,6 +12,7 @@ annotations, the migration objects).
 
 # pylint: disable=missing-function-docstring,redefined-outer-name,unused-import
 
+import argparse
 import functools
 import json
 import os
@@ -83,7 +84,10 @@ def task_states_seen(srv, name):
             value = (ev.obj['metadata'].get('annotations') or {}).get(TASK_STATE)
             if not seen or seen[-1] != value:
                 seen.append(value)
-    srv.store.listeners.append(listen)
+    if srv.real:
+        srv.watch('kubevirt.io', 'virtualmachines', 'default', lambda kind, obj: listen(argparse.Namespace(key=key, obj=obj)))
+    else:
+        srv.store.listeners.append(listen)
     return seen
 
 

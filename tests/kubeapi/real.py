@@ -40,6 +40,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import urllib.request
 from http.server import BaseHTTPRequestHandler
 
 import yaml
@@ -426,6 +427,33 @@ class RealKubeServer:  # pylint: disable=too-many-instance-attributes
             busy = changes or any(due > controller.now() for due in controller.due.values())
             controller.wake.wait(self.interval if busy else self.idle_interval)
             controller.wake.clear()
+
+    def watch(self, group, plural, ns, callback):
+        """Call ``callback(event type, object)`` for every change of ``group/plural`` objects in ``ns`` from now on
+        (a watch on the server itself, in a thread, until ``close()``): what the emulator's ``store.listeners`` gave."""
+        rtype = self.store.rtype(group, plural)
+        path = self.store._path(rtype, ns)  # pylint: disable=protected-access
+        version = self.store.request('GET', path)['metadata']['resourceVersion']
+        ready = threading.Event()
+
+        def run():
+            while not self.controller.stop_event.is_set():
+                query = urllib.parse.urlencode({'watch': '1', 'resourceVersion': version, 'timeoutSeconds': '30'})
+                req = urllib.request.Request('%s%s?%s' % (self.store.server, path, query))
+                req.add_header('Authorization', 'Bearer ' + self.store.token)
+                try:
+                    with urllib.request.urlopen(req, context=self.store.context, timeout=40) as resp:
+                        ready.set()
+                        for line in resp:
+                            if self.controller.stop_event.is_set():
+                                return
+                            event = json.loads(line)
+                            if event.get('type') in ('ADDED', 'MODIFIED', 'DELETED'):
+                                callback(event['type'], event['object'])
+                except (OSError, ValueError):
+                    time.sleep(0.1)
+        threading.Thread(target=run, name='kube-watch-%s' % plural, daemon=True).start()
+        ready.wait(10)
 
     def stop(self):
         """Make the API unreachable (the proxy stops listening)."""

@@ -114,9 +114,13 @@ JOURNAL_STUB = {
 
 
 @pytest.fixture
-def lab(libvirt_hosts, kube_server, tmp_path):
-    """Input files, output directories and the environment of one canary run."""
-    srv = kube_server
+def lab(libvirt_hosts, kube_emulator, tmp_path):
+    """Input files, output directories and the environment of one canary run.
+
+    The emulator (kube_emulator): the canaries are strings this file chooses and plants everywhere (the API token among
+    them), and a real API server accepts only tokens it minted or read from its token file at start.
+    """
+    srv = kube_emulator
     srv.add_token(CANARY_TOKEN, ['*'])
     srv.add_token(CANARY_ROLE_TOKEN, ['*'])
     dirs = dict((name, tmp_path / name) for name in ('input', 'out', 'home', 'tmp', 'cache', 'pool'))

@@ -488,9 +488,14 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint
             crt, key = pki.ensure_leaf(pki_dir, "virt-api", pki.ensure_ca(pki_dir, "ca", "converge-virt-kubelab-ca"), "virt-api",
                                        server=True, client=True, dns=VIRT_API_NAMES, addresses=("127.0.0.1",))
             _kubevirt_cr(client, feature_gates)
-            # first attempt: virt-api acts with the admin kubeconfig (KubeVirt's own RBAC for it is a next step)
             _handler_identity(client, pki_dir)
-            api = _start(directory, "virt-api", [binaries["virt-api"], "--kubeconfig", kubeconfig, "--listen", "127.0.0.1",
+            # virt-api acts as KubeVirt's own kubevirt:kubevirt-apiserver account: its webhooks let only KubeVirt's accounts
+            # change a VMI (a stop with a grace period patches the VMI: refused when virt-api ran as the admin); the rules
+            # are all rules for now (KubeVirt's exact RBAC for it is a next step)
+            api_kubeconfig = os.path.join(pki_dir, "virt-api.kubeconfig")
+            _kubeconfig(api_kubeconfig, server, paths["ca"], f"system:serviceaccount:{VIRT_API_NAMESPACE}:kubevirt-apiserver",
+                        grant(client, VIRT_API_NAMESPACE, "kubevirt-apiserver", ALL_RULES, ALL_RULES))
+            api = _start(directory, "virt-api", [binaries["virt-api"], "--kubeconfig", api_kubeconfig, "--listen", "127.0.0.1",
                                                  "--port", str(ports["virt-api"]), "--tls-cert-file", crt, "--tls-key-file", key,
                                                  "--handler-cert-file", crt, "--handler-key-file", key,
                                                  "--console-server-port", str(ports["virt-handler"])], state)

@@ -48,3 +48,26 @@ def test_the_words_are_vm_infos():
 def test_a_gone_vm_says_so():
     words = events.vm_words('a', 'ns', None, None)
     assert (words['exists'], words['vm_state']) == (False, 'DELETED')
+
+
+class _Loop:
+    """call_soon_threadsafe runs at once (no asyncio loop in a unit test)."""
+
+    @staticmethod
+    def call_soon_threadsafe(func, *args):
+        func(*args)
+
+
+def test_a_relist_reports_a_vm_deleted_while_no_watch_ran():
+    import asyncio  # pylint: disable=import-outside-toplevel
+    queue = asyncio.Queue()
+    source = events.KubevirtEvents(queue, {'namespace': 'ns'})
+    source.loop = _Loop()
+    source.objects['virtualmachines'] = {'a': VM, 'b': dict(VM, metadata=dict(VM['metadata'], name='b'))}
+    source._sync()  # pylint: disable=protected-access
+    source.objects['virtualmachines'] = {'b': dict(VM, metadata=dict(VM['metadata'], name='b'))}   # 'a' deleted while disconnected
+    source._sync()  # pylint: disable=protected-access
+    sent = [queue.get_nowait()['converge_virt'] for _ in range(queue.qsize())]
+    second = sent[3:]
+    assert [(e['type'], e.get('vm', {}).get('name')) for e in second] == [('change', 'a'), ('sync', 'b'), ('sync_done', None)]
+    assert second[0]['action'] == 'DELETED' and second[0]['vm']['exists'] is False and second[0]['vm']['vm_state'] == 'DELETED'

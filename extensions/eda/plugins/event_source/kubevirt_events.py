@@ -11,7 +11,7 @@ condition, a label) sends nothing.
 
 - ``sync`` for every VM, then ``sync_done``, after the first list - and again after a watch could not go on
   from its resourceVersion (410 Gone: the server compacted it) or the connection failed, since changes were
-  missed in between;
+  missed in between (first a ``change`` with action ``DELETED`` for each VM sent before that is no longer listed);
 - ``heartbeat`` every ``heartbeat`` seconds (0: never), saying whether both watches are up;
 - a VM with a task of the collection in flight is marked (``task_in_progress``), so rules can skip it.
 
@@ -111,6 +111,10 @@ class KubevirtEvents:
 
     def _sync(self):
         with self.lock:
+            # a VM deleted while no watch ran is missing from the new list: say it is gone (its DELETED event was lost)
+            for name in sorted(set(self.sent) - set(self.objects['virtualmachines'])):
+                words = vm_words(name, self.namespace, None, None)
+                self._put({'type': 'change', 'kind': 'VirtualMachine', 'action': 'DELETED', 'vm': words, 'task_in_progress': False})
             self.sent = {}
             for name in sorted(self.objects['virtualmachines']):
                 words = self.sent[name] = self._words(name)
