@@ -123,8 +123,7 @@ def test_jinja_in_a_host_name_or_a_label_never_runs_on_the_controller(kube_emula
     through host_format here, which is not a template either. A real API server refuses them in label values too; the
     test server does not, so a label stands for any free-text value (a condition message) used in compose or keyed_groups.
     """
-    kube_server = kube_emulator
-    srv = kube_server
+    srv = kube_emulator
     from kubernetes import client as k8s  # pylint: disable=import-outside-toplevel
     _vm(srv, 'plain', 'stopped')
     k8s.CustomObjectsApi(srv.api_client()).patch_namespaced_custom_object(

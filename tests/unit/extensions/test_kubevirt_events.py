@@ -67,7 +67,7 @@ def test_a_relist_reports_a_vm_deleted_while_no_watch_ran():
     source._sync()  # pylint: disable=protected-access
     source.objects['virtualmachines'] = {'b': dict(VM, metadata=dict(VM['metadata'], name='b'))}   # 'a' deleted while disconnected
     source._sync()  # pylint: disable=protected-access
-    sent = [queue.get_nowait()['converge_virt'] for _ in range(queue.qsize())]
+    sent = [queue.get_nowait()['converge_virt'] for _unused in range(queue.qsize())]
     second = sent[3:]
     assert [(e['type'], e.get('vm', {}).get('name')) for e in second] == [('change', 'a'), ('sync', 'b'), ('sync_done', None)]
     assert second[0]['action'] == 'DELETED' and second[0]['vm']['exists'] is False and second[0]['vm']['vm_state'] == 'DELETED'
