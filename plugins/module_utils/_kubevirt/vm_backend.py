@@ -33,7 +33,7 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt import obs
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, KUBEVIRT_API, Conflict, NotFound
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import DNS_LABEL as _DNS_LABEL, DNS_SUBDOMAIN as _DNS_SUBDOMAIN
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore, annotations_from_record
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.units import parse_size
+from ansible_collections.converge.virt.plugins.module_utils._common.units import parse_size
 from ansible_collections.converge.virt.plugins.module_utils._phase import prediction, tasks, views, vm_plan
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id

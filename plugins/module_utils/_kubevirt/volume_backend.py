@@ -40,7 +40,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.redact impor
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, CORE_API, KUBEVIRT_API, SUBRESOURCE_API, Conflict
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.units import parse_size
+from ansible_collections.converge.virt.plugins.module_utils._common.units import parse_size
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 from ansible_collections.converge.virt.plugins.module_utils._phase.volumes import ActualVolume, Attachment

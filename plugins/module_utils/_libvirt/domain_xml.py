@@ -22,7 +22,7 @@ import copy
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.units import KIB, MIB, TIB, parse_size, from_libvirt
+from ansible_collections.converge.virt.plugins.module_utils._common.units import KIB, MIB, TIB, parse_size, from_libvirt
 # the metadata record and the XML helpers live in metadata.py (modules that only read or write the record - migration,
 # the task store, host - do not load the domain builder); re-exported here for the modules that build domains
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.metadata import (  # noqa: F401 pylint: disable=unused-import

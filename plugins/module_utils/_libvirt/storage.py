@@ -32,7 +32,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import files
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.units import parse_size, unit_factor
+from ansible_collections.converge.virt.plugins.module_utils._common.units import parse_size, unit_factor
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 from ansible_collections.converge.virt.plugins.module_utils._phase.volumes import Attachment, DesiredVolume
 

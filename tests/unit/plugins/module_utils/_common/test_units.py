@@ -9,7 +9,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 import pytest
 from hypothesis import given, strategies as st
 
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.units import (
+from ansible_collections.converge.virt.plugins.module_utils._common.units import (
     GIB, KIB, MIB, TIB, format_size, from_libvirt, human_size, parse_size, to_unit, unit_factor)
 
 
