@@ -164,7 +164,8 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection 
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import list_vms
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, converge_vm
-from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks, views
+from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
 
 LIBVIRT_ONLY = tuple(LIBVIRT_CONNECTION_ARGS)
@@ -207,7 +208,7 @@ def kubevirt_reading(obs):
     """
     if not obs.get('exists'):
         return None
-    return _reading(obs, kubevirt_vm_backend().intended_power(obs), bool(views.kubevirt_metadata(obs.get('vm')).get('vm_state')))
+    return _reading(obs, kubevirt_vm_backend().intended_power(obs), bool(kubevirt_views.kubevirt_metadata(obs.get('vm')).get('vm_state')))
 
 
 def libvirt_reading(obs):

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Observe KubeVirt VirtualMachines: read the VM, its VMI and the DataVolumes / PVCs it references.
 
-The state words come from the pure :func:`views.kubevirt_vm_view` (shared with
+The state words come from the pure :func:`kubevirt_views.kubevirt_vm_view` (shared with
 the inventory). One VM costs one GET of the VM and one of the VMI, plus one per
 referenced DataVolume / claim; a whole namespace costs four list calls
 (:func:`observe_namespace`), which is what the fleet form and ``vm_info`` use.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, CORE_API, KUBEVIRT_API
 from ansible_collections.converge.virt.plugins.module_utils._phase import views
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
 from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
 
 ERROR_STATUSES = ('ErrorUnschedulable', 'ErrImagePull', 'ImagePullBackOff', 'ErrorPvcNotFound', 'ErrorDataVolumeNotFound',
@@ -45,8 +46,8 @@ def build(name, namespace, vm, vmi, datavolumes, pvcs):
         refs = _get(vmi, 'metadata', 'ownerReferences') or []
         if refs and not any(r.get('uid') == _get(vm, 'metadata', 'uid') for r in refs):
             vmi = None      # a VMI of the same name owned by something else is not this VM's
-    view = views.kubevirt_vm_view(vm, vmi, datavolumes, pvcs)
-    meta = views.kubevirt_metadata(vm)
+    view = kubevirt_views.kubevirt_vm_view(vm, vmi, datavolumes, pvcs)
+    meta = kubevirt_views.kubevirt_metadata(vm)
     domain = _get(vm, 'spec', 'template', 'spec', 'domain') or {}
     result = {
         'exists': True, 'name': name, 'namespace': namespace, 'uid': _get(vm, 'metadata', 'uid'),
@@ -67,7 +68,7 @@ def observe_vm(client, namespace, name):
     if vm is None:
         return absent(name, namespace)
     vmi = client.get(KUBEVIRT_API, namespace, 'virtualmachineinstances', name)
-    claims, dv_names = views.kubevirt_volume_claims(vm)
+    claims, dv_names = kubevirt_views.kubevirt_volume_claims(vm)
     dvs, pvcs = [], []
     for dv_name in dv_names:
         dv = client.get(CDI_API, namespace, 'datavolumes', dv_name)
@@ -87,7 +88,7 @@ class NamespaceSnapshot:
         self.namespace = namespace
         self.vms = dict((_get(o, 'metadata', 'name'), o) for o in client.list(KUBEVIRT_API, namespace, 'virtualmachines'))
         self.vmis = dict((_get(o, 'metadata', 'name'), o) for o in client.list(KUBEVIRT_API, namespace, 'virtualmachineinstances'))
-        need_volumes = any(any(views.kubevirt_volume_claims(vm)) for vm in self.vms.values())
+        need_volumes = any(any(kubevirt_views.kubevirt_volume_claims(vm)) for vm in self.vms.values())
         self.dvs = client.list(CDI_API, namespace, 'datavolumes') if need_volumes else []
         self.pvcs = client.list(CORE_API, namespace, 'persistentvolumeclaims') if need_volumes else []
 
@@ -104,7 +105,7 @@ def intended_power(obs):
     """The power_state vm_state is reconciled against: a start or stop KubeVirt already carries out counts as done (pure)."""
     if not obs.get('exists'):
         return obs.get('power_state')
-    return views.kubevirt_intended_power(views.kubevirt_status_input(obs['vm'], obs.get('vmi')), obs['power_state'])
+    return kubevirt_views.kubevirt_intended_power(kubevirt_views.kubevirt_status_input(obs['vm'], obs.get('vmi')), obs['power_state'])
 
 
 def public_view(obs):

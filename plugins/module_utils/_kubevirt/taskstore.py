@@ -14,7 +14,7 @@ so only a change of the record makes the swap fail.
 from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, Conflict, NotFound
-from ansible_collections.converge.virt.plugins.module_utils._phase import views
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord, TaskStore
 
 CAS_RETRIES = 8
@@ -29,7 +29,7 @@ def _num(value):
 
 def record_from_annotations(annotations, inferred_vm_state=None):
     """A :class:`TaskRecord` from a VM's annotations (like the libvirt taskstore's record_from_metadata)."""
-    meta = dict((field, (annotations or {}).get(key)) for field, key in views.RECORD_ANNOTATIONS.items())
+    meta = dict((field, (annotations or {}).get(key)) for field, key in kubevirt_views.RECORD_ANNOTATIONS.items())
     return TaskRecord(
         vm_state=meta.get('vm_state') or inferred_vm_state or 'STOPPED', task_state=meta.get('task_state') or None,
         task_id=meta.get('task_id') or None, action=meta.get('last_action') if meta.get('task_state') else None,
@@ -46,11 +46,11 @@ def annotations_from_record(record, last_action=None):
         'lease_until': repr(record.lease_until) if record.lease_until is not None else None,
         'previous_vm_state': record.previous_vm_state, 'owner': record.owner,
     }
-    return dict((views.RECORD_ANNOTATIONS[field], value) for field, value in values.items())
+    return dict((kubevirt_views.RECORD_ANNOTATIONS[field], value) for field, value in values.items())
 
 
 def _record_part(annotations):
-    return tuple((key, (annotations or {}).get(key)) for key in sorted(views.RECORD_ANNOTATIONS.values()))
+    return tuple((key, (annotations or {}).get(key)) for key in sorted(kubevirt_views.RECORD_ANNOTATIONS.values()))
 
 
 class KubevirtTaskStore(TaskStore):
@@ -80,7 +80,7 @@ class KubevirtTaskStore(TaskStore):
         annotations = (vm.get('metadata') or {}).get('annotations') or {}
         record = record_from_annotations(annotations, self.inferred_vm_state)
         if record.idle() and self.inferred_vm_state:
-            # an idle record is read as the observation corrects it (views.effective_vm_state):
+            # an idle record is read as the observation corrects it (_phase views.effective_vm_state):
             # KubeVirt starts and stops instances by itself (run strategies)
             record = TaskRecord(vm_state=self.inferred_vm_state, previous_vm_state=record.previous_vm_state)
         return record, (vm['metadata'].get('resourceVersion'), _record_part(annotations))

@@ -35,6 +35,7 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client imp
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore, annotations_from_record
 from ansible_collections.converge.virt.plugins.module_utils._common.units import parse_size
 from ansible_collections.converge.virt.plugins.module_utils._phase import prediction, tasks, views, vm_plan
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 
@@ -473,7 +474,7 @@ class KubevirtVm:
 
     def _start_underway(self, obs):
         vm = obs['vm']
-        strategy = views.kubevirt_run_strategy(vm)
+        strategy = kubevirt_views.kubevirt_run_strategy(vm)
         vmi = obs.get('vmi')
         live = vmi is not None and not (vmi.get('metadata') or {}).get('deletionTimestamp') and \
             ((vmi.get('status') or {}).get('phase') not in ('Succeeded', 'Failed'))
@@ -493,7 +494,7 @@ class KubevirtVm:
             self.wait_status(('Running',), options.wait_timeout, 'Running')
 
     def _stop_underway(self, obs):
-        return views.kubevirt_run_strategy(obs['vm']) == 'Halted'
+        return kubevirt_views.kubevirt_run_strategy(obs['vm']) == 'Halted'
 
     def _do_stop(self, declared, obs, options):
         del declared
@@ -501,7 +502,7 @@ class KubevirtVm:
             try:
                 self.client.subresource('virtualmachines', self.namespace, self.name, 'stop')
             except Conflict as exc:
-                if obs.get('vmi') is not None or views.kubevirt_run_strategy(obs['vm']) != 'Manual':
+                if obs.get('vmi') is not None or kubevirt_views.kubevirt_run_strategy(obs['vm']) != 'Manual':
                     raise self.refused('stop', obs, exc)
         if not options.wait:
             return
@@ -600,7 +601,7 @@ def recorded_drift(obs):
     """(recorded, effective) when an idle VM's record disagrees with what KubeVirt carries out, else None (pure)."""
     if not obs.get('exists') or obs.get('task_state'):
         return None
-    recorded = views.kubevirt_metadata(obs.get('vm')).get('vm_state')
+    recorded = kubevirt_views.kubevirt_metadata(obs.get('vm')).get('vm_state')
     effective = obs.get('effective_vm_state')
     if recorded and effective and recorded != effective:
         return recorded, effective

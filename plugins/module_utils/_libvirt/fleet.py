@@ -8,7 +8,7 @@ one ``getAllDomainStats`` give state, reason, vcpus and memory of every domain.
 Only the converge metadata needs one call per domain; those run on a small
 thread pool, since libvirt multiplexes calls on one connection. The domain XML
 is read only where the phase depends on it (a destroyed domain: ACPI or not).
-The state words come from the same :func:`views.libvirt_vm_view` the vm module uses.
+The state words come from the same :func:`libvirt_views.libvirt_vm_view` the vm module uses.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible_collections.converge.virt.plugins.module_utils._common.address import guest_ip
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
-from ansible_collections.converge.virt.plugins.module_utils._phase import views
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
 
 READ_THREADS = 8
 # domains per task of the read pool
@@ -149,7 +149,7 @@ def list_vms(connection, names=None, threads=READ_THREADS, with_title=False, dom
         known = words.get(key)
         if known is None:
             meta = {} if raw is None else domain_xml.read_converge_metadata(raw)
-            view = views.libvirt_vm_view(state, reason, meta, acpi=acpi, managed_save=is_managed, autostart=is_autostart, job_active=False)
+            view = libvirt_views.libvirt_vm_view(state, reason, meta, acpi=acpi, managed_save=is_managed, autostart=is_autostart, job_active=False)
             view.pop('effective_vm_state', None)
             known = words[key] = (view, (bool(meta.get('pending_restart')) and state not in (0, 5, 6), meta.get('lease_until'),
                                          meta.get('owner') or None, bool(meta.get('vm_state'))))

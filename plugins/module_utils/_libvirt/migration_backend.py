@@ -43,6 +43,7 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt import meta
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import Connection, is_no_domain, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 
 MIGRATION_NS = 'https://converge.virt/xmlns/migration/1'
@@ -268,7 +269,7 @@ def vm_view(dom):
     except libvirt.libvirtError:
         pass
     job_active = state in ACTIVE_STATES and job_stats(dom).get('type', 0) in (migration.LIBVIRT_JOB_BOUNDED, migration.LIBVIRT_JOB_UNBOUNDED)
-    view = views.libvirt_vm_view(state, reason, meta, job_active=job_active)
+    view = libvirt_views.libvirt_vm_view(state, reason, meta, job_active=job_active)
     view.update(state_code=state, job_active=job_active, last_action=meta.get('last_action'), owner=meta.get('owner'),
                 lease_until=meta.get('lease_until'))
     return view

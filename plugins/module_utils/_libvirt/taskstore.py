@@ -248,7 +248,7 @@ class LibvirtTaskStore(TaskStore):
         None: forget it, as a new boot does).
 
         KubeVirt reads a destroyed domain by it (``isACPIEnabled``): Failed after a graceful shutdown ran out of
-        time, Succeeded after an immediate power-off (views.libvirt_vm_view reads the field back).
+        time, Succeeded after an immediate power-off (libvirt_views.libvirt_vm_view reads the field back).
         """
         value = None if seconds is None else repr(float(seconds))
         self._set_field('stop_grace_period', value)

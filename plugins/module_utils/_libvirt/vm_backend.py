@@ -21,6 +21,7 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt import doma
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import is_no_domain, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, audit, metadata_from_record
 from ansible_collections.converge.virt.plugins.module_utils._phase import prediction, tasks, views, vm_plan
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 
@@ -102,7 +103,7 @@ class LibvirtVm:
                 job_active = dom.jobInfo()[0] in (1, 2)
             except libvirt.libvirtError:
                 job_active = False
-        view = views.libvirt_vm_view(state, reason, meta, acpi=acpi, managed_save=managed, autostart=autostart, job_active=job_active)
+        view = libvirt_views.libvirt_vm_view(state, reason, meta, acpi=acpi, managed_save=managed, autostart=autostart, job_active=job_active)
         result = {
             'exists': True, 'name': self.name, 'uuid': root.findtext('uuid'), 'persistent': persistent,
             'autostart': autostart, 'managed_save': managed, 'lease_until': meta.get('lease_until'),
@@ -246,7 +247,7 @@ class LibvirtVm:
                     return (0, 0)
                 raise
         return wait_for(observe, lambda st: done(st[0]), timeout, '%s to be %s' % (self.name, what),
-                        describe=lambda st: views.libvirt_vm_view(st[0], st[1]))
+                        describe=lambda st: libvirt_views.libvirt_vm_view(st[0], st[1]))
 
     def _boot(self, dom, options):
         # a new boot: how an earlier stop powered the guest off no longer says anything
@@ -286,7 +287,7 @@ class LibvirtVm:
         elif not options.force_stop:
             raise BackendError('stopping %s needs a graceful shutdown (shutdown_timeout > 0) or force_stop' % self.name)
         # what the destroy follows, for the phase it leaves (Failed after a graceful shutdown ran out of time,
-        # Succeeded after an immediate power-off: views.libvirt_vm_view, KubeVirt isACPIEnabled)
+        # Succeeded after an immediate power-off: libvirt_views.libvirt_vm_view, KubeVirt isACPIEnabled)
         LibvirtTaskStore(self.conn, dom, self.owner).set_stop_grace_period(options.shutdown_timeout if graceful else 0)
         try:
             dom.destroy()

@@ -17,7 +17,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.converge.virt.plugins.module_utils._phase import views
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 for _up in range(5):
@@ -55,8 +56,8 @@ def test_the_manifests_match_what_they_must():
 def test_the_policy_covers_every_record_annotation():
     """The prefix the policy guards is the collection's, and every annotation of the record has it."""
     changed = dict((v['name'], v['expression']) for v in manifests()['ValidatingAdmissionPolicy']['spec']['variables'])['recordChanged']
-    assert changed.count("k.startsWith('%s')" % views.ANNOTATION_PREFIX) == 2
-    assert all(key.startswith(views.ANNOTATION_PREFIX) for key in views.RECORD_ANNOTATIONS.values())
+    assert changed.count("k.startsWith('%s')" % kubevirt_views.ANNOTATION_PREFIX) == 2
+    assert all(key.startswith(kubevirt_views.ANNOTATION_PREFIX) for key in kubevirt_views.RECORD_ANNOTATIONS.values())
 
 
 def admit(user, groups, old, new):

@@ -21,7 +21,8 @@ import pytest
 from ansible_collections.converge.virt.plugins.module_utils._phase import deviations
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration as m
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
-from ansible_collections.converge.virt.plugins.module_utils._phase import views
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
 from ansible_collections.converge.virt.plugins.module_utils._phase.migration import MigrationObservation as Obs
 
 VM = 'vm_test.go VM printableStatus: '
@@ -160,19 +161,19 @@ PRINTABLE_STATUS = [
 
 @pytest.mark.parametrize('upstream, the_vm, the_vmi, dvs, pvcs, expected', PRINTABLE_STATUS, ids=[c[0] for c in PRINTABLE_STATUS])
 def test_printable_status_as_kubevirt_tests_it(upstream, the_vm, the_vmi, dvs, pvcs, expected):
-    assert views.kubevirt_vm_view(the_vm, the_vmi, dvs, pvcs)['status'] == expected, VM + upstream
+    assert kubevirt_views.kubevirt_vm_view(the_vm, the_vmi, dvs, pvcs)['status'] == expected, VM + upstream
 
 
 def test_a_datavolume_waiting_for_its_first_consumer_is_provisioning_once_its_claim_is_bound():
     # storagetypes.HasDataVolumeProvisioning: "WFFC + plus unbound is not provisioning"; bound, it is
-    assert views.kubevirt_vm_view(vm('Halted', DV1), None, [dv('dv1', 'WaitForFirstConsumer')], [])['status'] == 'Stopped'
-    assert views.kubevirt_vm_view(vm('Halted', DV1), None, [dv('dv1', 'WaitForFirstConsumer', BOUND)], [])['status'] == 'Provisioning'
+    assert kubevirt_views.kubevirt_vm_view(vm('Halted', DV1), None, [dv('dv1', 'WaitForFirstConsumer')], [])['status'] == 'Stopped'
+    assert kubevirt_views.kubevirt_vm_view(vm('Halted', DV1), None, [dv('dv1', 'WaitForFirstConsumer', BOUND)], [])['status'] == 'Provisioning'
 
 
 def test_the_datavolume_not_found_status_is_a_listed_deviation():
     # removed upstream (ef62cbfd13); kept for KubeVirt before v0.56, which still reports the reason
     the_vmi = vmi('Pending', [cond('Synchronized', 'False', 'FailedDataVolumeNotFound')])
-    assert views.kubevirt_vm_view(vm('Always', DV1), the_vmi)['status'] == 'ErrorDataVolumeNotFound'
+    assert kubevirt_views.kubevirt_vm_view(vm('Always', DV1), the_vmi)['status'] == 'ErrorDataVolumeNotFound'
     assert deviations.by_key('datavolume-not-found')
 
 
@@ -221,7 +222,7 @@ def test_an_unreachable_host_is_unknown_a_listed_deviation():
     ('when domain is paused / by qemu during migration should skip paused condition', 2, True, 'Migrating'),
 ], ids=['by user', 'by qemu during migration'])
 def test_paused_condition_as_virt_handler_tests_it(upstream, reason, job, expected):
-    assert views.libvirt_vm_view(3, reason, job_active=job)['status'] == expected, HANDLER + upstream
+    assert libvirt_views.libvirt_vm_view(3, reason, job_active=job)['status'] == expected, HANDLER + upstream
 
 
 # calculateVmPhaseForStatusReason itself, branch by branch (pkg/virt-handler/vm.go), with isACPIEnabled:
@@ -262,17 +263,17 @@ def test_a_crashed_domain_with_an_unknown_reason_is_failed_a_listed_deviation():
 
 
 def test_an_immediate_forced_stop_of_an_acpi_guest_is_succeeded_and_says_why():
-    forced = views.libvirt_vm_view(5, 2, acpi=True, grace_period=0)
+    forced = libvirt_views.libvirt_vm_view(5, 2, acpi=True, grace_period=0)
     assert (forced['phase'], forced['status']) == ('Succeeded', 'Stopped')
     assert forced['phase_reason'].startswith('powered off at once')
-    timed_out = views.libvirt_vm_view(5, 2, acpi=True, grace_period=60)
+    timed_out = libvirt_views.libvirt_vm_view(5, 2, acpi=True, grace_period=60)
     assert (timed_out['phase'], timed_out['status']) == ('Failed', 'Stopped')
     assert 'did not finish within the grace period' in timed_out['phase_reason']
     # the record may carry the grace period of the last stop
-    recorded = views.libvirt_vm_view(5, 2, {'vm_state': 'STOPPED', 'stop_grace_period': '0'}, acpi=True)
+    recorded = libvirt_views.libvirt_vm_view(5, 2, {'vm_state': 'STOPPED', 'stop_grace_period': '0'}, acpi=True)
     assert recorded['phase'] == 'Succeeded'
     # not known: read as KubeVirt's default, and the reason says it is read, not known
-    unknown = views.libvirt_vm_view(5, 2, acpi=True)
+    unknown = libvirt_views.libvirt_vm_view(5, 2, acpi=True)
     assert unknown['phase'] == 'Failed' and unknown['phase_reason'] == s.DESTROYED_GRACE_UNKNOWN
     assert deviations.by_key('destroyed-grace-unknown')
 

@@ -1,4 +1,4 @@
-"""views.kubevirt_vm_view: the state words of a KubeVirt VirtualMachine from plain dicts (no kubernetes import)."""
+"""kubevirt_views.kubevirt_vm_view: the state words of a KubeVirt VirtualMachine from plain dicts (no kubernetes import)."""
 
 # pylint: disable=missing-function-docstring
 
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._phase import views
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
 
 
 def vm(run_strategy='Halted', volumes=None, status=None, annotations=None, generation=1, deleting=False, running=None):
@@ -99,63 +99,63 @@ CASES = [
 
 @pytest.mark.parametrize('label, the_vm, the_vmi, dvs, pvcs, expected', CASES, ids=[c[0] for c in CASES])
 def test_words(label, the_vm, the_vmi, dvs, pvcs, expected):
-    view = views.kubevirt_vm_view(the_vm, the_vmi, dvs, pvcs)
+    view = kubevirt_views.kubevirt_vm_view(the_vm, the_vmi, dvs, pvcs)
     assert (view['status'], view['power_state'], view['vm_state'], view['phase']) == expected, label
     assert view['effective_vm_state'] == expected[2]
 
 
 def test_record_in_annotations_is_read_and_corrected_by_the_observation():
     ann = {'converge.virt/vm-state': 'ACTIVE', 'converge.virt/task-state': None, 'converge.virt/task-id': None}
-    view = views.kubevirt_vm_view(vm('Always', annotations=ann), vmi())
+    view = kubevirt_views.kubevirt_vm_view(vm('Always', annotations=ann), vmi())
     assert (view['vm_state'], view['effective_vm_state'], view['task_state']) == ('ACTIVE', 'ACTIVE', None)
     # the guest stopped itself with run strategy Manual: the record says ACTIVE, the observation STOPPED
-    view = views.kubevirt_vm_view(vm('Manual', annotations=ann), vmi('Succeeded'))
+    view = kubevirt_views.kubevirt_vm_view(vm('Manual', annotations=ann), vmi('Succeeded'))
     assert (view['vm_state'], view['effective_vm_state']) == ('ACTIVE', 'STOPPED')
     # a task in flight keeps the record
     busy = dict(ann, **{'converge.virt/task-state': 'STARTING', 'converge.virt/task-id': 't1'})
-    view = views.kubevirt_vm_view(vm('Manual', annotations=busy), None)
+    view = kubevirt_views.kubevirt_vm_view(vm('Manual', annotations=busy), None)
     assert (view['effective_vm_state'], view['task_state'], view['task_id']) == ('ACTIVE', 'STARTING', 't1')
     # sticky ERROR is kept
-    view = views.kubevirt_vm_view(vm('Always', annotations={'converge.virt/vm-state': 'ERROR'}), vmi())
+    view = kubevirt_views.kubevirt_vm_view(vm('Always', annotations={'converge.virt/vm-state': 'ERROR'}), vmi())
     assert view['effective_vm_state'] == 'ERROR'
-    assert views.kubevirt_metadata(vm(annotations=busy))['task_id'] == 't1'
+    assert kubevirt_views.kubevirt_metadata(vm(annotations=busy))['task_id'] == 't1'
 
 
 def test_printable_status_is_reported_next_to_ours():
     the_vm = vm('Always', status={'printableStatus': 'Running'})
-    view = views.kubevirt_vm_view(the_vm, vmi())
+    view = kubevirt_views.kubevirt_vm_view(the_vm, vmi())
     assert view['status'] == 'Running' and view['printable_status'] == 'Running'
-    assert views.kubevirt_vm_view(vm(), None)['printable_status'] is None
+    assert kubevirt_views.kubevirt_vm_view(vm(), None)['printable_status'] is None
     # ours is computed independently: a stale printableStatus does not change it
-    assert views.kubevirt_vm_view(vm('Halted', status={'printableStatus': 'Running'}), None)['status'] == 'Stopped'
+    assert kubevirt_views.kubevirt_vm_view(vm('Halted', status={'printableStatus': 'Running'}), None)['status'] == 'Stopped'
 
 
 def test_pending_restart_from_generation_and_condition():
-    assert views.kubevirt_vm_view(vm('Always', generation=3), vmi(generation='2'))['pending_restart'] is True
-    assert views.kubevirt_vm_view(vm('Always', generation=2), vmi(generation='2'))['pending_restart'] is False
-    assert views.kubevirt_vm_view(vm('Halted', generation=3), None)['pending_restart'] is False
+    assert kubevirt_views.kubevirt_vm_view(vm('Always', generation=3), vmi(generation='2'))['pending_restart'] is True
+    assert kubevirt_views.kubevirt_vm_view(vm('Always', generation=2), vmi(generation='2'))['pending_restart'] is False
+    assert kubevirt_views.kubevirt_vm_view(vm('Halted', generation=3), None)['pending_restart'] is False
     restart = vm('Always', status={'conditions': [cond('RestartRequired', 'True')]})
-    assert views.kubevirt_vm_view(restart, vmi())['pending_restart'] is True
+    assert kubevirt_views.kubevirt_vm_view(restart, vmi())['pending_restart'] is True
 
 
 def test_claims_and_datavolumes_by_name_or_list():
-    claims, dvs = views.kubevirt_volume_claims(vm('Always', PVC_VOL + [{'name': 'e', 'dataVolume': {'name': 'dv1'}}]))
+    claims, dvs = kubevirt_views.kubevirt_volume_claims(vm('Always', PVC_VOL + [{'name': 'e', 'dataVolume': {'name': 'dv1'}}]))
     assert (claims, dvs) == (['c1'], ['dv1'])
-    as_map = views.kubevirt_vm_view(vm('Always', DV_VOL), None, {'dv1': dv('dv1', 'Failed')}, {})
+    as_map = kubevirt_views.kubevirt_vm_view(vm('Always', DV_VOL), None, {'dv1': dv('dv1', 'Failed')}, {})
     assert as_map['status'] == 'DataVolumeError'
 
 
 def test_garbage_never_raises():
     for the_vm, the_vmi in (({}, None), ({'spec': None, 'status': None, 'metadata': None}, {'status': None}),
                             (vm(volumes=[None, 'x', {'persistentVolumeClaim': None}]), {'metadata': {}, 'status': {'conditions': [None]}})):
-        view = views.kubevirt_vm_view(the_vm, the_vmi, None, None)
+        view = kubevirt_views.kubevirt_vm_view(the_vm, the_vmi, None, None)
         assert view['status'] in ('Stopped', 'Starting', 'Stopping', 'Unknown') and view['power_state'] in ('SHUTDOWN', 'NOSTATE')
 
 
 def test_views_is_pure():
-    assert 'kubernetes' not in sys.modules or 'kubernetes' not in views.__dict__
-    assert views.kubevirt_run_strategy({'spec': {'running': False}}) == 'Halted'
-    assert views.kubevirt_run_strategy({'spec': {}}) == 'Halted'
+    assert 'kubernetes' not in sys.modules or 'kubernetes' not in kubevirt_views.__dict__
+    assert kubevirt_views.kubevirt_run_strategy({'spec': {'running': False}}) == 'Halted'
+    assert kubevirt_views.kubevirt_run_strategy({'spec': {}}) == 'Halted'
 
 
 def fresh(word):
@@ -164,7 +164,7 @@ def fresh(word):
 
 
 def status_of(the_vm, the_vmi=None, dvs=(), pvcs=()):
-    return views.kubevirt_vm_view(the_vm, the_vmi, list(dvs), list(pvcs))['status']
+    return kubevirt_views.kubevirt_vm_view(the_vm, the_vmi, list(dvs), list(pvcs))['status']
 
 
 @pytest.mark.parametrize('strategy, status, the_vmi, expected', [
@@ -238,10 +238,10 @@ def test_claims_of_datavolumes_and_missing_objects():
     ('', 'NOSTATE'), ('Unknown', 'NOSTATE'),
 ])
 def test_power_state(the_vmi, power):
-    assert views.kubevirt_power_state(None if the_vmi is None else vmi(fresh(the_vmi))) == power
+    assert kubevirt_views.kubevirt_power_state(None if the_vmi is None else vmi(fresh(the_vmi))) == power
     if the_vmi == 'Running':
-        assert views.kubevirt_power_state(vmi('Running', [cond('Paused', 'True')])) == 'PAUSED'
-        assert views.kubevirt_power_state(vmi('Running', [cond('Paused', 'False')])) == 'RUNNING'
+        assert kubevirt_views.kubevirt_power_state(vmi('Running', [cond('Paused', 'True')])) == 'PAUSED'
+        assert kubevirt_views.kubevirt_power_state(vmi('Running', [cond('Paused', 'False')])) == 'RUNNING'
 
 
 @pytest.mark.parametrize('the_vm, the_vmi, vm_state', [
@@ -258,41 +258,41 @@ def test_power_state(the_vmi, power):
     (vm('Manual'), vmi('Succeeded'), 'STOPPED'),
 ])
 def test_intended_power_decides_the_inferred_vm_state(the_vm, the_vmi, vm_state):
-    assert views.kubevirt_vm_view(the_vm, the_vmi)['vm_state'] == vm_state
+    assert kubevirt_views.kubevirt_vm_view(the_vm, the_vmi)['vm_state'] == vm_state
 
 
 def test_metadata_run_strategy_and_migration_state():
     annotations = {'converge.virt/vm-state': 'ACTIVE', 'converge.virt/task-state': 'STOPPING', 'converge.virt/task-id': 't1',
                    'converge.virt/task-action': 'stop', 'converge.virt/task-started-at': '1.0', 'converge.virt/lease-until': '2.0',
                    'converge.virt/previous-vm-state': 'PAUSED', 'converge.virt/task-owner': 'h:1'}
-    assert views.kubevirt_metadata(vm(annotations=annotations)) == {
+    assert kubevirt_views.kubevirt_metadata(vm(annotations=annotations)) == {
         'vm_state': 'ACTIVE', 'task_state': 'STOPPING', 'task_id': 't1', 'last_action': 'stop', 'task_started_at': '1.0',
         'lease_until': '2.0', 'previous_vm_state': 'PAUSED', 'owner': 'h:1'}
-    assert views.kubevirt_run_strategy(vm('Manual')) == 'Manual'
-    assert views.kubevirt_run_strategy({'spec': {'running': True}}) == 'Always'
-    assert views.kubevirt_run_strategy({'spec': {'runStrategy': '', 'running': True}}) == 'Always'
-    assert views.kubevirt_instance_migrating(vmi(migration={'startTimestamp': 't'}))
-    assert not views.kubevirt_instance_migrating(vmi(migration={'startTimestamp': 't', 'completed': True}))
-    assert not views.kubevirt_instance_migrating(vmi(migration={'startTimestamp': 't', 'endTimestamp': 'u'}))
-    assert not views.kubevirt_instance_migrating(vmi(migration={}))
-    assert not views.kubevirt_instance_migrating(vmi(migration='garbage'))
-    assert not views.kubevirt_instance_migrating(None)
+    assert kubevirt_views.kubevirt_run_strategy(vm('Manual')) == 'Manual'
+    assert kubevirt_views.kubevirt_run_strategy({'spec': {'running': True}}) == 'Always'
+    assert kubevirt_views.kubevirt_run_strategy({'spec': {'runStrategy': '', 'running': True}}) == 'Always'
+    assert kubevirt_views.kubevirt_instance_migrating(vmi(migration={'startTimestamp': 't'}))
+    assert not kubevirt_views.kubevirt_instance_migrating(vmi(migration={'startTimestamp': 't', 'completed': True}))
+    assert not kubevirt_views.kubevirt_instance_migrating(vmi(migration={'startTimestamp': 't', 'endTimestamp': 'u'}))
+    assert not kubevirt_views.kubevirt_instance_migrating(vmi(migration={}))
+    assert not kubevirt_views.kubevirt_instance_migrating(vmi(migration='garbage'))
+    assert not kubevirt_views.kubevirt_instance_migrating(None)
 
 
 def test_view_keys_reason_and_generation_garbage():
     the_vmi = vmi('Failed')
     the_vmi['status']['reason'] = 'NodeUnresponsive'
-    view = views.kubevirt_vm_view(vm('Manual'), the_vmi)
+    view = kubevirt_views.kubevirt_vm_view(vm('Manual'), the_vmi)
     assert (view['phase'], view['phase_reason']) == ('Failed', 'NodeUnresponsive')
-    assert views.kubevirt_vm_view(vm('Manual'), vmi('Running'))['phase_reason'] is None
-    assert views.kubevirt_vm_view(vm('Manual'), None)['phase_reason'] is None
-    assert sorted(views.kubevirt_vm_view(vm(), None)) == sorted([
+    assert kubevirt_views.kubevirt_vm_view(vm('Manual'), vmi('Running'))['phase_reason'] is None
+    assert kubevirt_views.kubevirt_vm_view(vm('Manual'), None)['phase_reason'] is None
+    assert sorted(kubevirt_views.kubevirt_vm_view(vm(), None)) == sorted([
         'power_state', 'vm_state', 'effective_vm_state', 'task_state', 'task_id', 'status', 'printable_status', 'phase', 'phase_reason',
         'run_strategy', 'start_failures', 'pending_restart'])
-    assert views.kubevirt_vm_view(vm('Always', generation='x'), vmi(generation='1'))['pending_restart'] is False
-    assert views.kubevirt_vm_view(vm('Always', generation=2), vmi(generation=None))['pending_restart'] is False
-    assert views.kubevirt_vm_view(vm('Always', generation=2), vmi('Succeeded', generation='1'))['pending_restart'] is False
-    assert views.kubevirt_vm_view(vm('Always', status={'startFailure': {'consecutiveFailCount': '3'}}), None)['start_failures'] == 3
+    assert kubevirt_views.kubevirt_vm_view(vm('Always', generation='x'), vmi(generation='1'))['pending_restart'] is False
+    assert kubevirt_views.kubevirt_vm_view(vm('Always', generation=2), vmi(generation=None))['pending_restart'] is False
+    assert kubevirt_views.kubevirt_vm_view(vm('Always', generation=2), vmi('Succeeded', generation='1'))['pending_restart'] is False
+    assert kubevirt_views.kubevirt_vm_view(vm('Always', status={'startFailure': {'consecutiveFailCount': '3'}}), None)['start_failures'] == 3
 
 
 def test_conditions_are_read_by_exact_type_status_and_reason():
@@ -308,7 +308,7 @@ def test_conditions_are_read_by_exact_type_status_and_reason():
 
 
 def test_volumes_and_requests_that_are_not_objects_are_skipped():
-    assert views.kubevirt_volume_claims(vm(volumes=['x', None] + PVC_VOL + [{'dataVolume': {'name': 'dv1'}}])) == (['c1'], ['dv1'])
+    assert kubevirt_views.kubevirt_volume_claims(vm(volumes=['x', None] + PVC_VOL + [{'dataVolume': {'name': 'dv1'}}])) == (['c1'], ['dv1'])
     assert status_of(vm('Manual', status={'stateChangeRequests': [{'action': 'Start'}, 'garbage']})) == 'Starting'
     assert status_of(vm('Manual', status={'stateChangeRequests': [{'action': fresh('Stop')}]}), vmi()) == 'Stopping'
 
@@ -321,7 +321,7 @@ def test_volumes_and_requests_that_are_not_objects_are_skipped():
     (vm('Always', status={'startFailure': {'consecutiveFailCount': -1}}), None, 'STOPPED'),             # garbage is no zero
 ])
 def test_automatic_starts(the_vm, the_vmi, vm_state):
-    assert views.kubevirt_vm_view(the_vm, the_vmi)['vm_state'] == vm_state
+    assert kubevirt_views.kubevirt_vm_view(the_vm, the_vmi)['vm_state'] == vm_state
 
 
 def test_claims_without_a_phase_are_unbound():
@@ -330,7 +330,7 @@ def test_claims_without_a_phase_are_unbound():
 
 
 def test_a_newer_instance_generation_is_no_pending_restart():
-    assert views.kubevirt_vm_view(vm('Always', generation=2), vmi(generation='3'))['pending_restart'] is False
+    assert kubevirt_views.kubevirt_vm_view(vm('Always', generation=2), vmi(generation='3'))['pending_restart'] is False
 
 
 def test_condition_status_unknown_is_not_true():

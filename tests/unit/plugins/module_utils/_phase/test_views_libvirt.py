@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""views.libvirt_vm_view and effective_vm_state: every state word of a libvirt domain from dom.state() and the record."""
+"""libvirt_views.libvirt_vm_view and effective_vm_state: every state word of a libvirt domain from dom.state() and the record."""
 
 # pylint: disable=missing-function-docstring
 
@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
 from ansible_collections.converge.virt.plugins.module_utils._phase import views
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
 
 KEYS = ('power_state', 'state', 'state_reason', 'vm_state', 'effective_vm_state', 'task_state', 'task_id', 'status', 'phase', 'phase_reason')
 
@@ -20,7 +21,7 @@ def fresh(word):
 
 
 def words(state, reason, record=None, **kwargs):
-    view = views.libvirt_vm_view(state, reason, record, **kwargs)
+    view = libvirt_views.libvirt_vm_view(state, reason, record, **kwargs)
     return (view['power_state'], view['vm_state'], view['effective_vm_state'], view['status'], view['phase'])
 
 
@@ -67,34 +68,34 @@ def test_libvirt_words(args, expected):
 @pytest.mark.parametrize('task_state', ['STARTING', 'REBOOTING', 'REBOOTING_HARD', 'RESUMING', 'UNPAUSING', 'RESTORING'])
 def test_a_start_under_way_reads_starting(task_state):
     # a domain that is off while a task that starts it runs
-    view = views.libvirt_vm_view(5, 0, {'vm_state': 'STOPPED', 'task_state': fresh(task_state)})
+    view = libvirt_views.libvirt_vm_view(5, 0, {'vm_state': 'STOPPED', 'task_state': fresh(task_state)})
     assert view['status'] == 'Starting' and view['task_state'] == task_state
-    assert views.START_TASKS == ('STARTING', 'REBOOTING', 'REBOOTING_HARD', 'RESUMING', 'UNPAUSING', 'RESTORING')
+    assert libvirt_views.START_TASKS == ('STARTING', 'REBOOTING', 'REBOOTING_HARD', 'RESUMING', 'UNPAUSING', 'RESTORING')
 
 
 @pytest.mark.parametrize('task_state', ['STOPPING', 'PAUSING', 'SUSPENDING', 'UPDATING', 'MIGRATING', 'SPAWNING'])
 def test_other_tasks_do_not_read_starting(task_state):
-    assert views.libvirt_vm_view(5, 0, {'vm_state': 'STOPPED', 'task_state': task_state})['status'] == 'Stopped'
+    assert libvirt_views.libvirt_vm_view(5, 0, {'vm_state': 'STOPPED', 'task_state': task_state})['status'] == 'Stopped'
 
 
 def test_record_words_outside_and_empty():
-    view = views.libvirt_vm_view(1, 1, {'vm_state': fresh('ACTIVE'), 'task_state': fresh('DELETING'), 'task_id': fresh('t1')})
+    view = libvirt_views.libvirt_vm_view(1, 1, {'vm_state': fresh('ACTIVE'), 'task_state': fresh('DELETING'), 'task_id': fresh('t1')})
     assert (view['status'], view['task_id']) == ('Terminating', 't1')
-    view = views.libvirt_vm_view(1, 1, {'vm_state': '', 'task_state': '', 'task_id': ''})
+    view = libvirt_views.libvirt_vm_view(1, 1, {'vm_state': '', 'task_state': '', 'task_id': ''})
     assert (view['vm_state'], view['task_state'], view['task_id']) == ('ACTIVE', None, None)
-    assert views.libvirt_vm_view(1, 1, {'vm_state': 'STOPPED', 'task_state': fresh('MIGRATING')})['status'] == 'Migrating'
-    assert views.libvirt_vm_view(1, 1, {'vm_state': 'ACTIVE', 'task_state': fresh('STOPPING')})['status'] == 'Stopping'
+    assert libvirt_views.libvirt_vm_view(1, 1, {'vm_state': 'STOPPED', 'task_state': fresh('MIGRATING')})['status'] == 'Migrating'
+    assert libvirt_views.libvirt_vm_view(1, 1, {'vm_state': 'ACTIVE', 'task_state': fresh('STOPPING')})['status'] == 'Stopping'
 
 
 def test_every_key_and_its_words():
-    view = views.libvirt_vm_view(5, 2, {'vm_state': 'STOPPED', 'task_id': None}, acpi=True, grace_period=30)
+    view = libvirt_views.libvirt_vm_view(5, 2, {'vm_state': 'STOPPED', 'task_id': None}, acpi=True, grace_period=30)
     assert tuple(sorted(view)) == tuple(sorted(KEYS))
     assert (view['state'], view['state_reason'], view['phase'], view['phase_reason']) == (
         'shutoff', 'destroyed', 'Failed', 'forced off (destroyed) after a graceful shutdown (ACPI) did not finish within the grace period')
-    assert views.libvirt_vm_view(1, 1)['phase_reason'] is None
-    assert views.libvirt_vm_view(5, 0)['phase_reason'] is None
+    assert libvirt_views.libvirt_vm_view(1, 1)['phase_reason'] is None
+    assert libvirt_views.libvirt_vm_view(5, 0)['phase_reason'] is None
     # a migrated-away domain shows no phase (it had one elsewhere)
-    assert (views.libvirt_vm_view(5, 4)['phase'], views.libvirt_vm_view(5, 4)['phase_reason']) == ('', None)
+    assert (libvirt_views.libvirt_vm_view(5, 4)['phase'], libvirt_views.libvirt_vm_view(5, 4)['phase_reason']) == ('', None)
 
 
 def test_absent_view():
@@ -120,12 +121,12 @@ def test_absent_view():
     ({'stop_grace_period': '0'}, 30, 'Failed'),
 ])
 def test_grace_period_from_the_record(record, grace, phase):
-    assert views.libvirt_vm_view(5, 2, record, acpi=True, grace_period=grace)['phase'] == phase
+    assert libvirt_views.libvirt_vm_view(5, 2, record, acpi=True, grace_period=grace)['phase'] == phase
 
 
 def test_a_grace_period_of_zero_reads_as_known():
-    assert views.libvirt_vm_view(5, 2, {'stop_grace_period': '0'})['phase_reason'].startswith('powered off at once')
-    assert views.libvirt_vm_view(5, 2, {'stop_grace_period': 'x'})['phase_reason'] == s.DESTROYED_GRACE_UNKNOWN
+    assert libvirt_views.libvirt_vm_view(5, 2, {'stop_grace_period': '0'})['phase_reason'].startswith('powered off at once')
+    assert libvirt_views.libvirt_vm_view(5, 2, {'stop_grace_period': 'x'})['phase_reason'] == s.DESTROYED_GRACE_UNKNOWN
 
 
 # effective_vm_state: (recorded, power_state, managed_save, task_state) -> vm_state a new task starts from
@@ -161,23 +162,23 @@ def test_effective_vm_state_defaults():
 ])
 def test_only_a_migration_pause_is_not_paused(reason, status):
     # every pause reads Paused but the one a migration makes (virt-handler: "by qemu during migration should skip paused condition")
-    assert views.libvirt_vm_view(3, reason)['status'] == status
-    assert views.libvirt_vm_view(fresh('paused'), reason)['status'] == status
+    assert libvirt_views.libvirt_vm_view(3, reason)['status'] == status
+    assert libvirt_views.libvirt_vm_view(fresh('paused'), reason)['status'] == status
 
 
 def test_words_given_as_words():
     # a backend may pass libvirt's words (new string objects) instead of numbers
-    assert views.libvirt_vm_view(fresh('shutdown'), 1)['status'] == 'Stopping'
-    assert views.libvirt_vm_view(fresh('running'), 1)['status'] == 'Running'
-    assert views.libvirt_vm_view(fresh('shutoff'), fresh('shutdown'))['phase'] == 'Succeeded'
+    assert libvirt_views.libvirt_vm_view(fresh('shutdown'), 1)['status'] == 'Stopping'
+    assert libvirt_views.libvirt_vm_view(fresh('running'), 1)['status'] == 'Running'
+    assert libvirt_views.libvirt_vm_view(fresh('shutoff'), fresh('shutdown'))['phase'] == 'Succeeded'
 
 
 def test_a_saved_guest_being_resumed_reads_starting():
     # a managed-save image is no final instance: the resume under way reads Starting; a shut-off guest's final phase
     # wins over a start under way (as KubeVirt's old final VMI does until the new one exists)
     resuming = {'vm_state': 'SUSPENDED', 'task_state': 'RESUMING'}
-    assert views.libvirt_vm_view(5, 5, resuming, managed_save=True)['status'] == 'Starting'
-    assert views.libvirt_vm_view(5, 1, {'vm_state': 'STOPPED', 'task_state': 'STARTING'})['status'] == 'Stopped'
+    assert libvirt_views.libvirt_vm_view(5, 5, resuming, managed_save=True)['status'] == 'Starting'
+    assert libvirt_views.libvirt_vm_view(5, 1, {'vm_state': 'STOPPED', 'task_state': 'STARTING'})['status'] == 'Stopped'
 
 
 def test_a_forged_record_word_is_kept_when_the_power_sync_table_has_no_row_for_it():
@@ -190,6 +191,6 @@ def test_a_saved_record_of_an_active_vm_reads_suspended():
 
 
 def test_recorded_grace_periods_are_read_as_seconds():
-    assert views.libvirt_vm_view(5, 2, {'stop_grace_period': '-0.5'})['phase'] == 'Failed'          # no negative grace: not known
-    reason = views.libvirt_vm_view(5, 2, {'stop_grace_period': '60'})['phase_reason']
+    assert libvirt_views.libvirt_vm_view(5, 2, {'stop_grace_period': '-0.5'})['phase'] == 'Failed'          # no negative grace: not known
+    reason = libvirt_views.libvirt_vm_view(5, 2, {'stop_grace_period': '60'})['phase_reason']
     assert reason.startswith('forced off (destroyed) after a graceful shutdown')
