@@ -76,7 +76,7 @@ def can_move(phase, target):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# KubeVirt's VirtualMachineSnapshot / VirtualMachineRestore onto these phases (for the KubeVirt backend)
+# KubeVirt's VirtualMachineSnapshot phases onto these phases (the table; _kubevirt/views.py reads the objects)
 # ---------------------------------------------------------------------------------------------------------------------
 
 # status.phase of a VirtualMachineSnapshot (snapshot.kubevirt.io/v1beta1) -> ours; Succeeded waits for readyToUse
@@ -87,54 +87,6 @@ KUBEVIRT_SNAPSHOT_PHASES = {
     'Succeeded': READY,
     'Failed': FAILED,
 }
-
-
-def phase_from_kubevirt_snapshot(status, deleting=False, now=None, created_at=None, failure_deadline=None):
-    """Our phase of a VirtualMachineSnapshot from its ``status`` dict (pure).
-
-    - being deleted (``metadata.deletionTimestamp``): Deleting;
-    - ``phase`` Failed: Failed; Succeeded and ``readyToUse``: Ready; Succeeded but not yet
-      ``readyToUse`` (the content is still being written): Creating;
-    - InProgress past ``failureDeadline`` seconds after ``created_at`` (``now`` given): Failed, as the
-      snapshot controller would mark it;
-    - no status or no phase yet: Pending.
-    """
-    if deleting:
-        return DELETING
-    status = status or {}
-    phase = KUBEVIRT_SNAPSHOT_PHASES.get(status.get('phase') or '', PENDING)
-    if phase == READY and not status.get('readyToUse'):
-        phase = CREATING
-    if phase in (PENDING, CREATING) and None not in (now, created_at, failure_deadline) and now - created_at > failure_deadline:
-        return FAILED
-    return phase
-
-
-def consistency_from_kubevirt(status):
-    """Consistency of a VirtualMachineSnapshot from ``status.indications``.
-
-    ``GuestAgent`` (filesystems frozen through the agent) is filesystem-consistent; ``NoGuestAgent``,
-    ``Online`` alone or no indication is crash-consistent (offline snapshots are consistent on disk, but
-    we report only what was proven).
-    """
-    indications = (status or {}).get('indications') or ()
-    return FS_CONSISTENT if 'GuestAgent' in indications else CRASH_CONSISTENT
-
-
-def phase_from_kubevirt_restore(status, deleting=False):
-    """Our restore phase of a VirtualMachineRestore from its ``status``: Restored when ``complete``, Failed when a
-    ``Failure`` condition is True (or ``Ready`` is False with reason ``Failed``), Restoring otherwise."""
-    if deleting:
-        return DELETING
-    status = status or {}
-    if status.get('complete'):
-        return RESTORED
-    for cond in status.get('conditions') or ():
-        if cond.get('type') == 'Failure' and str(cond.get('status')) == 'True':
-            return FAILED
-        if cond.get('type') == 'Ready' and str(cond.get('status')) == 'False' and cond.get('reason') == 'Failed':
-            return FAILED
-    return RESTORING
 
 
 # ---------------------------------------------------------------------------------------------------------------------
