@@ -15,7 +15,7 @@ COLL_LINK := $(BUILD)/collections/ansible_collections/converge/virt
 # ansible-test needs a real directory ending in ansible_collections/<ns>/<name>
 COLL_COPY := $(BUILD)/ansible-test/ansible_collections/converge/virt
 ANSIBLE_TEST_REQS = $(VENV)/lib/python3*/site-packages/ansible_test/_data/requirements
-APT_PACKAGES := libvirt-daemon-system libvirt-clients libvirt-dev pkg-config gcc python3-dev qemu-system-x86 qemu-utils \
+APT_PACKAGES := libvirt-daemon-system libvirt-clients libvirt-dev pkg-config gcc python3-dev qemu-system-x86 qemu-utils openjdk-17-jre-headless \
                 busybox-static cpio kmod xz-utils zstd git
 export PYTHONPATH := $(BUILD)/collections
 export ANSIBLE_COLLECTIONS_PATH := $(BUILD)/collections
