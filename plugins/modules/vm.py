@@ -429,7 +429,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.vm_args impo
     BEHAVIOUR_ARGS, DEFINITION_ARGS, LIBVIRT_CONNECTION_ARGS, STATE_CHOICES, WAIT_ARGS, other_connection_option, spec_of)
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_read, domain_spec
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, bulk_snapshot, converge_vm
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
@@ -566,14 +566,14 @@ def declaration(params):
     _refuse_other_backend(params, 'libvirt')
     spec = spec_of(params)
     try:
-        normalized = domain_xml.normalize_spec(spec)
+        normalized = domain_spec.normalize_spec(spec)
     except ValueError as exc:
         field, _sep, reason = str(exc).partition(':')
         raise InvalidDeclaration(field.strip(), reason.strip() or str(exc))
     name = params.get('name')
     if params.get('xml'):
         try:
-            name = domain_xml.domain_model(params['xml'])['name']
+            name = domain_read.domain_model(params['xml'])['name']
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidDeclaration('xml', 'not a domain XML with a name (%s)' % exc)
         if params.get('name') and params['name'] != name:

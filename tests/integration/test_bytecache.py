@@ -40,7 +40,7 @@ def test_tasks_reuse_the_compiled_module_utils(tmp_path, vm_args):
     first = run_module('vm', vm_args, env=env)
     assert first['_rc'] == 0 and first['changed'] and first['vm']['vm_state'] == 'STOPPED', first
     filled = entries(str(directory))
-    for module in ('_libvirt.vm_backend', '_libvirt.domain_xml', '_libvirt.taskstore', '_phase.tasks', '_phase.vm_plan', '_common.redact'):
+    for module in ('_libvirt.vm_backend', '_libvirt.domain_spec', '_libvirt.taskstore', '_phase.tasks', '_phase.vm_plan', '_common.redact'):
         assert PREFIX + module in filled, sorted(filled)
     assert oct(os.stat(str(directory)).st_mode & 0o777) == '0o700'
 

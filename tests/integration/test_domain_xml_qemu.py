@@ -18,9 +18,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_xml import (
-    CONVERGE_NS, LIVE, RESTART, build_domain_xml, converge_metadata_element, desired_vs_actual, disk_device_xml, disks_in, interfaces_in,
-    merge_into_inactive, read_converge_metadata)
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_build import build_domain_xml, disk_device_xml
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_diff import LIVE, RESTART, desired_vs_actual
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_merge import merge_into_inactive
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_read import disks_in, interfaces_in
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.metadata import CONVERGE_NS, converge_metadata_element, read_converge_metadata
 
 libvirt = pytest.importorskip('libvirt')
 

@@ -46,10 +46,10 @@ def test_reconcile_role_reports_then_fixes(libvirt_hosts, tmp_path):
             assert not run_module('vm', _args(host, name, state)).get('failed')
         conn.lookupByName('rc-selfstop').destroy()
         conn.lookupByName('rc-sneaky').create()
-        from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
+        from ansible_collections.converge.virt.plugins.module_utils._libvirt import metadata
         conn.lookupByName('rc-stale').setMetadata(
             libvirt.VIR_DOMAIN_METADATA_ELEMENT,
-            domain_xml.converge_metadata_element({'vm_state': 'ACTIVE', 'task_state': 'PAUSING', 'task_id': 'gone', 'last_action': 'pause',
+            metadata.converge_metadata_element({'vm_state': 'ACTIVE', 'task_state': 'PAUSING', 'task_id': 'gone', 'last_action': 'pause',
                                                   'lease_until': repr(time.time() - 5), 'generation': '9'}),
             'converge', NS, libvirt.VIR_DOMAIN_AFFECT_CONFIG | libvirt.VIR_DOMAIN_AFFECT_LIVE)
 
@@ -95,10 +95,10 @@ def test_an_interrupted_delete_is_not_finished_by_fix(libvirt_hosts):
     conn = libvirt.open(host.uri)
     try:
         assert not run_module('vm', _args(host, 'rc-deleting', 'running')).get('failed')
-        from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
+        from ansible_collections.converge.virt.plugins.module_utils._libvirt import metadata
         conn.lookupByName('rc-deleting').setMetadata(
             libvirt.VIR_DOMAIN_METADATA_ELEMENT,
-            domain_xml.converge_metadata_element({'vm_state': 'ACTIVE', 'task_state': 'DELETING', 'task_id': 'killed', 'last_action': 'delete',
+            metadata.converge_metadata_element({'vm_state': 'ACTIVE', 'task_state': 'DELETING', 'task_id': 'killed', 'last_action': 'delete',
                                                   'lease_until': repr(time.time() - 5), 'generation': '4'}),
             'converge', NS, libvirt.VIR_DOMAIN_AFFECT_CONFIG | libvirt.VIR_DOMAIN_AFFECT_LIVE)
         args = {'uri': host.uri, 'name': ['rc-deleting']}

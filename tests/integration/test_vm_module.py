@@ -211,8 +211,8 @@ def test_two_runs_on_one_vm_never_both_act(host, conn):
 
 
 def _set_record(dom, **fields):
-    from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
-    dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domain_xml.converge_metadata_element(fields), 'converge', NS,
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import metadata
+    dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, metadata.converge_metadata_element(fields), 'converge', NS,
                     libvirt.VIR_DOMAIN_AFFECT_CONFIG | libvirt.VIR_DOMAIN_AFFECT_LIVE)
 
 

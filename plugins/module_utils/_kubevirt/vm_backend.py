@@ -46,7 +46,7 @@ LIBVIRT_ONLY = ('xml', 'uuid', 'title', 'description', 'machine', 'arch', 'domai
 DISK_LIBVIRT_ONLY = ('dev', 'target', 'source', 'pool', 'volume', 'path', 'format', 'device')
 STOPPED_STATUSES = ('Stopped',)
 _QUANTITY = re.compile(r'^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?\Z')
-MEMORY_MAX = 64 * 1024 ** 4  # as on libvirt (domain_xml.MEMORY_MAX)
+MEMORY_MAX = 64 * 1024 ** 4  # as on libvirt (domain_spec.MEMORY_MAX)
 _LABEL_VALUE = re.compile(r'^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?\Z')
 _QUANTITY_FACTORS = {None: 1, 'Ki': 1024, 'Mi': 1024 ** 2, 'Gi': 1024 ** 3, 'Ti': 1024 ** 4, 'Pi': 1024 ** 5, 'Ei': 1024 ** 6,
                      'k': 1000, 'M': 1000 ** 2, 'G': 1000 ** 3, 'T': 1000 ** 4, 'P': 1000 ** 5, 'E': 1000 ** 6, 'm': 0.001}

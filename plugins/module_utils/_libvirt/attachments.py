@@ -26,7 +26,7 @@ import xml.etree.ElementTree as ET
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, WaitTimeout)
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml, storage
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_build, domain_read, domain_spec, storage
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._phase import states, tasks
@@ -52,7 +52,7 @@ def owner_name():
 def attachments_from_disks(vm, running, live_disks, config_disks, key_of):
     """Actual :class:`Attachment` list of one VM from the disks of its live and persistent XML (pure).
 
-    ``live_disks`` / ``config_disks``: lists of :func:`domain_xml.disks_in` dicts (None when that
+    ``live_disks`` / ``config_disks``: lists of :func:`domain_read.disks_in` dicts (None when that
     definition does not exist). ``key_of(disk)`` returns the volume key or None (the disk is ignored:
     an empty drive, a network disk). CD-ROMs are not volumes the planner manages.
     """
@@ -90,8 +90,8 @@ class DomainView:  # pylint: disable=too-few-public-methods
         self.power = states.power_state_from_libvirt(state, reason)
         self.running = bool(dom.isActive())
         self.persistent = bool(dom.isPersistent())
-        self.live_disks = domain_xml.disks_in(dom.XMLDesc(0)) if self.running else None
-        self.config_disks = domain_xml.disks_in(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)) if self.persistent else None
+        self.live_disks = domain_read.disks_in(dom.XMLDesc(0)) if self.running else None
+        self.config_disks = domain_read.disks_in(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)) if self.persistent else None
 
     def inferred_vm_state(self):
         """vm_state for a VM the collection never tasked (read off its power state)."""
@@ -168,7 +168,7 @@ def _disk_element(xml, target):
 
 
 def _live_targets(dom):
-    return set(d['dev'] for d in domain_xml.disks_in(dom.XMLDesc(0)))
+    return set(d['dev'] for d in domain_read.disks_in(dom.XMLDesc(0)))
 
 
 def attach_disk_xml(op, fmt):
@@ -180,7 +180,7 @@ def attach_disk_xml(op, fmt):
         disk['path'] = op.volume
     else:
         disk['pool'], disk['volume'] = storage.split_key(op.volume)
-    return domain_xml.disk_device_xml(disk)
+    return domain_build.disk_device_xml(disk)
 
 
 class VmTask:
@@ -262,7 +262,7 @@ def execute_attachment_operation(connection, view, op, fmt, detach_timeout=DETAC
 
 
 def _persistent_disks(dom):
-    return domain_xml.disks_in(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
+    return domain_read.disks_in(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
 
 
 def _same_disk(elem, volume):
@@ -524,7 +524,7 @@ def reconcile_vm_disks(connection, vm_name, desired_disks, force=False, check_mo
     for index, disk in enumerate(desired_disks or ()):
         field = 'disks[%d]' % index
         try:
-            norm = domain_xml.normalize_disk(disk, field)
+            norm = domain_spec.normalize_disk(disk, field)
         except ValueError as exc:
             sub, _sep, reason = str(exc).partition(': ')
             raise InvalidDeclaration(sub, reason or str(exc)) from None

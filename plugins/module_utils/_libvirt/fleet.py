@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.converge.virt.plugins.module_utils._common.address import guest_ip
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_read, metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
 
@@ -63,7 +63,7 @@ def guest_addresses(connection, names, leases=True, agent=False):
     for name in names:
         try:
             dom = conn.lookupByName(name)
-            macs = [nic.get('mac') for nic in domain_xml.interfaces_in(dom.XMLDesc(0)) if nic.get('mac')]
+            macs = [nic.get('mac') for nic in domain_read.interfaces_in(dom.XMLDesc(0)) if nic.get('mac')]
         except libvirt.libvirtError:
             continue
         for mac in macs:
@@ -95,7 +95,7 @@ def _per_domain_calls(chunk, with_title):
     out = []
     for dom, persistent, needs_acpi in chunk:
         try:
-            raw = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, domain_xml.CONVERGE_NS,
+            raw = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, metadata.CONVERGE_NS,
                                libvirt.VIR_DOMAIN_AFFECT_CONFIG if persistent else libvirt.VIR_DOMAIN_AFFECT_LIVE)
         except libvirt.libvirtError:
             raw = None
@@ -148,7 +148,7 @@ def list_vms(connection, names=None, threads=READ_THREADS, with_title=False, dom
         key = (state, reason, raw, acpi, is_managed, is_autostart)
         known = words.get(key)
         if known is None:
-            meta = {} if raw is None else domain_xml.read_converge_metadata(raw)
+            meta = {} if raw is None else metadata.read_converge_metadata(raw)
             view = libvirt_views.libvirt_vm_view(state, reason, meta, acpi=acpi, managed_save=is_managed, autostart=is_autostart, job_active=False)
             view.pop('effective_vm_state', None)
             known = words[key] = (view, (bool(meta.get('pending_restart')) and state not in (0, 5, 6), meta.get('lease_until'),

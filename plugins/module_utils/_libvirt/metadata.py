@@ -3,16 +3,17 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The converge record kept in a libvirt domain's ``<metadata>`` (vm_state, task_state, task id, lease, owner...).
 
-Pure Python (``xml.etree.ElementTree`` only).  Split from :mod:`domain_xml` so that what only reads or writes the
-record (the task store, migration, host, the fleet listing) does not load the domain builder: every module file is
-parsed by ansible on the controller and loaded on the managed host for each task.  Also the XML helpers both share.
+Pure Python (``xml.etree.ElementTree`` only).  Apart from the domain modules (``domain_spec``, ``domain_build``, ...)
+so that what only reads or writes the record (the task store, migration, host, the fleet listing) does not load the
+domain builder: every module file is parsed by ansible on the controller and loaded on the managed host for each task.
 """
 
 from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type  # pylint: disable=invalid-name
 
-import re
 import xml.etree.ElementTree as ET
+
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.xml_util import checked_text, parse_xml, sub_element, to_string
 
 CONVERGE_NS = 'https://converge.virt/xmlns/vm/1'
 CONVERGE_PREFIX = 'converge'
@@ -21,44 +22,9 @@ METADATA_FIELDS = ('vm_state', 'task_state', 'task_id', 'task_started_at', 'last
 
 ET.register_namespace(CONVERGE_PREFIX, CONVERGE_NS)
 
-_XML_BAD_CHARS = re.compile('[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]')
 
-
-def _text(value, field, allow_empty=False, single_line=False):
-    if not isinstance(value, str):
-        raise ValueError('%s: expected a string, got %s' % (field, type(value).__name__))
-    if not allow_empty and not value:
-        raise ValueError('%s: must not be empty' % field)
-    if _XML_BAD_CHARS.search(value):
-        raise ValueError('%s: contains characters that cannot be represented in XML' % field)
-    if single_line and ('\n' in value or '\r' in value):
-        raise ValueError('%s: must be a single line' % field)
-    return value
-
-
-def _sub(parent, tag, text=None, **attrs):
-    elem = ET.SubElement(parent, tag, dict((k, v) for k, v in attrs.items() if v is not None))
-    if text is not None:
-        elem.text = text
-    return elem
-
-
-def _to_string(elem):
-    return ET.tostring(elem, encoding='unicode')
-
-
-def _parse(xml, what='domain XML'):
-    if isinstance(xml, ET.Element):
-        return xml
-    if not isinstance(xml, str):
-        raise ValueError('%s: expected an XML string' % what)
-    try:
-        return ET.fromstring(xml)
-    except ET.ParseError as exc:
-        raise ValueError('%s: invalid XML: %s' % (what, exc)) from None
-
-
-def _metadata_vm_element(values, namespaced):
+def metadata_vm_element(values, namespaced):
+    """The ``<vm>`` element of the record (``namespaced``: its tags in :data:`CONVERGE_NS`, as inside a domain XML)."""
     def tag(name):
         return '{%s}%s' % (CONVERGE_NS, name) if namespaced else name
     root = ET.Element(tag('vm'))
@@ -68,7 +34,7 @@ def _metadata_vm_element(values, namespaced):
             continue
         if isinstance(value, bool):
             value = 'true' if value else 'false'
-        _sub(root, tag(key), _text(str(value), 'metadata.' + key, allow_empty=True))
+        sub_element(root, tag(key), checked_text(str(value), 'metadata.' + key, allow_empty=True))
     return root
 
 
@@ -79,11 +45,11 @@ def converge_metadata_element(values):
     ``values`` may hold :data:`METADATA_FIELDS` (``pending_restart`` as a bool); None values are left out.
     The fragment is not namespaced: libvirt puts it (root and children) into the namespace given by ``uri``.
     """
-    return _to_string(_metadata_vm_element(values, namespaced=False))
+    return to_string(metadata_vm_element(values, namespaced=False))
 
 
 def _metadata_root(xml):
-    root = _parse(xml, 'metadata')
+    root = parse_xml(xml, 'metadata')
     if root.tag in ('{%s}vm' % CONVERGE_NS, 'vm'):
         return root
     return root.find('./metadata/{%s}vm' % CONVERGE_NS)

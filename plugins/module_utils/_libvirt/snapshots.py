@@ -23,7 +23,7 @@ import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     ConvergeError, DataSafetyRefusal, InvalidDeclaration, TaskConflict)
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml, taskstore
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_read, taskstore
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, states, tasks
@@ -125,7 +125,7 @@ class SnapshotObserver:
         if not running and memory:
             return 'memory: true needs a running or paused VM; the VM is stopped and has no memory to save (use memory: false)'
         snapshotted = 0
-        for disk in domain_xml.disks_in(xml):
+        for disk in domain_read.disks_in(xml):
             if disk.get('device') in ('cdrom', 'floppy') or disk.get('readonly'):
                 continue
             fmt = disk.get('format') or 'raw'

@@ -30,7 +30,7 @@ import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common import files
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, InvalidDeclaration
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_spec
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._common.units import parse_size, unit_factor
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
@@ -96,7 +96,7 @@ def normalize_attachment(item, field, pool, name):
     disk = {'dev': item.get('dev') if item.get('dev') is not None else item.get('target'), 'bus': item.get('bus'),
             'readonly': item.get('readonly'), 'serial': item.get('serial'), 'pool': pool, 'volume': name}
     try:
-        norm = domain_xml.normalize_disk(disk, field)
+        norm = domain_spec.normalize_disk(disk, field)
     except ValueError as exc:
         text = str(exc)
         sub, _sep, reason = text.partition(': ')

@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, WaitTimeout)
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_build, domain_diff, domain_merge, domain_spec, metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import is_no_domain, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, audit, metadata_from_record
 from ansible_collections.converge.virt.plugins.module_utils._phase import prediction, tasks, views, vm_plan
@@ -94,7 +94,7 @@ class LibvirtVm:
             autostart = bool(dom.autostart()) if persistent else False
         inactive_xml = dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE) if persistent else dom.XMLDesc(0)
         # the record is part of the persistent definition: no separate metadata call
-        meta = domain_xml.read_converge_metadata(inactive_xml)
+        meta = metadata.read_converge_metadata(inactive_xml)
         root = ET.fromstring(inactive_xml)
         acpi = root.find('features/acpi') is not None
         job_active = False
@@ -115,7 +115,7 @@ class LibvirtVm:
         }
         result.update(view)
         if spec is not None:
-            result['diff'] = domain_xml.desired_vs_actual(spec, inactive_xml)
+            result['diff'] = domain_diff.desired_vs_actual(spec, inactive_xml)
         return result
 
     # ----------------------------------------------------------- task control
@@ -193,7 +193,7 @@ class LibvirtVm:
         record = TaskRecord(vm_state='DELETED', task_state='SPAWNING', task_id=task_id, action='create', started_at=time.time(),
                             lease_until=time.time() + options.lease_seconds, owner=self.owner)
         try:
-            xml = domain_xml.build_domain_xml(spec, metadata=metadata_from_record(record, 1))
+            xml = domain_build.build_domain_xml(spec, metadata=metadata_from_record(record, 1))
         except ValueError as exc:
             raise InvalidDeclaration(str(exc).split(':', 1)[0], str(exc).split(':', 1)[-1].strip())
         try:
@@ -203,7 +203,7 @@ class LibvirtVm:
                 raise TaskConflict(self.name, 'another run', 'SPAWNING', reason=self.connection.redact(str(exc)))
             raise self.connection.error(exc, 'cannot define VM %r' % self.name)
         audit('begin', self.name, task_id, 'create')
-        autostart = domain_xml.spec_autostart(spec)
+        autostart = domain_spec.spec_autostart(spec)
         if autostart is not None:
             dom.setAutostart(1 if autostart else 0)
         obs = self.observe(spec)
@@ -219,13 +219,13 @@ class LibvirtVm:
             try:
                 # re-read: the definition now carries our task record, which a
                 # redefine from the earlier observation would overwrite
-                new_xml = domain_xml.merge_into_inactive(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), spec)
+                new_xml = domain_merge.merge_into_inactive(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), spec)
             except ValueError as exc:
                 raise InvalidDeclaration(str(exc).split(':', 1)[0], str(exc).split(':', 1)[-1].strip())
             self.conn.defineXML(new_xml)
             if dom.isActive():
                 self._apply_live(dom, diff)
-        autostart = domain_xml.spec_autostart(spec)
+        autostart = domain_spec.spec_autostart(spec)
         if autostart is not None and bool(dom.autostart()) != autostart:
             dom.setAutostart(1 if autostart else 0)
         if dom.isActive() and diff and diff.needs_restart:

@@ -12,11 +12,12 @@ import xml.etree.ElementTree as ET
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_xml as dx
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_xml import (
-    CONVERGE_NS, LIVE, RECREATE, RESTART, Change, Diff, build_domain_xml, converge_metadata_element, desired_vs_actual, disk_device_xml,
-    disks_in, domain_model, interface_device_xml, interfaces_in, machine_matches, merge_into_inactive, normalize_spec, read_converge_metadata,
-    spec_autostart)
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_build import build_domain_xml, disk_device_xml, interface_device_xml
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_diff import LIVE, RECREATE, RESTART, Change, Diff, desired_vs_actual, machine_matches
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_merge import merge_into_inactive
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_read import disks_in, domain_model, interfaces_in
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_spec import normalize_spec, spec_autostart
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.metadata import CONVERGE_NS, METADATA_FIELDS, converge_metadata_element, read_converge_metadata
 
 try:
     import libvirt
@@ -593,7 +594,7 @@ def test_metadata_fragment_round_trip():
     fragment = converge_metadata_element(META)
     root = _root(fragment)
     assert root.tag == 'vm'
-    assert [c.tag for c in root] == list(dx.METADATA_FIELDS)
+    assert [c.tag for c in root] == list(METADATA_FIELDS)
     assert read_converge_metadata(fragment) == META
 
 
