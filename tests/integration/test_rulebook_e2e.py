@@ -1,0 +1,182 @@
+"""Event-Driven Ansible end to end: the shipped rulebook (extensions/eda/rulebooks/restart_stopped.yml) under a real
+ansible-rulebook (with its Drools engine on Java 17), the collection found through ANSIBLE_COLLECTIONS_PATH only.
+
+A private libvirt host, VMs converged by converge.virt.vm (diskless), then the world changes behind the collection's
+back: a VM recorded ACTIVE is destroyed with libvirt; the libvirt_events source says STOPPED (after stopped_delay), the
+rule runs converge.virt.reconcile (playbooks/reconcile.yml) for that VM, and the VM runs again. A VM stopped through
+the collection (recorded STOPPED) is left alone. A VM destroyed while no rulebook runs is started by the rule on the
+source's initial sync.
+"""
+
+# pylint: disable=redefined-outer-name
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import libvirt
+import pytest
+import yaml
+
+from tests.integration.ansible_run import BIN, ROOT, ok, run_module
+from tools.virtlab import hosts as virtlab_hosts
+
+RULEBOOK = 'converge.virt.restart_stopped'
+STOPPED_DELAY = 2
+DEADLINE = 120.0  # seconds from the destroy to the VM running again (JVM start excluded: the rulebook is up by then)
+
+pytestmark = pytest.mark.skipif(shutil.which('ansible-rulebook', path=BIN) is None or shutil.which('java') is None,
+                                reason='needs ansible-rulebook (test-requirements.txt) and Java 17 (openjdk-17-jre-headless)')
+
+
+@pytest.fixture(scope='module')
+def host(tmp_path_factory, virtlab_layout):
+    state_dir = str(tmp_path_factory.mktemp('edalab'))
+    started = virtlab_hosts.start_hosts(1, state_dir, **virtlab_layout(3))
+    try:
+        yield started[0]
+    finally:
+        virtlab_hosts.stop_hosts(state_dir)
+
+
+@pytest.fixture(scope='module')
+def conn(host):
+    handle = libvirt.open(host.uri)
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+def small(host, name, **extra):
+    return dict({'uri': host.uri, 'name': name, 'memory': '64MiB', 'domain_type': virtlab_hosts.diskless_domain_type(),
+                 'shutdown_timeout': 0}, **extra)
+
+
+def rulebook_env():
+    """What ansible-rulebook gets: the checkout as converge.virt through ANSIBLE_COLLECTIONS_PATH, this venv's commands first."""
+    env = dict(os.environ)
+    for key in ('ANSIBLE_STDOUT_CALLBACK', 'ANSIBLE_CALLBACK_PLUGINS'):
+        env.pop(key, None)
+    collections = os.path.join(ROOT, 'build', 'collections')
+    env.update({'ANSIBLE_COLLECTIONS_PATH': collections, 'PYTHONPATH': collections, 'ANSIBLE_NOCOLOR': '1',
+                'ANSIBLE_LOCALHOST_WARNING': '0', 'PATH': BIN + os.pathsep + env.get('PATH', ''), 'PYTHONUNBUFFERED': '1'})
+    return env
+
+
+class Rulebook:
+    """An ansible-rulebook process (own process group) running the shipped rulebook; its output goes to a file."""
+
+    def __init__(self, tmp_path, uri, tag):
+        self.dir = tmp_path
+        self.log = os.path.join(str(tmp_path), 'rulebook-%s.log' % tag)
+        inventory = os.path.join(str(tmp_path), 'inventory.yml')
+        variables = os.path.join(str(tmp_path), 'vars.yml')
+        with open(inventory, 'w', encoding='utf-8') as handle:
+            yaml.safe_dump({'all': {'hosts': {'localhost': {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable}}}}, handle)
+        with open(variables, 'w', encoding='utf-8') as handle:
+            yaml.safe_dump({'libvirt_uri': uri, 'stopped_delay': STOPPED_DELAY}, handle)
+        cmd = [os.path.join(BIN, 'ansible-rulebook'), '-r', RULEBOOK, '-i', inventory, '--vars', variables, '--print-events', '-v']
+        with open(self.log, 'w', encoding='utf-8') as out:
+            self.proc = subprocess.Popen(cmd, cwd=str(tmp_path), env=rulebook_env(), stdout=out, stderr=subprocess.STDOUT,  # pylint: disable=consider-using-with
+                                         start_new_session=True)
+
+    def output(self):
+        with open(self.log, encoding='utf-8', errors='replace') as handle:
+            return handle.read()
+
+    def wait_for(self, pattern, timeout=90.0):
+        """Wait until the output matches ``pattern`` (a regular expression); the match."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(pattern, self.output())
+            if found:
+                return found
+            if self.proc.poll() is not None:
+                raise AssertionError('ansible-rulebook ended (rc %s):\n%s' % (self.proc.returncode, self.output()[-4000:]))
+            time.sleep(0.3)
+        raise AssertionError('ansible-rulebook never printed %r:\n%s' % (pattern, self.output()[-4000:]))
+
+    def stop(self):
+        """SIGINT to its process group (as Ctrl-C), SIGKILL after 20 s."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def wait_running(conn, name, timeout):
+    """Seconds until domain ``name`` runs again; AssertionError after ``timeout``."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if conn.lookupByName(name).state()[0] == libvirt.VIR_DOMAIN_RUNNING:
+            return time.monotonic() - start
+        time.sleep(0.25)
+    raise AssertionError('%s is not running %.0f s after it was destroyed' % (name, timeout))
+
+
+RUN_BY = re.compile(r"converge\.virt\.reconcile run by rule '([^']+)' \(ruleset '[^']+'\) for VM '([^']+)'")
+
+
+def playbook_runs(rulebook, count, timeout=120.0):
+    """[(rule, VM)] of the reconcile playbook runs, once ``count`` of them have finished (PLAY RECAP)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and rulebook.output().count('PLAY RECAP') < count:
+        time.sleep(0.3)
+    out = rulebook.output()
+    assert out.count('PLAY RECAP') >= count, out[-4000:]
+    assert re.search(r'localhost\s+: ok=\d+\s+changed=[1-9]\d*\s+unreachable=0\s+failed=0', out), out[-4000:]
+    return RUN_BY.findall(out)
+
+
+def synced(rulebook, name):
+    """Wait for the source's initial sync event of VM ``name`` (the source is connected and following events)."""
+    rulebook.wait_for(r"'type': 'sync_done'")
+    assert re.search(r"'name': '%s'" % re.escape(name), rulebook.output()), rulebook.output()[-3000:]
+
+
+def test_the_rulebook_restarts_an_active_vm_destroyed_behind_the_collections_back(host, conn, tmp_path):
+    for name in ('eda-1', 'eda-off', 'eda-2'):
+        ok(run_module('vm', small(host, name, state='running')))
+    ok(run_module('vm', small(host, 'eda-off', state='stopped')))  # recorded STOPPED before the rulebook starts: no rule for it
+    rulebook = Rulebook(tmp_path, host.uri, 'live')
+    try:
+        synced(rulebook, 'eda-1')
+        # stopped through the collection while the rulebook runs: STOPPED comes, but the record says STOPPED too
+        ok(run_module('vm', small(host, 'eda-2', state='stopped')))
+        time.sleep(STOPPED_DELAY + 1)
+        conn.lookupByName('eda-1').destroy()
+        took = wait_running(conn, 'eda-1', DEADLINE)
+        # the source held the STOPPED back stopped_delay seconds before the rule could run
+        assert took >= STOPPED_DELAY - 0.2, took
+        # it was the rule on the lifecycle event that ran the reconcile playbook, once, for that VM alone
+        assert playbook_runs(rulebook, 1) == [('An ACTIVE VM stopped', 'eda-1')], rulebook.output()[-4000:]
+        record = ok(run_module('vm_info', {'uri': host.uri, 'name': 'eda-1'}))
+        vm = record['vms'][0]
+        assert (vm['vm_state'], vm['power_state'], vm['task_state']) == ('ACTIVE', 'RUNNING', None), vm
+        # the VMs the collection stopped are recorded STOPPED: no rule for them
+        for name in ('eda-off', 'eda-2'):
+            assert conn.lookupByName(name).state()[0] == libvirt.VIR_DOMAIN_SHUTOFF, name
+    finally:
+        rulebook.stop()
+    assert rulebook.proc.returncode is not None
+
+    # destroyed while no rulebook runs: the initial sync says ACTIVE and SHUTDOWN, the second rule starts it
+    conn.lookupByName('eda-1').destroy()
+    rulebook = Rulebook(tmp_path, host.uri, 'sync')
+    try:
+        wait_running(conn, 'eda-1', DEADLINE + 60)
+        assert playbook_runs(rulebook, 1) == [('An ACTIVE VM found stopped after a (re)connection', 'eda-1')], rulebook.output()[-4000:]
+        for name in ('eda-off', 'eda-2'):
+            assert conn.lookupByName(name).state()[0] == libvirt.VIR_DOMAIN_SHUTOFF, name
+    finally:
+        rulebook.stop()
+        for name in ('eda-1', 'eda-off', 'eda-2'):
+            run_module('vm', small(host, name, state='absent'))
