@@ -50,7 +50,7 @@ def test_reconcile_role_reports_then_fixes(libvirt_hosts, tmp_path):
         conn.lookupByName('rc-stale').setMetadata(
             libvirt.VIR_DOMAIN_METADATA_ELEMENT,
             metadata.converge_metadata_element({'vm_state': 'ACTIVE', 'task_state': 'PAUSING', 'task_id': 'gone', 'last_action': 'pause',
-                                                  'lease_until': repr(time.time() - 5), 'generation': '9'}),
+                                               'lease_until': repr(time.time() - 5), 'generation': '9'}),
             'converge', NS, libvirt.VIR_DOMAIN_AFFECT_CONFIG | libvirt.VIR_DOMAIN_AFFECT_LIVE)
 
         report = str(tmp_path / 'report.md')
@@ -99,7 +99,7 @@ def test_an_interrupted_delete_is_not_finished_by_fix(libvirt_hosts):
         conn.lookupByName('rc-deleting').setMetadata(
             libvirt.VIR_DOMAIN_METADATA_ELEMENT,
             metadata.converge_metadata_element({'vm_state': 'ACTIVE', 'task_state': 'DELETING', 'task_id': 'killed', 'last_action': 'delete',
-                                                  'lease_until': repr(time.time() - 5), 'generation': '4'}),
+                                               'lease_until': repr(time.time() - 5), 'generation': '4'}),
             'converge', NS, libvirt.VIR_DOMAIN_AFFECT_CONFIG | libvirt.VIR_DOMAIN_AFFECT_LIVE)
         args = {'uri': host.uri, 'name': ['rc-deleting']}
         for extra, check in (({}, False), ({'fix': True}, True)):

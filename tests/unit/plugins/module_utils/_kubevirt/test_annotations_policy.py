@@ -17,7 +17,6 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
 
 ROOT = os.path.dirname(os.path.abspath(__file__))

@@ -13,11 +13,13 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_build import build_domain_xml, disk_device_xml, interface_device_xml
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_diff import LIVE, RECREATE, RESTART, Change, Diff, desired_vs_actual, machine_matches
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_diff import (
+    LIVE, RECREATE, RESTART, Change, Diff, desired_vs_actual, machine_matches)
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_merge import merge_into_inactive
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_read import disks_in, domain_model, interfaces_in
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_spec import normalize_spec, spec_autostart
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.metadata import CONVERGE_NS, METADATA_FIELDS, converge_metadata_element, read_converge_metadata
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.metadata import (
+    CONVERGE_NS, METADATA_FIELDS, converge_metadata_element, read_converge_metadata)
 
 try:
     import libvirt

@@ -237,15 +237,15 @@ def test_libvirt_observation_maps_each_flag(kwargs, fields):
 
 def test_libvirt_job_types_are_libvirts():
     # virDomainJobType: NONE 0, BOUNDED 1, UNBOUNDED 2, COMPLETED 3, FAILED 4, CANCELLED 5
-    assert (libvirt_views.LIBVIRT_JOB_NONE, libvirt_views.LIBVIRT_JOB_BOUNDED, libvirt_views.LIBVIRT_JOB_UNBOUNDED, libvirt_views.LIBVIRT_JOB_COMPLETED, libvirt_views.LIBVIRT_JOB_FAILED,
-            libvirt_views.LIBVIRT_JOB_CANCELLED) == (0, 1, 2, 3, 4, 5)
+    assert (libvirt_views.LIBVIRT_JOB_NONE, libvirt_views.LIBVIRT_JOB_BOUNDED, libvirt_views.LIBVIRT_JOB_UNBOUNDED,
+            libvirt_views.LIBVIRT_JOB_COMPLETED, libvirt_views.LIBVIRT_JOB_FAILED, libvirt_views.LIBVIRT_JOB_CANCELLED) == (0, 1, 2, 3, 4, 5)
 
 
 def test_libvirt_mapping_full_run():
     obs = libvirt_views.libvirt_observation('', dest_connected=True, dest_checked=True, dest_accepts=True, job_type=libvirt_views.LIBVIRT_JOB_UNBOUNDED)
     assert m.run_to_phase(obs) == ('Running', None, ['', 'Running'])
     done = libvirt_views.libvirt_observation('Running', dest_connected=True, dest_checked=True, dest_accepts=True,
-                                 job_type=libvirt_views.LIBVIRT_JOB_COMPLETED, on_destination=True, vm_running=False)
+                                             job_type=libvirt_views.LIBVIRT_JOB_COMPLETED, on_destination=True, vm_running=False)
     assert m.next_phase(done) == ('Succeeded', None)
 
 
