@@ -30,6 +30,7 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt import doma
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._phase import states, tasks
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_state import power_state_from_libvirt
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 from ansible_collections.converge.virt.plugins.module_utils._phase.volumes import ActualVolume, Attachment
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_id
@@ -87,7 +88,7 @@ class DomainView:  # pylint: disable=too-few-public-methods
         self.dom = dom
         self.name = dom.name()
         state, reason = dom.state()
-        self.power = states.power_state_from_libvirt(state, reason)
+        self.power = power_state_from_libvirt(state, reason)
         self.running = bool(dom.isActive())
         self.persistent = bool(dom.isPersistent())
         self.live_disks = domain_read.disks_in(dom.XMLDesc(0)) if self.running else None

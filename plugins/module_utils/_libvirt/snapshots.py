@@ -27,6 +27,7 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt import doma
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, states, tasks
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_state import power_state_from_libvirt
 from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as phase
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_id
 
@@ -91,7 +92,7 @@ class SnapshotObserver:
     def power_state(self):
         """power_state of the domain now."""
         state, reason = self.dom.state()
-        return states.power_state_from_libvirt(state, reason).power_state
+        return power_state_from_libvirt(state, reason).power_state
 
     def inferred_vm_state(self):
         """vm_state of a VM the collection never tasked."""

@@ -14,6 +14,7 @@ from ansible_collections.converge.virt.plugins.module_utils._phase import migrat
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
 from ansible_collections.converge.virt.plugins.module_utils._phase import status as st
 from ansible_collections.converge.virt.plugins.module_utils._phase.views import effective_vm_state
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_state import power_state_from_libvirt
 
 # task states that expect the domain to start (the status word Starting)
 START_TASKS = ('STARTING', 'REBOOTING', 'REBOOTING_HARD', 'RESUMING', 'UNPAUSING', 'RESTORING')
@@ -45,7 +46,7 @@ def libvirt_vm_view(state, reason, metadata=None, acpi=True, managed_save=False,
     metadata = metadata or {}
     if grace_period is None:
         grace_period = _grace_seconds(metadata.get('stop_grace_period'))
-    power = s.power_state_from_libvirt(state, reason)
+    power = power_state_from_libvirt(state, reason)
     task_state = metadata.get('task_state') or None
     phase = s.phase_from_domain(power.state, power.reason, acpi=acpi, previous=s.PHASE_UNSET, grace_period=grace_period)
     active = power.state not in ('shutoff', 'nostate')

@@ -114,7 +114,7 @@ def render_states_markdown():
     chain_rows += [(d, vm, 'refused: ' + why) for (d, vm), why in sorted(vm_plan.REFUSED.items())]
     out += _table(('declared', 'vm_state', 'actions'), chain_rows)
     out += ['## power_state from libvirt', '']
-    out += _table(('libvirt state', 'power_state'), sorted(states.POWER_STATE_OF_LIBVIRT_STATE.items()))
+    out += _table(('libvirt state', 'power_state'), sorted(states.POWER_STATE_OF_DOMAIN_STATE.items()))
     out += ['## Instance phase', '']
     out += _mermaid(vmi_phase_diagram())
     phase_rows = []

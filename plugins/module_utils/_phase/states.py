@@ -8,9 +8,8 @@ Sources: Nova ``compute/power_state.py``, ``vm_states.py``, ``task_states.py``
 (seed 000, second table). Where seed 000 and the upstream code disagree (the
 ACPI rule for a destroyed domain) the upstream code is followed.
 
-Everything here is pure: no libvirt or kubernetes import. libvirt's numeric
-states and reasons are repeated as data so that the tables can be tested
-without the binding installed.
+Everything here is pure: no libvirt or kubernetes import. A domain's state and
+reason are words here; a backend translates its own numbers or objects first.
 """
 
 from __future__ import annotations
@@ -61,36 +60,14 @@ WAITING_FOR_SYNC = 'WaitingForSync'     # a receiver of a decentralized migratio
 PHASES = (PHASE_UNSET, PENDING, SCHEDULING, SCHEDULED, PHASE_RUNNING, SUCCEEDED, FAILED, UNKNOWN, WAITING_FOR_SYNC)
 FINAL_PHASES = (SUCCEEDED, FAILED)
 
-# ---------------------------------------------------- libvirt states, as data
-# virDomainState
-LIBVIRT_STATES = {
-    0: 'nostate', 1: 'running', 2: 'blocked', 3: 'paused', 4: 'shutdown', 5: 'shutoff', 6: 'crashed', 7: 'pmsuspended',
-}
-# Reasons per state (virDomainRunningReason, virDomainPausedReason, ...).
-LIBVIRT_REASONS = {
-    'nostate': {0: 'unknown'},
-    'running': {
-        0: 'unknown', 1: 'booted', 2: 'migrated', 3: 'restored', 4: 'from_snapshot', 5: 'unpaused',
-        6: 'migration_canceled', 7: 'save_canceled', 8: 'wakeup', 9: 'crashed', 10: 'postcopy', 11: 'postcopy_failed',
-    },
-    'blocked': {0: 'unknown'},
-    'paused': {
-        0: 'unknown', 1: 'user', 2: 'migration', 3: 'save', 4: 'dump', 5: 'ioerror', 6: 'watchdog', 7: 'from_snapshot',
-        8: 'shutting_down', 9: 'snapshot', 10: 'crashed', 11: 'starting_up', 12: 'postcopy', 13: 'postcopy_failed',
-        14: 'api_error',
-    },
-    'shutdown': {0: 'unknown', 1: 'user'},
-    'shutoff': {
-        0: 'unknown', 1: 'shutdown', 2: 'destroyed', 3: 'crashed', 4: 'migrated', 5: 'saved', 6: 'failed',
-        7: 'from_snapshot', 8: 'daemon',
-    },
-    'crashed': {0: 'unknown', 1: 'panicked'},
-    'pmsuspended': {0: 'unknown'},
-}
+# ---------------------------------------------------- domain states, as words
+# A domain's state and reason are words: libvirt's virDomainState names (running, shutoff, ...) and their
+# reasons (booted, destroyed, ...), which KubeVirt's virt-launcher reports too. A backend that reads numbers
+# turns them into these words first (the libvirt backend: _libvirt/views.py).
 
 # Nova power_state.py: BLOCKED is RUNNING, SHUTDOWN (shutting down) and SHUTOFF
 # are SHUTDOWN, PMSUSPENDED is SUSPENDED, FAILED/unknown is NOSTATE.
-POWER_STATE_OF_LIBVIRT_STATE = {
+POWER_STATE_OF_DOMAIN_STATE = {
     'nostate': NOSTATE,
     'running': RUNNING,
     'blocked': RUNNING,
@@ -104,27 +81,19 @@ POWER_STATE_OF_LIBVIRT_STATE = {
 PowerObservation = namedtuple('PowerObservation', ['power_state', 'state', 'reason'])
 
 
-def libvirt_state_words(state, reason):
-    """Turn libvirt's numeric (state, reason) into words, e.g. (5, 2) -> ('shutoff', 'destroyed').
+def domain_state_words(state, reason=None):
+    """A domain's (state, reason) as words: ``reason`` None or empty is 'unknown'."""
+    return str(state), str(reason or 'unknown')
 
-    Unknown numbers become 'nostate' / 'unknown' rather than raising: a newer
-    libvirt may add reasons, and observation must never fail on them.
+
+def power_state_from_domain(state, reason=None):
+    """power_state from a domain's (state word, reason word), keeping the reason.
+
+    Returns a :class:`PowerObservation` (power_state, state word, reason word);
+    a state word the Nova table does not name is NOSTATE.
     """
-    state_word = LIBVIRT_STATES.get(state, 'nostate') if isinstance(state, int) else str(state)
-    reasons = LIBVIRT_REASONS.get(state_word, {})
-    reason_word = reasons.get(reason, 'unknown') if isinstance(reason, int) else str(reason or 'unknown')
-    return state_word, reason_word
-
-
-def power_state_from_libvirt(state, reason=0):
-    """power_state from a libvirt (state, reason) pair, keeping the reason.
-
-    ``state`` and ``reason`` may be libvirt's integers or the words of
-    :data:`LIBVIRT_STATES` / :data:`LIBVIRT_REASONS`. Returns a
-    :class:`PowerObservation` (power_state, state word, reason word).
-    """
-    state_word, reason_word = libvirt_state_words(state, reason)
-    return PowerObservation(POWER_STATE_OF_LIBVIRT_STATE.get(state_word, NOSTATE), state_word, reason_word)
+    state_word, reason_word = domain_state_words(state, reason)
+    return PowerObservation(POWER_STATE_OF_DOMAIN_STATE.get(state_word, NOSTATE), state_word, reason_word)
 
 
 # (state word, reason word or None for "any other"), graceful stop tried (True / False / None for
@@ -165,7 +134,7 @@ def graceful_stop_tried(acpi, grace_period=None):
 
 
 def _domain_row(state, reason, acpi, grace_period):
-    state_word, reason_word = libvirt_state_words(state, reason)
+    state_word, reason_word = domain_state_words(state, reason)
     tried = graceful_stop_tried(acpi, grace_period)
     for row in DOMAIN_PHASE_TABLE:
         (row_state, row_reason), row_tried = row[0], row[1]
@@ -174,7 +143,7 @@ def _domain_row(state, reason, acpi, grace_period):
     return None
 
 
-def phase_from_domain(state, reason=0, acpi=True, previous=PHASE_UNSET, grace_period=None):
+def phase_from_domain(state, reason=None, acpi=True, previous=PHASE_UNSET, grace_period=None):
     """VMI phase from a domain's (state, reason), grace-period aware (KubeVirt calculateVmPhaseForStatusReason).
 
     A domain destroyed after a graceful shutdown was tried (ACPI and a grace period above zero) means the grace
@@ -188,7 +157,7 @@ def phase_from_domain(state, reason=0, acpi=True, previous=PHASE_UNSET, grace_pe
     return row[2]
 
 
-def domain_phase_reason(state, reason=0, acpi=True, grace_period=None):
+def domain_phase_reason(state, reason=None, acpi=True, grace_period=None):
     """Why :func:`phase_from_domain` gives its phase, in words (None for a live domain or an unnamed state).
 
     For a destroyed ACPI domain whose grace period is not known the reason says that the phase is read, not known.

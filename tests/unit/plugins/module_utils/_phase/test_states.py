@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_state as ds
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
 
 # reasons newer than the libvirt binding the tests may run with (libvirt-domain.h)
@@ -35,10 +36,10 @@ def test_state_words():
 
 def test_libvirt_numbers_are_libvirts():
     libvirt = pytest.importorskip('libvirt')
-    assert s.LIBVIRT_STATES == dict((getattr(libvirt, 'VIR_DOMAIN_' + w.upper()), w) for w in s.LIBVIRT_STATES.values())
-    assert set(s.LIBVIRT_REASONS) == set(s.LIBVIRT_STATES.values())
-    assert sorted(s.LIBVIRT_STATES) == list(range(8))
-    for state, reasons in s.LIBVIRT_REASONS.items():
+    assert ds.LIBVIRT_STATES == dict((getattr(libvirt, 'VIR_DOMAIN_' + w.upper()), w) for w in ds.LIBVIRT_STATES.values())
+    assert set(ds.LIBVIRT_REASONS) == set(ds.LIBVIRT_STATES.values())
+    assert sorted(ds.LIBVIRT_STATES) == list(range(8))
+    for state, reasons in ds.LIBVIRT_REASONS.items():
         # libvirt numbers each state's reasons from 0 without a gap: none is lost or doubled
         assert sorted(reasons) == list(range(len(reasons))), state
         assert reasons[0] == 'unknown' and len(set(reasons.values())) == len(reasons)
@@ -71,22 +72,31 @@ POWER_CASES = [
 
 @pytest.mark.parametrize('pair,expected', POWER_CASES)
 def test_power_state_from_libvirt(pair, expected):
-    assert tuple(s.power_state_from_libvirt(*pair)) == expected
+    assert tuple(ds.power_state_from_libvirt(*pair)) == expected
 
 
 def test_every_libvirt_state_has_a_power_state_case():
     covered = {expected[1] for _pair, expected in POWER_CASES}
-    assert covered >= set(s.LIBVIRT_STATES.values())
-    assert s.POWER_STATE_OF_LIBVIRT_STATE == {'nostate': 'NOSTATE', 'running': 'RUNNING', 'blocked': 'RUNNING', 'paused': 'PAUSED',
-                                              'shutdown': 'SHUTDOWN', 'shutoff': 'SHUTDOWN', 'crashed': 'CRASHED', 'pmsuspended': 'SUSPENDED'}
+    assert covered >= set(ds.LIBVIRT_STATES.values())
+    assert s.POWER_STATE_OF_DOMAIN_STATE == {'nostate': 'NOSTATE', 'running': 'RUNNING', 'blocked': 'RUNNING', 'paused': 'PAUSED',
+                                             'shutdown': 'SHUTDOWN', 'shutoff': 'SHUTDOWN', 'crashed': 'CRASHED', 'pmsuspended': 'SUSPENDED'}
 
 
 def test_reason_default_and_words():
-    assert s.power_state_from_libvirt(5) == ('SHUTDOWN', 'shutoff', 'unknown')
-    assert s.libvirt_state_words(5, 2) == ('shutoff', 'destroyed')
-    assert s.libvirt_state_words(fresh('shutoff'), fresh('destroyed')) == ('shutoff', 'destroyed')
-    assert s.libvirt_state_words('shutoff', 3) == ('shutoff', 'crashed')
-    assert s.libvirt_state_words(True, 0) == ('running', 'unknown')     # a bool is an int to Python, and to libvirt
+    assert ds.power_state_from_libvirt(5) == ('SHUTDOWN', 'shutoff', 'unknown')
+    assert ds.libvirt_state_words(5, 2) == ('shutoff', 'destroyed')
+    assert ds.libvirt_state_words(fresh('shutoff'), fresh('destroyed')) == ('shutoff', 'destroyed')
+    assert ds.libvirt_state_words('shutoff', 3) == ('shutoff', 'crashed')
+    assert ds.libvirt_state_words(True, 0) == ('running', 'unknown')     # a bool is an int to Python, and to libvirt
+
+
+def test_the_phase_layer_reads_words_only():
+    # numbers are the backend's to translate (the libvirt backend: _libvirt/domain_state.py); here they are no state word
+    assert s.power_state_from_domain('shutoff', None) == ('SHUTDOWN', 'shutoff', 'unknown')
+    assert s.power_state_from_domain(fresh('crashed'), fresh('panicked')) == ('CRASHED', 'crashed', 'panicked')
+    assert s.power_state_from_domain(5, 2) == ('NOSTATE', '5', '2')
+    assert s.phase_from_domain(5, 2, previous='Running') == 'Running'
+    assert s.domain_phase_reason(5, 2) is None
 
 
 # (state, reason, acpi, grace period, previous) -> phase: every row of DOMAIN_PHASE_TABLE, and the rows around it
@@ -121,12 +131,12 @@ PHASE_CASES = [
 @pytest.mark.parametrize('args,expected', PHASE_CASES)
 def test_phase_from_domain(args, expected):
     state, reason, acpi, grace, previous = args
-    assert s.phase_from_domain(state, reason, acpi=acpi, previous=previous, grace_period=grace) == expected
+    assert s.phase_from_domain(*ds.libvirt_state_words(state, reason), acpi=acpi, previous=previous, grace_period=grace) == expected
 
 
 def test_phase_from_domain_defaults_and_outside_words():
-    assert s.phase_from_domain(5, 2) == 'Failed'                        # ACPI on and the grace period not known
-    assert s.phase_from_domain(5) == ''                                 # shutoff, unknown reason, no previous phase
+    assert s.phase_from_domain('shutoff', 'destroyed') == 'Failed'      # ACPI on and the grace period not known
+    assert s.phase_from_domain('shutoff') == ''                         # shutoff, unknown reason, no previous phase
     assert s.phase_from_domain(fresh('shutoff'), fresh('destroyed'), acpi=1, grace_period=0.0) == 'Succeeded'
     assert s.phase_from_domain(fresh('crashed'), fresh('whatever')) == 'Failed'
 
@@ -135,7 +145,7 @@ def test_phase_table_rows_each_have_a_case():
     # every row of the table must be the first match for at least one case
     hit = set()
     for (state, reason, acpi, grace, _previous), _expected in PHASE_CASES:
-        sw, rw = s.libvirt_state_words(state, reason)
+        sw, rw = ds.libvirt_state_words(state, reason)
         tried = s.graceful_stop_tried(acpi, grace)
         for index, ((row_state, row_reason), row_tried, _phase, _why) in enumerate(s.DOMAIN_PHASE_TABLE):
             if row_state == sw and row_reason in (None, rw) and row_tried in (None, tried):
@@ -171,12 +181,12 @@ def test_graceful_stop_tried_as_is_acpi_enabled(acpi, grace, tried):
 ])
 def test_domain_phase_reason(args, reason):
     state, why, acpi, grace = args
-    assert s.domain_phase_reason(state, why, acpi=acpi, grace_period=grace) == reason
+    assert s.domain_phase_reason(*ds.libvirt_state_words(state, why), acpi=acpi, grace_period=grace) == reason
 
 
 def test_domain_phase_reason_defaults():
-    assert s.domain_phase_reason(5) is None
-    assert s.domain_phase_reason(5, 2) == s.DESTROYED_GRACE_UNKNOWN
+    assert s.domain_phase_reason('shutoff') is None
+    assert s.domain_phase_reason('shutoff', 'destroyed') == s.DESTROYED_GRACE_UNKNOWN
     assert 'read as a graceful shutdown that did not finish in time' in s.DESTROYED_GRACE_UNKNOWN
 
 

@@ -21,6 +21,7 @@ import pytest
 from ansible_collections.converge.virt.plugins.module_utils._phase import deviations
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration as m
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_state as ds
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
 from ansible_collections.converge.virt.plugins.module_utils._phase.migration import MigrationObservation as Obs
@@ -200,7 +201,7 @@ def test_vmi_phase_as_virt_handler_tests_it(upstream, domain, previous, launcher
     if domain is None:
         phase = s.phase_without_domain(True, launcher_present=launcher, previous=previous)
     else:
-        phase = s.phase_from_domain(*domain, previous=previous)
+        phase = s.phase_from_domain(*ds.libvirt_state_words(*domain), previous=previous)
     assert phase == expected, HANDLER + upstream
 
 
@@ -253,12 +254,12 @@ DOMAIN_CODE_CASES = [
 
 @pytest.mark.parametrize('domain, acpi, grace, expected', DOMAIN_CODE_CASES)
 def test_vmi_phase_as_virt_handler_computes_it(domain, acpi, grace, expected):
-    assert s.phase_from_domain(*domain, acpi=acpi, previous='Running', grace_period=grace) == expected
+    assert s.phase_from_domain(*ds.libvirt_state_words(*domain), acpi=acpi, previous='Running', grace_period=grace) == expected
 
 
 def test_a_crashed_domain_with_an_unknown_reason_is_failed_a_listed_deviation():
     # KubeVirt keeps the previous phase (the switch names only Crashed and Panicked); ours fails it
-    assert s.phase_from_domain(6, 0, previous='Running') == 'Failed'
+    assert s.phase_from_domain(*ds.libvirt_state_words(6, 0), previous='Running') == 'Failed'
     assert deviations.by_key('crashed-unknown-reason')
 
 

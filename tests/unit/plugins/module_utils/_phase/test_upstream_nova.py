@@ -20,6 +20,7 @@ from ansible_collections.converge.virt.plugins.module_utils._phase import action
 from ansible_collections.converge.virt.plugins.module_utils._phase import deviations
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_state as ds
 from ansible_collections.converge.virt.plugins.module_utils._phase import views
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 
@@ -191,7 +192,7 @@ def test_power_sync_skips_a_task_in_flight():
     ('EVENT_LIFECYCLE_MIGRATION_COMPLETED', (3, 2), 'PAUSED'),
 ])
 def test_lifecycle_event_power_state_as_nova_maps_it(event, libvirt_state, power_state):
-    assert s.power_state_from_libvirt(*libvirt_state).power_state == power_state, event
+    assert ds.power_state_from_libvirt(*libvirt_state).power_state == power_state, event
 
 
 # ------------------------------------------------------------------ _init_instance (stale tasks)
