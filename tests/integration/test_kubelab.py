@@ -456,6 +456,31 @@ def _merge_patch(client, path, body):
         return exc.code
 
 
+def _can(client, account, group, resource, verb, namespace=None):
+    review = {'apiVersion': 'authorization.k8s.io/v1', 'kind': 'SubjectAccessReview', 'spec': {
+        'user': 'system:serviceaccount:kubevirt:%s' % account, 'groups': ['system:serviceaccounts', 'system:serviceaccounts:kubevirt'],
+        'resourceAttributes': dict({'group': group, 'resource': resource, 'verb': verb}, **({'namespace': namespace} if namespace else {}))}}
+    code, answer = client.request('POST', '/apis/authorization.k8s.io/v1/subjectaccessreviews', review)
+    assert code == 201, answer
+    return answer['status'].get('allowed', False)
+
+
+def test_virt_api_runs_with_exactly_the_rules_virt_operator_gives_it(kubelab):
+    # KubeVirt's own ClusterRole of kubevirt-apiserver (GetAllApiServer), not every rule: what it needs is allowed,
+    # what it does not need is not
+    client = kubelab['client']
+    role = client.request('GET', '/apis/rbac.authorization.k8s.io/v1/clusterroles/kubevirt-apiserver')[1]
+    assert any('virtualmachineinstancemigrations' in rule.get('resources', []) for rule in role['rules']), role
+    assert not any('*' in rule.get('verbs', []) or '*' in rule.get('resources', []) for rule in role['rules']), role
+    assert _can(client, 'kubevirt-apiserver', 'kubevirt.io', 'virtualmachines', 'patch', NS)
+    assert _can(client, 'kubevirt-apiserver', 'kubevirt.io', 'virtualmachineinstancemigrations', 'create', NS)
+    assert not _can(client, 'kubevirt-apiserver', '', 'nodes', 'delete')
+    assert not _can(client, 'kubevirt-apiserver', '', 'secrets', 'list', NS)
+    assert not _can(client, 'kubevirt-apiserver', 'kubevirt.io', 'virtualmachines', 'delete', NS)
+    with open(os.path.join(kubelab['dir'], 'pki', 'virt-api.kubeconfig'), encoding='utf-8') as handle:
+        assert json.load(handle)['users'][0]['name'] == 'system:serviceaccount:kubevirt:kubevirt-apiserver'
+
+
 def test_delete_with_wait_names_the_finalizer_that_holds_the_vm(kubelab):
     # without virt-controller nobody removes a finalizer: the user must see which one holds the VM, not a bare timeout
     client = kubelab['client']
@@ -468,9 +493,18 @@ def test_delete_with_wait_names_the_finalizer_that_holds_the_vm(kubelab):
         assert 'timed out after 2s waiting for %s/held to be deleted' % NS in result['msg'], result['msg']
         assert 'the VirtualMachine being deleted still carries the finalizer example.com/hold' in result['msg'], result['msg']
         assert result['last_observed']['vm_finalizing'] == {'deleting': True, 'finalizers': ['example.com/hold']}
-        # the run that timed out leaves no task in flight: the next run is not refused (it repeats the idempotent DELETE)
-        again = run_module('vm', kv(kubelab, 'held', state='absent', wait=False))
-        assert again['_rc'] == 0 and not again.get('failed'), again.get('msg')
+        # the run that timed out leaves no task in flight: the next run is not refused, and it does not delete again
+        # (the VM is already being deleted: nothing to change), it waits and names the finalizer again
+        again = run_module('vm', kv(kubelab, 'held', state='absent', wait=True, wait_timeout=1))
+        assert again.get('failed') and not again['changed'], again
+        assert 'still carries the finalizer example.com/hold' in again['msg'], again['msg']
+        untouched = client.request('GET', VMS + '/held')[1]
+        nowait = run_module('vm', kv(kubelab, 'held', state='absent', wait=False))
+        assert nowait['_rc'] == 0 and not nowait.get('failed') and not nowait['changed'] and nowait['steps'] == [], nowait
+        assert client.request('GET', VMS + '/held')[1]['metadata']['resourceVersion'] == untouched['metadata']['resourceVersion']
+        # a VM being deleted cannot be declared running: refused, naming its state
+        refused = run_module('vm', kv(kubelab, 'held', state='running', wait=False))
+        assert refused.get('failed') and 'being deleted' in refused['msg'], refused
     finally:
         assert _merge_patch(client, VMS + '/held', {'metadata': {'finalizers': None}}) == 200
     deadline = time.monotonic() + 30

@@ -404,11 +404,44 @@ def grant(client, namespace, account, role_rules, cluster_rules=None, name=None)
         client.apply(f"{RBAC_API}/clusterrolebindings", {
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": cluster_name},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_name}, "subjects": subject})
+    return account_token(client, namespace, account)
+
+
+def account_token(client, namespace, account):
+    """A token for the ServiceAccount ``namespace/account`` from the TokenRequest API (valid one day)."""
     code, answer = client.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
                                   {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 86400}})
     if code != 201:
         raise LabError(f"could not get a token for {namespace}/{account}: HTTP {code}: {answer}")
     return answer["status"]["token"]
+
+
+RBAC_KINDS = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings"}
+
+
+def _virt_api_rbac(client, binary):
+    """virt-api's ServiceAccount, ClusterRole, Role and bindings exactly as virt-operator installs them (KubeVirt's
+    GetAllApiServer, printed by kubevirt-manifests); returns a token of that account."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    out = subprocess.run([binary, "-namespace", VIRT_API_NAMESPACE, "rbac"], capture_output=True, check=False)
+    if out.returncode != 0:
+        raise LabError("kubevirt-manifests rbac failed: " + out.stderr.decode(errors="replace")[-2000:])
+    account = None
+    for doc in (d for d in yaml.safe_load_all(out.stdout) if d):
+        meta = doc["metadata"]
+        if doc["kind"] == "ServiceAccount":
+            account = meta["name"]
+            client.apply(f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts", doc)
+        elif doc["kind"] in ("Role", "RoleBinding"):
+            client.apply(f"{RBAC_API}/namespaces/{meta['namespace']}/{RBAC_KINDS[doc['kind']]}", doc)
+        else:
+            client.apply(f"{RBAC_API}/{RBAC_KINDS[doc['kind']]}", doc)
+    if account is None:
+        raise LabError("kubevirt-manifests rbac printed no ServiceAccount")
+    # an earlier lab (same etcd data) bound this account to every rule: that binding must not survive
+    client.request("DELETE", f"{RBAC_API}/clusterrolebindings/{account}-{VIRT_API_NAMESPACE}")
+    client.request("DELETE", f"{RBAC_API}/clusterroles/{account}-{VIRT_API_NAMESPACE}")
+    return account, account_token(client, VIRT_API_NAMESPACE, account)
 
 
 def _restricted_kubeconfig(client, directory, server, ca_file):
@@ -489,12 +522,12 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint
                                        server=True, client=True, dns=VIRT_API_NAMES, addresses=("127.0.0.1",))
             _kubevirt_cr(client, feature_gates)
             _handler_identity(client, pki_dir)
-            # virt-api acts as KubeVirt's own kubevirt:kubevirt-apiserver account: its webhooks let only KubeVirt's accounts
-            # change a VMI (a stop with a grace period patches the VMI: refused when virt-api ran as the admin); the rules
-            # are all rules for now (KubeVirt's exact RBAC for it is a next step)
+            # virt-api acts as KubeVirt's own kubevirt:kubevirt-apiserver account, with exactly the rules virt-operator gives
+            # it: its webhooks let only KubeVirt's accounts change a VMI (a stop with a grace period patches the VMI:
+            # refused when virt-api ran as the admin)
+            api_account, api_token = _virt_api_rbac(client, binaries["kubevirt-manifests"])
             api_kubeconfig = os.path.join(pki_dir, "virt-api.kubeconfig")
-            _kubeconfig(api_kubeconfig, server, paths["ca"], f"system:serviceaccount:{VIRT_API_NAMESPACE}:kubevirt-apiserver",
-                        grant(client, VIRT_API_NAMESPACE, "kubevirt-apiserver", ALL_RULES, ALL_RULES))
+            _kubeconfig(api_kubeconfig, server, paths["ca"], f"system:serviceaccount:{VIRT_API_NAMESPACE}:{api_account}", api_token)
             api = _start(directory, "virt-api", [binaries["virt-api"], "--kubeconfig", api_kubeconfig, "--listen", "127.0.0.1",
                                                  "--port", str(ports["virt-api"]), "--tls-cert-file", crt, "--tls-key-file", key,
                                                  "--handler-cert-file", crt, "--handler-key-file", key,
@@ -621,6 +654,30 @@ def _etcd_healthy(port, paths):
         return False
 
 
+def _stop(record, current, timeout, sig=signal.SIGTERM):
+    """End one recorded process (``sig``, then SIGKILL after ``timeout``); True when it was running."""
+    if not _is_ours(record, current):
+        return False
+    try:
+        os.kill(record["pid"], sig)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout
+    while _is_ours(record, current) and time.monotonic() < deadline:
+        reap(record["pid"])
+        time.sleep(0.05)
+    if _is_ours(record, current):
+        try:
+            os.kill(record["pid"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        while _is_ours(record, current):
+            reap(record["pid"])
+            time.sleep(0.05)
+    reap(record["pid"])
+    return True
+
+
 def down(directory, timeout=20):
     """Stop every process recorded in ``directory`` (newest first); return the PIDs signalled."""
     directory = os.path.abspath(directory)
@@ -628,32 +685,68 @@ def down(directory, timeout=20):
     if not state:
         return []
     current = boot_id()
-    signalled = []
-    for record in reversed(state["processes"]):
-        if not _is_ours(record, current):
-            continue
-        try:
-            os.kill(record["pid"], signal.SIGTERM)
-        except ProcessLookupError:
-            continue
-        signalled.append(record["pid"])
-        deadline = time.monotonic() + timeout
-        while _is_ours(record, current) and time.monotonic() < deadline:
-            reap(record["pid"])
-            time.sleep(0.1)
-        if _is_ours(record, current):
-            try:
-                os.kill(record["pid"], signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            while _is_ours(record, current):
-                reap(record["pid"])
-                time.sleep(0.05)
-        reap(record["pid"])
+    signalled = [record["pid"] for record in reversed(state["processes"]) if _stop(record, current, timeout)]
     state["processes"] = []
     _save(directory, state)
     os.remove(os.path.join(directory, STATE))
     return signalled
+
+
+# ---------------------------------------------------------------- faults: one component down, restarted
+RESTARTABLE = ROLES + ("virt-api",)
+
+
+def _role_record(state, role):
+    records = [p for p in state["processes"] if p["role"] == role]
+    if not records:
+        raise LabError(f"no {role} was started in {state['dir']}")
+    return records[-1]
+
+
+def _role_ready(directory, state, role):
+    paths = pki.make_all(os.path.join(directory, "pki"))
+    ports = state["ports"]
+    if role == "etcd":
+        return lambda: _etcd_healthy(ports["etcd"], paths)
+    if role == "kube-apiserver":
+        return Client(state["server"], paths["ca"], pki.ensure_token(os.path.join(directory, "pki", "admin.token"))).ready
+    if role == "virt-api":
+        return lambda: _virt_api_healthy(ports["virt-api"], paths["ca"])
+    return lambda: True
+
+
+def stop_role(directory, role, kill=False, timeout=20):
+    """Stop the running ``role`` of the lab (SIGTERM, or SIGKILL with ``kill``): a fault for the tests; the rest keeps
+    running. Returns the PID that was stopped (None when it was not running)."""
+    if role not in RESTARTABLE:
+        raise LabError(f"{role} cannot be stopped alone (one of {', '.join(RESTARTABLE)})")
+    directory = os.path.abspath(directory)
+    state = _load_state(directory)
+    record = _role_record(state, role)
+    return record["pid"] if _stop(record, boot_id(), timeout, signal.SIGKILL if kill else signal.SIGTERM) else None
+
+
+def start_role(directory, role):
+    """Start ``role`` again, with the command line, ports, certificates and data it had; wait until it is ready."""
+    if role not in RESTARTABLE:
+        raise LabError(f"{role} cannot be started alone (one of {', '.join(RESTARTABLE)})")
+    directory = os.path.abspath(directory)
+    state = _load_state(directory)
+    record = _role_record(state, role)
+    if _is_ours(record, boot_id()):
+        return record["pid"]
+    state["processes"].remove(record)
+    proc = _start(directory, role, record["argv"], state)
+    _wait(role, proc, state["processes"][-1]["log"], _role_ready(directory, state, role))
+    return proc.pid
+
+
+def restart_role(directory, role, kill=False, down_seconds=0.0):
+    """Stop ``role`` (SIGTERM, or SIGKILL with ``kill``), leave it down ``down_seconds``, start it again; returns
+    (old PID, new PID)."""
+    old = stop_role(directory, role, kill=kill)
+    time.sleep(down_seconds)
+    return old, start_role(directory, role)
 
 
 def status(directory):

@@ -578,13 +578,17 @@ class KubevirtVm:
                                                           'resourceVersion': dv['metadata'].get('resourceVersion')}})
         self.client.delete(KUBEVIRT_API, self.namespace, 'virtualmachines', self.name, propagation='Background')
         if options.wait:
-            try:
-                wait_for(lambda: kobserve.observe_vm(self.client, self.namespace, self.name),
-                         lambda o: not o['exists'] and o.get('vmi') is None, options.wait_timeout,
-                         '%s/%s to be deleted' % (self.namespace, self.name), describe=_deletion_view)
-            except WaitTimeout as exc:
-                raise WaitTimeout('timed out after %ss waiting for %s/%s to be deleted: %s' % (
-                    options.wait_timeout, self.namespace, self.name, deletion_blockers(exc.details.get('last_observed') or {})), **exc.details)
+            self.wait_deleted(options)
+
+    def wait_deleted(self, options):
+        """Wait until the VM and its instance are gone; a timeout names what holds them back (their finalizers)."""
+        try:
+            return wait_for(lambda: kobserve.observe_vm(self.client, self.namespace, self.name),
+                            lambda o: not o['exists'] and o.get('vmi') is None, options.wait_timeout,
+                            '%s/%s to be deleted' % (self.namespace, self.name), describe=_deletion_view)
+        except WaitTimeout as exc:
+            raise WaitTimeout('timed out after %ss waiting for %s/%s to be deleted: %s' % (
+                options.wait_timeout, self.namespace, self.name, deletion_blockers(exc.details.get('last_observed') or {})), **exc.details)
 
 
 # ---------------------------------------------------------------- converge
@@ -628,7 +632,8 @@ def converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=
     diff = obs.get('diff') or []
     plan_obs = vm_plan.VmObservation(
         exists=obs['exists'], vm_state=obs.get('effective_vm_state') or 'DELETED', task_state=obs.get('task_state'),
-        definition_differs=bool(diff), restart_needed=bool(obs.get('pending_restart')), autostart=None)
+        definition_differs=bool(diff), restart_needed=bool(obs.get('pending_restart')), autostart=None,
+        deleting=bool(obs['exists'] and ((obs.get('vm') or {}).get('metadata') or {}).get('deletionTimestamp')))
     steps = vm_plan.plan_vm(decl, plan_obs)
     # the changes name declared fields and their values: cloud-init user data and import URLs are masked (never shown)
     result = {'steps': [s.as_dict() for s in steps], 'changes': [redact_change(c) for c in diff] if obs['exists'] else []}
@@ -661,6 +666,9 @@ def converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=
         if not check_mode and options.wait and obs['exists'] and settle_targets(decl.state):
             after = kobserve.public_view(_settle(vm, decl, obs, options))
             predicted = after
+        if not check_mode and options.wait and plan_obs.deleting and decl.state == 'absent':
+            # an earlier run's delete is still being finished (a finalizer holds the VM): wait for it, do not repeat it
+            predicted = kobserve.public_view(vm.wait_deleted(options))
         result['vm'] = predicted
         result['diff'] = {'before': _diffable(before), 'after': _diffable(predicted)}
         return bool(steps) or bool(drift), result

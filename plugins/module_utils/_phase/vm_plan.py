@@ -75,6 +75,7 @@ class VmObservation(NamedTuple):
     definition_differs: bool = False      # the persistent definition differs from the declared one
     restart_needed: bool = False          # the running guest runs an older definition
     autostart: Optional[bool] = None
+    deleting: bool = False                # its deletion was already requested (e.g. held by a finalizer): the world finishes it
 
 
 class VmDeclaration(NamedTuple):
@@ -128,10 +129,13 @@ def plan_vm(decl, obs):
     if decl.state not in DECLARED_STATES:
         raise ValueError('state must be one of %s, got %r' % (', '.join(DECLARED_STATES), decl.state))
     if decl.state == 'absent':
-        if not obs.exists:
-            return []
+        if not obs.exists or obs.deleting:
+            return []   # gone, or going: a second delete would change nothing
         row = actions.check_action('delete', obs.vm_state, obs.task_state)
         return [Step('delete', row.task_state, obs.vm_state, s.DELETED)]
+    if obs.exists and obs.deleting:
+        raise TransitionRefused('converge to %s' % decl.state, obs.vm_state, obs.task_state,
+                                reason='the VM is being deleted; declare it again once it is gone')
     if obs.task_state is not None:
         raise TransitionRefused('converge to %s' % decl.state, obs.vm_state, obs.task_state, reason='another task is in flight')
 

@@ -68,6 +68,19 @@ def test_delete_preempts_a_task():
     assert [(s.action, s.task_state, s.vm_state_after) for s in steps] == [('delete', 'DELETING', 'DELETED')]
 
 
+def test_a_vm_being_deleted_is_not_deleted_again():
+    # a finalizer holds a deleted KubeVirt VM: the next absent run has nothing to do (it waits for the world)
+    assert actions_of(D('absent'), O(exists=True, vm_state='STOPPED', deleting=True)) == []
+    assert actions_of(D('absent'), O(exists=True, vm_state='ACTIVE', task_state='DELETING', deleting=True)) == []
+
+
+@pytest.mark.parametrize('declared', ['present', 'running', 'stopped', 'paused', 'restarted'])
+def test_a_vm_being_deleted_refuses_other_declarations(declared):
+    with pytest.raises(TransitionRefused) as err:
+        p.plan_vm(D(declared), O(exists=True, vm_state='STOPPED', deleting=True))
+    assert 'being deleted' in str(err.value) and 'STOPPED' in str(err.value)
+
+
 def test_task_in_flight_refuses_other_declarations():
     with pytest.raises(TransitionRefused) as err:
         p.plan_vm(D('stopped'), O(exists=True, vm_state='ACTIVE', task_state='MIGRATING'))
@@ -136,7 +149,7 @@ def steps_of(decl, obs):
 
 def test_defaults_and_constants():
     assert O()._field_defaults == {'exists': False, 'vm_state': 'DELETED', 'task_state': None, 'definition_differs': False,
-                                   'restart_needed': False, 'autostart': None}
+                                   'restart_needed': False, 'autostart': None, 'deleting': False}
     assert D()._field_defaults == {'state': 'present', 'autostart': None, 'restart_on_change': False}
     assert p.DECLARED_STATES == ('present', 'running', 'stopped', 'paused', 'suspended', 'absent', 'restarted')
     assert p.COLD_ACTIONS == ('start', 'stop', 'reboot_soft', 'reboot_hard')

@@ -5,6 +5,8 @@
 //	                             of the operator's own manifest), then every CRD of CDI
 //	kubevirt-manifests virt-api  virt-api's webhook configurations and APIServices for
 //	                             the install namespace given by -namespace
+//	kubevirt-manifests rbac      virt-api's ServiceAccount, ClusterRole, Role and bindings as
+//	                             virt-operator installs them (GetAllApiServer) in that namespace
 package main
 
 import (
@@ -19,6 +21,7 @@ import (
 
 	cdiresources "kubevirt.io/containerized-data-importer/pkg/operator/resources"
 	"kubevirt.io/kubevirt/pkg/virt-operator/resource/generate/components"
+	"kubevirt.io/kubevirt/pkg/virt-operator/resource/generate/rbac"
 )
 
 // The list of install/strategy.go GenerateCurrentInstallStrategy, plus the
@@ -81,6 +84,12 @@ func virtAPI(namespace string) {
 	}
 }
 
+func apiServerRBAC(namespace string) {
+	for _, obj := range rbac.GetAllApiServer(namespace) {
+		emit(obj)
+	}
+}
+
 func main() {
 	namespace := flag.String("namespace", "kubevirt", "install namespace (virt-api)")
 	flag.Parse()
@@ -89,8 +98,10 @@ func main() {
 		crds()
 	case "virt-api":
 		virtAPI(*namespace)
+	case "rbac":
+		apiServerRBAC(*namespace)
 	default:
-		fmt.Fprintln(os.Stderr, "usage: kubevirt-manifests [-namespace NS] crds|virt-api")
+		fmt.Fprintln(os.Stderr, "usage: kubevirt-manifests [-namespace NS] crds|virt-api|rbac")
 		os.Exit(2)
 	}
 }
