@@ -43,6 +43,7 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt import meta
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import Connection, is_no_domain, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_phase
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 
@@ -268,7 +269,7 @@ def vm_view(dom):
             libvirt.VIR_DOMAIN_AFFECT_CONFIG if dom.isPersistent() else libvirt.VIR_DOMAIN_AFFECT_LIVE))
     except libvirt.libvirtError:
         pass
-    job_active = state in ACTIVE_STATES and job_stats(dom).get('type', 0) in (libvirt_views.LIBVIRT_JOB_BOUNDED, libvirt_views.LIBVIRT_JOB_UNBOUNDED)
+    job_active = state in ACTIVE_STATES and job_stats(dom).get('type', 0) in (migration_phase.LIBVIRT_JOB_BOUNDED, migration_phase.LIBVIRT_JOB_UNBOUNDED)
     view = libvirt_views.libvirt_vm_view(state, reason, meta, job_active=job_active)
     view.update(state_code=state, job_active=job_active, last_action=meta.get('last_action'), owner=meta.get('owner'),
                 lease_until=meta.get('lease_until'))
@@ -353,7 +354,7 @@ class _FollowLibvirt(migrate.FollowHooks):
         # and every extra call on the source competes with the migration job for the domain
         stats = job_stats(self.src_dom)
         job_type = stats.get('type', 0)
-        if job_type in (libvirt_views.LIBVIRT_JOB_BOUNDED, libvirt_views.LIBVIRT_JOB_UNBOUNDED):
+        if job_type in (migration_phase.LIBVIRT_JOB_BOUNDED, migration_phase.LIBVIRT_JOB_UNBOUNDED):
             self.saw_job = True
             run.progress = progress_of(stats)
             if run.phase != migration.RUNNING:
@@ -373,7 +374,7 @@ class _FollowLibvirt(migrate.FollowHooks):
         try:
             self.src_dom.abortJob()
         except libvirt.libvirtError as exc:
-            if job_stats(self.src_dom).get('type', 0) in (libvirt_views.LIBVIRT_JOB_BOUNDED, libvirt_views.LIBVIRT_JOB_UNBOUNDED):
+            if job_stats(self.src_dom).get('type', 0) in (migration_phase.LIBVIRT_JOB_BOUNDED, migration_phase.LIBVIRT_JOB_UNBOUNDED):
                 raise BackendError(self.run._redact('abortJob: %s' % exc)) from exc  # pylint: disable=protected-access
             # the job ended before the abort: nothing left to stop
 
@@ -428,7 +429,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         return phase
 
     def _observe(self, **kwargs):
-        return self._advance(libvirt_views.libvirt_observation(self.phase, **kwargs))
+        return self._advance(migration_phase.libvirt_observation(self.phase, **kwargs))
 
     def _result(self, changed, failed=False, msg=None, vm=None, on_target=None):
         result = {'name': self.name, 'changed': changed, 'failed': failed, 'phase': self.phase or None, 'phases': list(self.phases),
@@ -557,7 +558,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         self._observe(dest_connected=True)
         mark = drain_mark(self.dest.conn)
         if mark is not None:
-            self._advance(libvirt_views.libvirt_observation(self.phase, dest_connected=True)._replace(target_draining=True))
+            self._advance(migration_phase.libvirt_observation(self.phase, dest_connected=True)._replace(target_draining=True))
             why = mark.get('reason') or 'no reason given'
             return self._refused_attempt(src_dom, 'target %s is being drained (%s); no VM is placed on it' % (redact_uri(self.target_uri), why))
         self._observe(dest_connected=True, dest_checked=True)
@@ -711,7 +712,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
             # after post-copy the target has no completed statistics ({'type': 0}): keep the last polled progress
             self.progress = progress_of(completed)
         self._observe(dest_connected=True, dest_checked=True, dest_accepts=True,
-                      job_type=libvirt_views.LIBVIRT_JOB_COMPLETED, on_destination=True)
+                      job_type=migration_phase.LIBVIRT_JOB_COMPLETED, on_destination=True)
         del saw_job
         store = LibvirtTaskStore(self.dest.conn, dest_dom, self.owner)
         record, _version = store.load()
@@ -749,14 +750,14 @@ class Migration:  # pylint: disable=too-many-instance-attributes
     def _failed(self, src_dom, dest_dom, task_id, started_at, error, src_active, thread):  # pylint: disable=too-many-arguments
         code = thread.error_code if thread is not None else None
         last_job = job_stats(src_dom, completed=True).get('type', 0)
-        aborted = (code == getattr(libvirt, 'VIR_ERR_OPERATION_ABORTED', -1) or last_job == libvirt_views.LIBVIRT_JOB_CANCELLED
+        aborted = (code == getattr(libvirt, 'VIR_ERR_OPERATION_ABORTED', -1) or last_job == migration_phase.LIBVIRT_JOB_CANCELLED
                    or (bool(error) and ('abort' in error.lower() or 'cancel' in error.lower())))
         dest_failed = not aborted and bool(error) and (self.dest is None or _dest_error(error))
         if aborted:
-            self._observe(dest_connected=True, dest_checked=True, dest_accepts=True, job_type=libvirt_views.LIBVIRT_JOB_CANCELLED,
+            self._observe(dest_connected=True, dest_checked=True, dest_accepts=True, job_type=migration_phase.LIBVIRT_JOB_CANCELLED,
                           vm_running=src_active, aborted=True)
         else:
-            self._observe(dest_connected=True, dest_checked=True, dest_accepts=True, job_type=libvirt_views.LIBVIRT_JOB_FAILED,
+            self._observe(dest_connected=True, dest_checked=True, dest_accepts=True, job_type=migration_phase.LIBVIRT_JOB_FAILED,
                           vm_running=src_active, dest_failed=bool(dest_failed), error=error or 'the migration did not finish')
         if self.phase != migration.FAILED:
             self.phases.append(migration.FAILED)
@@ -820,7 +821,7 @@ class Migration:  # pylint: disable=too-many-instance-attributes
                 if _running(lookup(self.source.conn, self.name)) and job_stats(src_dom).get('type', 0):
                     raise
                 self.notes.append('the job ended before the abort: %s' % self._redact(exc))
-        self._advance(libvirt_views.libvirt_observation(self.phase, dest_connected=True, dest_checked=True, dest_accepts=True)
+        self._advance(migration_phase.libvirt_observation(self.phase, dest_connected=True, dest_checked=True, dest_accepts=True)
                       ._replace(abort_requested=True))
         if wait:
             deadline = time.monotonic() + max(30.0, float(self.opts.wait_timeout))

@@ -10,7 +10,6 @@ the inventory reports is the word a module returns. Pure: the backend passes wha
 
 from __future__ import annotations
 
-from ansible_collections.converge.virt.plugins.module_utils._phase import migration
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
 from ansible_collections.converge.virt.plugins.module_utils._phase import status as st
 from ansible_collections.converge.virt.plugins.module_utils._phase.views import effective_vm_state
@@ -79,41 +78,3 @@ def libvirt_vm_view(state, reason, metadata=None, acpi=True, managed_save=False,
         'phase_reason': s.domain_phase_reason(power.state, power.reason, acpi=acpi, grace_period=grace_period)
         if s.is_final(shown_phase) else None,
     }
-
-
-# libvirt mapping (phase-model section 7): the step the libvirt backend
-# reached, and the job type it reads from jobStats, to a phase.
-LIBVIRT_JOB_NONE = 0
-LIBVIRT_JOB_BOUNDED = 1
-LIBVIRT_JOB_UNBOUNDED = 2
-LIBVIRT_JOB_COMPLETED = 3
-LIBVIRT_JOB_FAILED = 4
-LIBVIRT_JOB_CANCELLED = 5
-
-
-def libvirt_observation(phase, dest_connected=False, dest_checked=False, dest_accepts=False, job_type=LIBVIRT_JOB_NONE,
-                        on_destination=False, vm_running=True, dest_failed=False, aborted=False, error=None):
-    """Build a :class:`.._phase.migration.MigrationObservation` from what the libvirt backend saw.
-
-    Scheduling/Scheduled = destination connection opened and checked;
-    PreparingTarget/TargetReady = the destination accepts (Begin/Prepare);
-    Running = the job is active; Succeeded = job completed and the domain runs
-    on the destination; Failed = job failed or cancelled (a cancelled job is the
-    source's answer to an abort: reason aborted). ``aborted``: an abort was asked.
-    """
-    active = job_type in (LIBVIRT_JOB_BOUNDED, LIBVIRT_JOB_UNBOUNDED)
-    completed = on_destination and (job_type in (LIBVIRT_JOB_COMPLETED, LIBVIRT_JOB_NONE))
-    ended_unfinished = job_type in (LIBVIRT_JOB_FAILED, LIBVIRT_JOB_CANCELLED) or bool(error)
-    return migration.MigrationObservation(
-        phase=phase,
-        vm_running=vm_running or on_destination,
-        target_exists=dest_connected,
-        target_ready=dest_checked,
-        target_node_known=dest_accepts,
-        target_address_known=dest_accepts,
-        transfer_started=active or completed,
-        transfer_completed=completed,
-        target_failed=dest_failed,
-        source_failed=ended_unfinished and not on_destination,
-        abort_requested=aborted or job_type == LIBVIRT_JOB_CANCELLED,
-    )

@@ -76,7 +76,7 @@ def can_move(phase, target):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# KubeVirt's VirtualMachineSnapshot phases onto these phases (the table; _kubevirt/views.py reads the objects)
+# KubeVirt's VirtualMachineSnapshot phases onto these phases (the table; _kubevirt/snapshot_status.py reads the objects)
 # ---------------------------------------------------------------------------------------------------------------------
 
 # status.phase of a VirtualMachineSnapshot (snapshot.kubevirt.io/v1beta1) -> ours; Succeeded waits for readyToUse

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration as m
 from ansible_collections.converge.virt.plugins.module_utils._phase.migration import MigrationObservation as Obs
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_phase
 
 EXPECTED_EDGES = {
     '': ('Pending', 'Failed'), 'Pending': ('Scheduling', 'Failed'), 'Scheduling': ('Scheduled', 'Failed'),
@@ -208,7 +208,7 @@ def test_walk_reports_every_phase_crossed():
 
 # ------------------------------------------------------------------ libvirt mapping
 def test_libvirt_observation_defaults():
-    obs = libvirt_views.libvirt_observation('Pending')
+    obs = migration_phase.libvirt_observation('Pending')
     assert obs == Obs(phase='Pending')
 
 
@@ -219,47 +219,47 @@ def test_libvirt_observation_defaults():
     (dict(dest_failed=True), dict(target_failed=True)),
     (dict(vm_running=False), dict(vm_running=False)),
     (dict(aborted=True), dict(abort_requested=True)),
-    (dict(job_type=libvirt_views.LIBVIRT_JOB_BOUNDED), dict(transfer_started=True)),
-    (dict(job_type=libvirt_views.LIBVIRT_JOB_UNBOUNDED), dict(transfer_started=True)),
-    (dict(job_type=libvirt_views.LIBVIRT_JOB_COMPLETED), dict()),          # completed, but not on the destination: nothing moved
-    (dict(job_type=libvirt_views.LIBVIRT_JOB_FAILED), dict(source_failed=True)),
-    (dict(job_type=libvirt_views.LIBVIRT_JOB_CANCELLED), dict(source_failed=True, abort_requested=True)),
+    (dict(job_type=migration_phase.LIBVIRT_JOB_BOUNDED), dict(transfer_started=True)),
+    (dict(job_type=migration_phase.LIBVIRT_JOB_UNBOUNDED), dict(transfer_started=True)),
+    (dict(job_type=migration_phase.LIBVIRT_JOB_COMPLETED), dict()),          # completed, but not on the destination: nothing moved
+    (dict(job_type=migration_phase.LIBVIRT_JOB_FAILED), dict(source_failed=True)),
+    (dict(job_type=migration_phase.LIBVIRT_JOB_CANCELLED), dict(source_failed=True, abort_requested=True)),
     (dict(error='broken pipe'), dict(source_failed=True)),
     (dict(on_destination=True), dict(transfer_started=True, transfer_completed=True)),
-    (dict(on_destination=True, job_type=libvirt_views.LIBVIRT_JOB_COMPLETED), dict(transfer_started=True, transfer_completed=True)),
+    (dict(on_destination=True, job_type=migration_phase.LIBVIRT_JOB_COMPLETED), dict(transfer_started=True, transfer_completed=True)),
     (dict(on_destination=True, vm_running=False), dict(transfer_started=True, transfer_completed=True)),
-    (dict(on_destination=True, job_type=libvirt_views.LIBVIRT_JOB_FAILED), dict()),
+    (dict(on_destination=True, job_type=migration_phase.LIBVIRT_JOB_FAILED), dict()),
     (dict(on_destination=True, error='late error'), dict(transfer_started=True, transfer_completed=True)),
 ])
 def test_libvirt_observation_maps_each_flag(kwargs, fields):
-    assert libvirt_views.libvirt_observation('Running', **kwargs) == Obs(phase='Running', **fields)
+    assert migration_phase.libvirt_observation('Running', **kwargs) == Obs(phase='Running', **fields)
 
 
 def test_libvirt_job_types_are_libvirts():
     # virDomainJobType: NONE 0, BOUNDED 1, UNBOUNDED 2, COMPLETED 3, FAILED 4, CANCELLED 5
-    assert (libvirt_views.LIBVIRT_JOB_NONE, libvirt_views.LIBVIRT_JOB_BOUNDED, libvirt_views.LIBVIRT_JOB_UNBOUNDED,
-            libvirt_views.LIBVIRT_JOB_COMPLETED, libvirt_views.LIBVIRT_JOB_FAILED, libvirt_views.LIBVIRT_JOB_CANCELLED) == (0, 1, 2, 3, 4, 5)
+    assert (migration_phase.LIBVIRT_JOB_NONE, migration_phase.LIBVIRT_JOB_BOUNDED, migration_phase.LIBVIRT_JOB_UNBOUNDED,
+            migration_phase.LIBVIRT_JOB_COMPLETED, migration_phase.LIBVIRT_JOB_FAILED, migration_phase.LIBVIRT_JOB_CANCELLED) == (0, 1, 2, 3, 4, 5)
 
 
 def test_libvirt_mapping_full_run():
-    obs = libvirt_views.libvirt_observation('', dest_connected=True, dest_checked=True, dest_accepts=True, job_type=libvirt_views.LIBVIRT_JOB_UNBOUNDED)
+    obs = migration_phase.libvirt_observation('', dest_connected=True, dest_checked=True, dest_accepts=True, job_type=migration_phase.LIBVIRT_JOB_UNBOUNDED)
     assert m.run_to_phase(obs) == ('Running', None, ['', 'Running'])
-    done = libvirt_views.libvirt_observation('Running', dest_connected=True, dest_checked=True, dest_accepts=True,
-                                             job_type=libvirt_views.LIBVIRT_JOB_COMPLETED, on_destination=True, vm_running=False)
+    done = migration_phase.libvirt_observation('Running', dest_connected=True, dest_checked=True, dest_accepts=True,
+                                               job_type=migration_phase.LIBVIRT_JOB_COMPLETED, on_destination=True, vm_running=False)
     assert m.next_phase(done) == ('Succeeded', None)
 
 
-@pytest.mark.parametrize('job,reason', [(libvirt_views.LIBVIRT_JOB_FAILED, m.SOURCE_FAILED), (libvirt_views.LIBVIRT_JOB_CANCELLED, m.ABORTED)])
+@pytest.mark.parametrize('job,reason', [(migration_phase.LIBVIRT_JOB_FAILED, m.SOURCE_FAILED), (migration_phase.LIBVIRT_JOB_CANCELLED, m.ABORTED)])
 def test_libvirt_mapping_failures(job, reason):
-    obs = libvirt_views.libvirt_observation('Running', True, True, True, job_type=job)
+    obs = migration_phase.libvirt_observation('Running', True, True, True, job_type=job)
     assert m.next_phase(obs) == ('Failed', reason)
 
 
 def test_libvirt_cancel_after_abort_job():
     # the backend asked the source to abort (virDomainAbortJob) and no job runs any more: aborted
-    asked = libvirt_views.libvirt_observation('Running', True, True, True)._replace(abort_requested=True)
+    asked = migration_phase.libvirt_observation('Running', True, True, True)._replace(abort_requested=True)
     assert m.next_phase(asked) == ('Failed', m.ABORTED)
-    still = libvirt_views.libvirt_observation('Running', True, True, True, job_type=libvirt_views.LIBVIRT_JOB_UNBOUNDED)._replace(abort_requested=True)
+    still = migration_phase.libvirt_observation('Running', True, True, True, job_type=migration_phase.LIBVIRT_JOB_UNBOUNDED)._replace(abort_requested=True)
     assert m.next_phase(still) == ('Running', None)
 
 
@@ -344,4 +344,4 @@ def test_outside_words_and_lexical_neighbours():
     assert m.walk(m.PENDING, fresh('Running')) == [m.SCHEDULING, m.SCHEDULED, m.PREPARING_TARGET, m.TARGET_READY, m.RUNNING]
     assert m.walk(fresh('Running'), fresh('Running')) == []
     # a job type newer than this table is neither an abort nor a failure
-    assert libvirt_views.libvirt_observation('Running', job_type=6) == Obs(phase='Running')
+    assert migration_phase.libvirt_observation('Running', job_type=6) == Obs(phase='Running')

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration, TaskConflict, TransitionRefused
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import snapshot_status
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, reconcile, tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as sn
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import MemoryTaskStore, TaskRecord
@@ -89,21 +89,21 @@ def test_vm_state_after_restore(at_snapshot, current, expected):
     ({'phase': 'Succeeded', 'readyToUse': True}, True, 'Deleting'),
 ])
 def test_kubevirt_snapshot_phase(status, deleting, expected):
-    assert kubevirt_views.phase_from_kubevirt_snapshot(status, deleting=deleting) == expected
+    assert snapshot_status.phase_from_kubevirt_snapshot(status, deleting=deleting) == expected
 
 
 def test_kubevirt_failure_deadline():
     status = {'phase': 'InProgress'}
-    assert kubevirt_views.phase_from_kubevirt_snapshot(status, now=100.0, created_at=0.0, failure_deadline=300) == 'Creating'
-    assert kubevirt_views.phase_from_kubevirt_snapshot(status, now=400.0, created_at=0.0, failure_deadline=300) == 'Failed'
-    assert kubevirt_views.phase_from_kubevirt_snapshot({'phase': 'Succeeded', 'readyToUse': True}, now=400.0, created_at=0.0, failure_deadline=300) == 'Ready'
+    assert snapshot_status.phase_from_kubevirt_snapshot(status, now=100.0, created_at=0.0, failure_deadline=300) == 'Creating'
+    assert snapshot_status.phase_from_kubevirt_snapshot(status, now=400.0, created_at=0.0, failure_deadline=300) == 'Failed'
+    assert snapshot_status.phase_from_kubevirt_snapshot({'phase': 'Succeeded', 'readyToUse': True}, now=400.0, created_at=0.0, failure_deadline=300) == 'Ready'
 
 
 @pytest.mark.parametrize('indications,expected', [
     (['Online', 'GuestAgent'], 'filesystem-consistent'), (['Online', 'NoGuestAgent'], 'crash-consistent'), ([], 'crash-consistent'),
     (None, 'crash-consistent')])
 def test_kubevirt_consistency(indications, expected):
-    assert kubevirt_views.consistency_from_kubevirt({'indications': indications}) == expected
+    assert snapshot_status.consistency_from_kubevirt({'indications': indications}) == expected
 
 
 @pytest.mark.parametrize('status,expected', [
@@ -115,7 +115,7 @@ def test_kubevirt_consistency(indications, expected):
     ({'complete': False, 'conditions': [{'type': 'Ready', 'status': 'False', 'reason': 'Pending'}]}, 'Restoring'),
 ])
 def test_kubevirt_restore_phase(status, expected):
-    assert kubevirt_views.phase_from_kubevirt_restore(status) == expected
+    assert snapshot_status.phase_from_kubevirt_restore(status) == expected
 
 
 # --- the plan -------------------------------------------------------------------------------------------------------------
@@ -193,9 +193,9 @@ def _json(value):
 def test_in_progress_fails_only_strictly_after_its_failure_deadline():
     # KubeVirt's snapshot controller: failed once time.Now() is after creation + failureDeadline
     status = {'phase': 'InProgress'}
-    assert kubevirt_views.phase_from_kubevirt_snapshot(status, now=150.0, created_at=100.0, failure_deadline=50.0) != sn.FAILED
-    assert kubevirt_views.phase_from_kubevirt_snapshot(status, now=150.5, created_at=100.0, failure_deadline=50.0) == sn.FAILED
-    assert kubevirt_views.phase_from_kubevirt_snapshot(status, now=120.0, created_at=100.0, failure_deadline=50.0) != sn.FAILED
+    assert snapshot_status.phase_from_kubevirt_snapshot(status, now=150.0, created_at=100.0, failure_deadline=50.0) != sn.FAILED
+    assert snapshot_status.phase_from_kubevirt_snapshot(status, now=150.5, created_at=100.0, failure_deadline=50.0) == sn.FAILED
+    assert snapshot_status.phase_from_kubevirt_snapshot(status, now=120.0, created_at=100.0, failure_deadline=50.0) != sn.FAILED
 
 
 @pytest.mark.parametrize('conditions,phase', [
@@ -210,7 +210,7 @@ def test_in_progress_fails_only_strictly_after_its_failure_deadline():
     ([{'type': 'Ready', 'status': 'False', 'reason': 'Creating'}], sn.RESTORING),
 ])
 def test_a_restore_fails_only_on_its_failure_conditions(conditions, phase):
-    assert kubevirt_views.phase_from_kubevirt_restore(_json({'conditions': conditions})) == phase
+    assert snapshot_status.phase_from_kubevirt_restore(_json({'conditions': conditions})) == phase
 
 
 def test_age_order_puts_a_snapshot_without_a_time_at_time_zero():
