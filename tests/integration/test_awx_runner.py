@@ -1,0 +1,222 @@
+"""AWX without AWX: a job and an inventory sync run the way AWX runs them, against a private libvirt host.
+
+The job: ansible-runner (AWX's job runner) with a private data dir laid out as AWX lays it out - env/envvars,
+env/extravars, inventory/hosts, project/ - runs playbooks/reconcile.yml (converge.virt.reconcile) on a VM destroyed
+behind the collection's back. The credential is the custom credential type of docs/examples/awx-credential-types.yml,
+read from that file and injected as AWX injects a custom credential (env, file and extra_vars injectors rendered with
+the credential's inputs; ``tower.filename`` the files written): the host's URI reaches the job only through the
+injected environment. The job events give the per-task ok/changed/failed counts AWX shows, which must agree with the
+play's stats; a planted SASL password and SSH key (credential inputs) appear in no event, no artifact file and no
+stdout, at AWX's default verbosity and at -vvv.
+
+The inventory sync: ``ansible-inventory -i <source> --list --export --output <file>`` as AWX's inventory update runs
+it, with the converge.virt.libvirt source file and the credential's environment.
+"""
+
+# pylint: disable=redefined-outer-name
+
+import collections
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+
+import jinja2
+import jinja2.meta
+import libvirt
+import pytest
+import yaml
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from tests.integration.ansible_run import BIN, ROOT, ok, run_module
+from tools.virtlab import hosts as virtlab_hosts
+
+ansible_runner = pytest.importorskip('ansible_runner', reason='needs ansible-runner (test-requirements.txt)')
+
+CREDENTIAL_TYPES = os.path.join(ROOT, 'docs', 'examples', 'awx-credential-types.yml')
+CREDENTIAL_TYPE = 'converge.virt libvirt host'
+RECONCILE_TASK = 'Compare vm_state with power_state and look for stale tasks'
+
+
+@pytest.fixture(scope='module')
+def host(tmp_path_factory, virtlab_layout):
+    state_dir = str(tmp_path_factory.mktemp('awxlab'))
+    started = virtlab_hosts.start_hosts(1, state_dir, **virtlab_layout(3))
+    try:
+        yield started[0]
+    finally:
+        virtlab_hosts.stop_hosts(state_dir)
+
+
+def small(host, name, **extra):
+    return dict({'uri': host.uri, 'name': name, 'memory': '64MiB', 'domain_type': virtlab_hosts.diskless_domain_type(),
+                 'shutdown_timeout': 0}, **extra)
+
+
+def credential_type(name):
+    """The credential type ``name`` of docs/examples/awx-credential-types.yml."""
+    with open(CREDENTIAL_TYPES, encoding='utf-8') as handle:
+        types = yaml.safe_load(handle)
+    found = [item for item in types if item['name'] == name]
+    assert len(found) == 1, [item['name'] for item in types]
+    return found[0]
+
+
+def inject(ctype, inputs, private_data_dir):
+    """(env, extra_vars) of a credential of ``ctype`` with ``inputs``, injected as AWX does it.
+
+    AWX (awx/main/models/credential.py, CredentialType.inject_credential): the file injectors are rendered first
+    (``template`` or ``template.<name>``), each written to a file of its own under the private data dir, mode 0600;
+    then env and extra_vars are rendered in a sandbox with the inputs and ``tower.filename`` (a string for one file,
+    ``tower.filename.<name>`` for named ones).
+    """
+    fields = {field['id'] for field in ctype['inputs']['fields']}
+    assert set(inputs) <= fields, sorted(set(inputs) - fields)
+    assert set(ctype['inputs'].get('required', ())) <= set(inputs)
+    sandbox = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    injectors = ctype['injectors']
+    files = {}
+    for key, template in sorted((injectors.get('file') or {}).items()):
+        path = os.path.join(private_data_dir, 'env', 'cred_' + key.replace('.', '_'))
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), 'w', encoding='utf-8') as handle:
+            handle.write(sandbox.from_string(template).render(**inputs))
+        files[key.partition('.')[2] or None] = path
+    filename = files[None] if list(files) == [None] else {name: path for name, path in files.items() if name}
+    namespace = dict(inputs, tower={'filename': filename}, awx={'filename': filename})
+    env = {key: sandbox.from_string(value).render(**namespace) for key, value in (injectors.get('env') or {}).items()}
+    extra_vars = {key: sandbox.from_string(value).render(**namespace) for key, value in (injectors.get('extra_vars') or {}).items()}
+    return env, extra_vars
+
+
+def test_the_credential_type_puts_no_secret_in_the_environment():
+    # ansible-runner keeps the job's whole environment in artifacts/<id>/command (and AWX shows a job's environment):
+    # a secret input may reach the job as a file or an extra variable, never through an env injector
+    ctype = credential_type(CREDENTIAL_TYPE)
+    secret = {field['id'] for field in ctype['inputs']['fields'] if field.get('secret')}
+    assert secret, 'the credential type declares no secret input'
+    sandbox = ImmutableSandboxedEnvironment()
+    for name, template in ctype['injectors'].get('env', {}).items():
+        used = jinja2.meta.find_undeclared_variables(sandbox.parse(template))
+        assert not used & secret, (name, sorted(used & secret))
+
+
+def planted():
+    """Credential inputs holding secrets that must never be shown: a fake SASL password and a fake SSH key."""
+    password = 'fake-sasl-' + secrets.token_hex(12)
+    key_body = secrets.token_hex(24)
+    key = '-----BEGIN OPENSSH PRIVATE KEY-----\n%s\n-----END OPENSSH PRIVATE KEY-----\n' % key_body
+    return {'sasl_username': 'awx-job', 'sasl_password': password, 'ssh_key_data': key}, (password, key_body)
+
+
+def private_data_dir(tmp_path, host, job_extra_vars):
+    """An AWX-style private data dir for playbooks/reconcile.yml; returns (path, the planted secrets)."""
+    pdd = os.path.join(str(tmp_path), 'pdd')
+    for sub in ('env', 'inventory', 'project'):
+        os.makedirs(os.path.join(pdd, sub))
+    shutil.copy(os.path.join(ROOT, 'playbooks', 'reconcile.yml'), os.path.join(pdd, 'project', 'reconcile.yml'))
+    inputs, hidden = planted()
+    env, cred_vars = inject(credential_type(CREDENTIAL_TYPE), dict(inputs, uri=host.uri), pdd)
+    collections_path = os.path.join(ROOT, 'build', 'collections')
+    # AWX's job environment: the credential's env, and where the collections are (AWX: ANSIBLE_COLLECTIONS_PATHS)
+    envvars = dict(env, ANSIBLE_COLLECTIONS_PATH=collections_path, PATH=BIN + os.pathsep + os.environ.get('PATH', ''),
+                   ANSIBLE_NOCOLOR='1', ANSIBLE_LOCALHOST_WARNING='0')
+    with open(os.path.join(pdd, 'env', 'envvars'), 'w', encoding='utf-8') as handle:
+        yaml.safe_dump(envvars, handle)
+    with open(os.path.join(pdd, 'env', 'extravars'), 'w', encoding='utf-8') as handle:
+        yaml.safe_dump(dict(job_extra_vars, **cred_vars), handle)
+    with open(os.path.join(pdd, 'inventory', 'hosts'), 'w', encoding='utf-8') as handle:
+        yaml.safe_dump({'all': {'hosts': {'localhost': {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable}}}}, handle)
+    return pdd, hidden
+
+
+def task_counts(events):
+    """{task name: Counter(ok, changed, failed, skipped)} from runner's job events (what AWX shows per task)."""
+    counts = collections.defaultdict(collections.Counter)
+    for event in events:
+        kind = event.get('event', '')
+        data = event.get('event_data', {})
+        if kind in ('runner_on_ok', 'runner_on_failed', 'runner_on_skipped', 'runner_on_unreachable'):
+            counts[data['task']][kind[len('runner_on_'):]] += 1
+            if kind == 'runner_on_ok' and data.get('res', {}).get('changed'):
+                counts[data['task']]['changed'] += 1
+    return counts
+
+
+def leaks(root, texts, hidden):
+    """(where, secret) of every secret of ``hidden`` found in a file under ``root`` or in one of ``texts``."""
+    found = []
+    for directory, _dirs, names in os.walk(root):
+        for name in names:
+            path = os.path.join(directory, name)
+            with open(path, 'rb') as handle:
+                data = handle.read()
+            found += [(path, secret) for secret in hidden if secret.encode() in data]
+    for where, text in texts.items():
+        found += [(where, secret) for secret in hidden if secret in text]
+    return found
+
+
+@pytest.mark.parametrize('verbosity', [0, 3])
+def test_a_job_as_awx_runs_it_reconciles_with_the_injected_credential_and_shows_no_secret(host, tmp_path, verbosity):
+    name = 'awx-%d' % verbosity
+    ok(run_module('vm', small(host, name, state='running')))
+    conn = libvirt.open(host.uri)
+    try:
+        conn.lookupByName(name).destroy()  # behind the collection's back: recorded ACTIVE, not running
+        pdd, hidden = private_data_dir(tmp_path, host, {'vm_name': name})
+        # the URI reaches the job only through the credential's environment
+        with open(os.path.join(pdd, 'env', 'extravars'), encoding='utf-8') as handle:
+            assert host.uri not in handle.read()
+        result = ansible_runner.run(private_data_dir=pdd, playbook='reconcile.yml', verbosity=verbosity, quiet=True)
+        events = list(result.events)
+        stdout = result.stdout.read()
+        assert (result.status, result.rc) == ('successful', 0), stdout[-4000:]
+        assert conn.lookupByName(name).state()[0] == libvirt.VIR_DOMAIN_RUNNING
+
+        counts = task_counts(events)
+        assert counts[RECONCILE_TASK] == collections.Counter(ok=1, changed=1), counts
+        assert not [task for task, count in counts.items() if count['failed'] or count['unreachable']], counts
+        # the per-task counts of the job events agree with the play's stats (AWX's host summary)
+        stats = result.stats
+        assert sum(count['ok'] for count in counts.values()) == stats['ok']['localhost'], (counts, stats)
+        assert sum(count['changed'] for count in counts.values()) == stats['changed']['localhost'], (counts, stats)
+        assert not stats['failures'] and not stats['dark'], stats
+
+        assert leaks(os.path.join(pdd, 'artifacts'), {'stdout': stdout, 'events': json.dumps(events)}, hidden) == []
+        assert os.listdir(os.path.join(pdd, 'artifacts')), 'runner wrote no artifacts'
+    finally:
+        conn.close()
+        run_module('vm', small(host, name, state='absent'))
+
+
+def test_an_inventory_sync_as_awx_runs_it_lists_the_vm_with_its_state(host, tmp_path):
+    ok(run_module('vm', small(host, 'awx-inv', state='running')))
+    ok(run_module('vm', small(host, 'awx-inv-off', state='running')))
+    ok(run_module('vm', small(host, 'awx-inv-off', state='stopped')))
+    try:
+        source = os.path.join(str(tmp_path), 'lab.converge_libvirt.yml')  # AWX: a source file of the project
+        with open(source, 'w', encoding='utf-8') as handle:
+            yaml.safe_dump({'plugin': 'converge.virt.libvirt', 'uris': [host.uri]}, handle)
+        pdd = os.path.join(str(tmp_path), 'inv')
+        os.makedirs(os.path.join(pdd, 'env'))
+        inputs, hidden = planted()
+        env, _extra_vars = inject(credential_type(CREDENTIAL_TYPE), dict(inputs, uri=host.uri), pdd)  # inventory updates get the env only
+        os.makedirs(os.path.join(str(tmp_path), 'out'))
+        output = os.path.join(str(tmp_path), 'out', 'inventory.json')
+        cmd = [os.path.join(BIN, 'ansible-inventory'), '-i', source, '--list', '--export', '--output', output]
+        proc = subprocess.run(cmd, env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'), **env),
+                              capture_output=True, text=True, timeout=300, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        with open(output, encoding='utf-8') as handle:
+            # as AWX reads it back: values marked unsafe stay so ({"__ansible_unsafe": ...} on recent ansible-core)
+            listed = json.load(handle, object_hook=lambda obj: obj['__ansible_unsafe'] if list(obj) == ['__ansible_unsafe'] else obj)
+        hostvars = listed['_meta']['hostvars']
+        assert (hostvars['awx-inv']['vm_state'], hostvars['awx-inv']['power_state']) == ('ACTIVE', 'RUNNING'), hostvars['awx-inv']
+        assert (hostvars['awx-inv-off']['vm_state'], hostvars['awx-inv-off']['power_state']) == ('STOPPED', 'SHUTDOWN'), hostvars['awx-inv-off']
+        assert 'awx-inv' in listed['vm_state_active']['hosts'] and 'awx-inv-off' in listed['vm_state_stopped']['hosts'], listed
+        assert leaks(os.path.dirname(output), {'stdout': proc.stdout, 'stderr': proc.stderr}, hidden) == []
+    finally:
+        for name in ('awx-inv', 'awx-inv-off'):
+            run_module('vm', small(host, name, state='absent'))
