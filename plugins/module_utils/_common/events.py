@@ -14,6 +14,35 @@ import json
 import sys
 
 
+class Outbox:
+    """The events of a source, in order, to ansible-rulebook's queue, which is bounded (``asyncio.Queue(1)``: a
+    ``put_nowait`` raises QueueFull as soon as the rulebook has not yet taken the previous event).
+
+    ``put`` (on the event loop) and ``put_threadsafe`` (from any thread) never block and never raise: the event waits
+    in an unbounded queue of our own, and one task hands the events over one by one with ``await queue.put``, so a
+    slow rulebook slows the hand-over, not the source, and nothing is lost or reordered.
+    """
+
+    def __init__(self, queue, loop):
+        self.queue = queue
+        self.loop = loop
+        self.waiting = asyncio.Queue()
+        self.task = loop.create_task(self._pump())
+
+    async def _pump(self):
+        while True:
+            item = await self.waiting.get()
+            await self.queue.put(item)
+
+    def put(self, item):
+        """Queue ``item`` (call on the event loop's thread)."""
+        self.waiting.put_nowait(item)
+
+    def put_threadsafe(self, item):
+        """Queue ``item`` from any thread."""
+        self.loop.call_soon_threadsafe(self.waiting.put_nowait, item)
+
+
 class JsonLines:
     """A queue for ``main(queue, args)`` that writes each event as a JSON line (flushed at once)."""
 
@@ -24,6 +53,10 @@ class JsonLines:
         """Write ``item``."""
         self.stream.write(json.dumps(item, sort_keys=True) + '\n')
         self.stream.flush()
+
+    async def put(self, item):
+        """Write ``item`` (as ``asyncio.Queue.put``)."""
+        self.put_nowait(item)
 
 
 def print_events(main, args):

@@ -129,6 +129,22 @@ def rbac_refusal(message):
             'the Role/ClusterRole in %s)' % (match.group('user'), match.group('verb'), match.group('resource'), group, where, RBAC_DOC))
 
 
+WEBHOOK_FAILURE = re.compile(r'failed calling webhook "(?P<hook>[^"]+)"')
+
+
+def webhook_unreachable(message):
+    """What to tell the user when the API server could not call an admission webhook (failurePolicy Fail refuses the
+    write): KubeVirt's webhooks (names ending in kubevirt.io) are served by virt-api; None for any other message."""
+    match = WEBHOOK_FAILURE.search(message or '')
+    if not match:
+        return None
+    hook = match.group('hook')
+    if hook.endswith('kubevirt.io'):
+        return ("the API server could not call KubeVirt's admission webhook %s, which virt-api serves: every write of a "
+                "KubeVirt object is refused until virt-api answers again (is virt-api running?); nothing was changed" % hook)
+    return 'the API server could not call the admission webhook %s (its failurePolicy refuses the write); nothing was changed' % hook
+
+
 def subresource_api_missing(status, decoded):
     """True when an answer to a subresources.kubevirt.io request says the API itself is not there: a 404 that is not a
     Kubernetes Status (no APIService registered: '404 page not found'), or a 503 (APIService registered, virt-api down)."""
@@ -319,9 +335,9 @@ class KubeClient:
                                "v1.subresources.kubevirt.io Available?" % (
                                    what, 'does not serve' if status == 404 else 'cannot reach virt-api for', code, detail))
             return ApiUnavailable(text, code=status, reason=reason, api_message=self.redact(message) if message else None)
-        refusal = rbac_refusal(message) if status == 403 else None
+        refusal = rbac_refusal(message) if status == 403 else webhook_unreachable(message) if status == 500 else None
         if refusal:
-            detail = ': %s' % refusal
+            detail = ': %s (%s)' % (refusal, message) if status == 500 else ': %s' % refusal
         text = self.redact('%s failed: %s%s' % (what, code, detail))
         cls = NotFound if status == 404 else Conflict if status == 409 else Forbidden if status == 403 else ApiStatusError
         return cls(text, code=status, reason=reason, api_message=self.redact(message) if message else None)

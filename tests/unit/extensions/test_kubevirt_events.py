@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib.util
 import os
 
+import types
+
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
@@ -63,6 +65,7 @@ def test_a_relist_reports_a_vm_deleted_while_no_watch_ran():
     queue = asyncio.Queue()
     source = events.KubevirtEvents(queue, {'namespace': 'ns'})
     source.loop = _Loop()
+    source.outbox = types.SimpleNamespace(put_threadsafe=queue.put_nowait)
     source.objects['virtualmachines'] = {'a': VM, 'b': dict(VM, metadata=dict(VM['metadata'], name='b'))}
     source._sync()  # pylint: disable=protected-access
     source.objects['virtualmachines'] = {'b': dict(VM, metadata=dict(VM['metadata'], name='b'))}   # 'a' deleted while disconnected

@@ -32,7 +32,7 @@ import threading
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
-from ansible_collections.converge.virt.plugins.module_utils._common.events import print_events
+from ansible_collections.converge.virt.plugins.module_utils._common.events import Outbox, print_events
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, KubeClient
 
@@ -75,6 +75,7 @@ class KubevirtEvents:
 
     def __init__(self, queue, args):
         self.queue = queue
+        self.outbox = None
         self.args = check_args(args)
         self.namespace = self.args['namespace']
         self.loop = None
@@ -90,7 +91,7 @@ class KubevirtEvents:
     # ------------------------------------------------------------ sending
     def _put(self, payload):
         payload = dict(payload, namespace=self.namespace)
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, {'converge_virt': payload})
+        self.outbox.put_threadsafe({'converge_virt': payload})
 
     def _words(self, name):
         vm = self.objects['virtualmachines'].get(name)
@@ -211,6 +212,7 @@ class KubevirtEvents:
     async def run(self):
         """Follow the namespace until cancelled."""
         self.loop = asyncio.get_running_loop()
+        self.outbox = Outbox(self.queue, self.loop)
         thread = threading.Thread(target=self._follow, daemon=True, name='kubevirt-events')
         thread.start()
         try:

@@ -46,7 +46,7 @@ try:
 except ImportError:  # pragma: no cover - said when the source starts
     libvirt = libvirtaio = None
 
-from ansible_collections.converge.virt.plugins.module_utils._common.events import print_events
+from ansible_collections.converge.virt.plugins.module_utils._common.events import Outbox, print_events
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import fleet
 from ansible_collections.converge.virt.plugins.module_utils._phase.views import absent_view
@@ -132,6 +132,7 @@ class LibvirtEvents:
 
     def __init__(self, queue, args):
         self.queue = queue
+        self.outbox = None
         self.args = check_args(args)
         self.conn = None
         self.host = None
@@ -143,7 +144,7 @@ class LibvirtEvents:
         self.reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix='libvirt-events')
 
     def _put(self, payload):
-        self.queue.put_nowait({'converge_virt': payload})
+        self.outbox.put({'converge_virt': payload})
 
     def _read(self, dom=None):
         # blocking: runs on the reader thread
@@ -205,6 +206,7 @@ class LibvirtEvents:
         if libvirt is None:
             raise RuntimeError('libvirt_events needs libvirt-python (with libvirtaio) where ansible-rulebook runs')
         self.loop = asyncio.get_running_loop()
+        self.outbox = Outbox(self.queue, self.loop)
         libvirtaio.virEventRegisterAsyncIOImpl(loop=self.loop)
         self.delayer = Delayer(self.args['stopped_delay'], self._launch)
         first = True

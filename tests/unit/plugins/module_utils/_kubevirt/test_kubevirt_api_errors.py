@@ -83,6 +83,23 @@ def test_error_of_an_unserved_subresource_api_names_virt_api():
     assert isinstance(down, kclient.ApiUnavailable) and 'cannot reach virt-api for subresources.kubevirt.io/v1 (503 ServiceUnavailable' in str(down)
 
 
+WEBHOOK_DOWN = ('Internal error occurred: failed calling webhook "virtualmachines-mutator.kubevirt.io": failed to call webhook: Post '
+                '"https://127.0.0.1:46655/virtualmachines-mutate?timeout=10s": dial tcp 127.0.0.1:46655: connect: connection refused')
+
+
+def test_error_of_an_unreachable_kubevirt_webhook_names_virt_api():
+    # what kube-apiserver 1.34 answered to a VM patch with virt-api killed (tests/reliability/test_faults_kubevirt_stack.py)
+    exc = _client()._error(500, {'kind': 'Status', 'reason': 'InternalError', 'message': WEBHOOK_DOWN}, '', 'patch virtualmachines demo/web')
+    assert str(exc).startswith("patch virtualmachines demo/web failed: 500 InternalError: the API server could not call KubeVirt's admission "
+                               'webhook virtualmachines-mutator.kubevirt.io, which virt-api serves')
+    assert 'is virt-api running?' in str(exc) and 'nothing was changed' in str(exc) and WEBHOOK_DOWN in str(exc)
+    other = _client()._error(500, {'kind': 'Status', 'reason': 'InternalError', 'message': WEBHOOK_DOWN.replace('.kubevirt.io', '.example.com')},
+                             '', 'patch')
+    assert 'admission webhook virtualmachines-mutator.example.com (its failurePolicy' in str(other) and 'virt-api' not in str(other)
+    plain = _client()._error(500, {'kind': 'Status', 'reason': 'InternalError', 'message': 'etcdserver: request timed out'}, '', 'patch')
+    assert str(plain) == 'patch failed: 500 InternalError: etcdserver: request timed out'
+
+
 def test_error_of_a_missing_vm_behind_virt_api_stays_not_found():
     path = kclient.SUBRESOURCE_API + '/namespaces/demo/virtualmachineinstances/web/pause'
     exc = _client()._error(404, {'kind': 'Status', 'reason': 'NotFound', 'message': 'virtualmachineinstance.kubevirt.io "web" not found'}, '',
