@@ -77,13 +77,14 @@ class Rulebook:
         inventory = os.path.join(str(tmp_path), 'inventory.yml')
         variables = os.path.join(str(tmp_path), 'vars.yml')
         with open(inventory, 'w', encoding='utf-8') as handle:
-            yaml.safe_dump({'all': {'hosts': {'localhost': {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable}}}}, handle)
+            localhost = {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable}
+            yaml.safe_dump({'all': {'hosts': {'localhost': localhost}}}, handle)
         with open(variables, 'w', encoding='utf-8') as handle:
             yaml.safe_dump({'libvirt_uri': uri, 'stopped_delay': STOPPED_DELAY}, handle)
         cmd = [os.path.join(BIN, 'ansible-rulebook'), '-r', RULEBOOK, '-i', inventory, '--vars', variables, '--print-events', '-v']
         with open(self.log, 'w', encoding='utf-8') as out:
-            self.proc = subprocess.Popen(cmd, cwd=str(tmp_path), env=rulebook_env(), stdout=out, stderr=subprocess.STDOUT,  # pylint: disable=consider-using-with
-                                         start_new_session=True)
+            # pylint: disable-next=consider-using-with
+            self.proc = subprocess.Popen(cmd, cwd=str(tmp_path), env=rulebook_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def output(self):
         with open(self.log, encoding='utf-8', errors='replace') as handle:
