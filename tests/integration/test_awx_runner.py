@@ -7,7 +7,8 @@ read from that file and injected as AWX injects a custom credential (env, file a
 the credential's inputs; ``tower.filename`` the files written): the host's URI reaches the job only through the
 injected environment. The job events give the per-task ok/changed/failed counts AWX shows, which must agree with the
 play's stats; a planted SASL password and SSH key (credential inputs) appear in no event, no artifact file and no
-stdout, at AWX's default verbosity and at -vvv.
+stdout, at AWX's default verbosity and at -vvv. With a qemu+ssh URI, the key file the credential's file injector
+writes is the one ssh is given (a stand-in ssh on the job's PATH records its arguments).
 
 The inventory sync: ``ansible-inventory -i <source> --list --export --output <file>`` as AWX's inventory update runs
 it, with the converge.virt.libvirt source file and the credential's environment.
@@ -110,14 +111,14 @@ def planted():
     return {'sasl_username': 'awx-job', 'sasl_password': password, 'ssh_key_data': key}, (password, key_body)
 
 
-def private_data_dir(tmp_path, host, job_extra_vars):
+def private_data_dir(tmp_path, host, job_extra_vars, uri=None):
     """An AWX-style private data dir for playbooks/reconcile.yml; returns (path, the planted secrets)."""
     pdd = os.path.join(str(tmp_path), 'pdd')
     for sub in ('env', 'inventory', 'project'):
         os.makedirs(os.path.join(pdd, sub))
     shutil.copy(os.path.join(ROOT, 'playbooks', 'reconcile.yml'), os.path.join(pdd, 'project', 'reconcile.yml'))
     inputs, hidden = planted()
-    env, cred_vars = inject(credential_type(CREDENTIAL_TYPE), dict(inputs, uri=host.uri), pdd)
+    env, cred_vars = inject(credential_type(CREDENTIAL_TYPE), dict(inputs, uri=uri or host.uri), pdd)
     collections_path = os.path.join(ROOT, 'build', 'collections')
     # AWX's job environment: the credential's env, and where the collections are (AWX: ANSIBLE_COLLECTIONS_PATHS)
     envvars = dict(env, ANSIBLE_COLLECTIONS_PATH=collections_path, PATH=BIN + os.pathsep + os.environ.get('PATH', ''),
@@ -189,6 +190,39 @@ def test_a_job_as_awx_runs_it_reconciles_with_the_injected_credential_and_shows_
     finally:
         conn.close()
         run_module('vm', small(host, name, state='absent'))
+
+
+def test_the_ssh_key_of_the_credential_reaches_ssh_for_a_qemu_ssh_uri(host, tmp_path):
+    # libvirt runs the ssh of PATH: a stand-in records its arguments and fails, so the job fails after ssh was asked
+    pdd, hidden = private_data_dir(tmp_path, host, {'vm_name': 'awx-ssh'}, uri='qemu+ssh://nobody@hv1.invalid/system')
+    fake_bin = os.path.join(str(tmp_path), 'bin')
+    os.makedirs(fake_bin)
+    record = os.path.join(str(tmp_path), 'ssh-argv.json')
+    with open(os.path.join(fake_bin, 'ssh'), 'w', encoding='utf-8') as handle:
+        handle.write('#!%s\nimport json, sys\nwith open(%r, "w") as out:\n    json.dump(sys.argv[1:], out)\nsys.exit(255)\n' % (sys.executable, record))
+    os.chmod(os.path.join(fake_bin, 'ssh'), 0o755)
+    envvars_path = os.path.join(pdd, 'env', 'envvars')
+    with open(envvars_path, encoding='utf-8') as handle:
+        envvars = yaml.safe_load(handle)
+    envvars['PATH'] = fake_bin + os.pathsep + envvars['PATH']
+    with open(envvars_path, 'w', encoding='utf-8') as handle:
+        yaml.safe_dump(envvars, handle)
+    with open(os.path.join(pdd, 'env', 'extravars'), encoding='utf-8') as handle:
+        keyfile = yaml.safe_load(handle)['converge_virt_libvirt_keyfile']
+    with open(keyfile, encoding='utf-8') as handle:
+        assert hidden[1] in handle.read(), 'the file injector did not write the key'
+
+    result = ansible_runner.run(private_data_dir=pdd, playbook='reconcile.yml', quiet=True)
+    events = list(result.events)
+    stdout = result.stdout.read()
+    assert result.status == 'failed', stdout[-3000:]
+    failed = [event['event_data'] for event in events if event.get('event') == 'runner_on_failed']
+    assert [data['task'] for data in failed] == [RECONCILE_TASK], stdout[-3000:]
+    assert 'cannot connect to qemu+ssh://nobody@hv1.invalid/system?keyfile=' in failed[0]['res']['msg'], failed[0]['res']['msg']
+    with open(record, encoding='utf-8') as handle:
+        argv = json.load(handle)
+    assert '-i' in argv and argv[argv.index('-i') + 1] == keyfile, argv
+    assert leaks(os.path.join(pdd, 'artifacts'), {'stdout': stdout, 'events': json.dumps(events)}, hidden) == []
 
 
 def test_an_inventory_sync_as_awx_runs_it_lists_the_vm_with_its_state(host, tmp_path):
