@@ -1033,9 +1033,11 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
     # ============================================================================================
     # VirtualMachineInstance (virt-controller vmi.go + scheduler + virt-handler)
     # ============================================================================================
-    def _launcher_pod(self, vmi, node=None, target=False):
+    def _launcher_pod(self, vmi, node=None, target=False, added_selector=None):
         meta = vmi['metadata']
         spec = vmi.get('spec') or {}
+        # a migration's spec.addedNodeSelector only adds constraints: the VMI's own nodeSelector wins on a shared key
+        selector = dict(added_selector or {}, **(spec.get('nodeSelector') or {}))
         name = 'virt-launcher-%s-%s' % (meta['name'], _rand())
         pod = {'metadata': {'name': name, 'namespace': meta['namespace'],
                             'labels': {'kubevirt.io': 'virt-launcher', 'kubevirt.io/created-by': meta['uid'], 'vm.kubevirt.io/name': meta['name']},
@@ -1044,7 +1046,7 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
                             'ownerReferences': [{'apiVersion': 'kubevirt.io/v1', 'kind': 'VirtualMachineInstance', 'name': meta['name'],
                                                  'uid': meta['uid'], 'controller': True, 'blockOwnerDeletion': True}]},
                'spec': {'containers': [{'name': 'compute', 'image': 'quay.io/kubevirt/virt-launcher:v1.5.0'}],
-                        'nodeSelector': dict(spec.get('nodeSelector') or {}), 'tolerations': list(spec.get('tolerations') or [])}}
+                        'nodeSelector': selector, 'tolerations': list(spec.get('tolerations') or [])}}
         if node:
             pod['spec']['nodeName'] = node
         created = self.store.create(self.t_pod, meta['namespace'], pod)
@@ -1343,12 +1345,9 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
             return self._mutate(self.t_mig, mig, pending)
         source = (vmi.get('status') or {}).get('nodeName')
         if phase == 'Pending':
-            pod = self._launcher_pod(vmi, target=True)
-            added = (mig.get('spec') or {}).get('addedNodeSelector') or {}
-            if added:
-                # spec.addedNodeSelector only adds constraints: the VMI's own nodeSelector wins on a shared key
-                pod = self.store.mutate(self.t_pod, ns, pod['metadata']['name'], lambda p: p['spec'].__setitem__(
-                    'nodeSelector', dict(added, **(p['spec'].get('nodeSelector') or {}))))
+            # the target pod is made with the migration's addedNodeSelector (a real API server refuses a later change of a
+            # pod's nodeSelector)
+            pod = self._launcher_pod(vmi, target=True, added_selector=(mig.get('spec') or {}).get('addedNodeSelector'))
 
             def scheduling(o):
                 self._set_phase(o, 'Scheduling')
@@ -1790,6 +1789,12 @@ class SubresourceAPI:
                 self.store.mutate(self.c.t_vm, ns, name, lambda o: self._apply_request(o['spec']['template'].setdefault('spec', {}), add, remove))
         else:
             vmi = self.store.get(self.c.t_vmi, ns, name)
+            # virt-api's vmiVolumePatch: without the HotplugVolumes gate (DeclarativeHotplugVolumes only, as emulated
+            # here; a test sets controller.hotplug_volumes_gate for the older gate) an instance a VM owns takes no ephemeral
+            # hot-plug; its VM's spec is carried over instead
+            owned = any(ref.get('kind') == 'VirtualMachine' and ref.get('controller') for ref in vmi['metadata'].get('ownerReferences') or [])
+            if owned and not getattr(self.c, 'hotplug_volumes_gate', False):
+                raise ApiError(400, 'BadRequest', 'VMI %s/%s is owned by a VM' % (ns, name))
             if vmi_phase(vmi) != 'Running':
                 raise self._conflict('virtualmachineinstance', name, 'VMI is not running')
             err = self._verify((vmi.get('spec') or {}).get('volumes') or [], add, remove)

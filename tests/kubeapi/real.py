@@ -126,9 +126,10 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         method = self.command
         length = int(self.headers.get('Content-Length') or 0)
         body = self.rfile.read(length) if length else None
+        proxy = self.server.app
+        proxy.record(method, self.path)
         if self._fault(method):
             return
-        proxy = self.server.app
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
         if body is not None:
             headers['Content-Length'] = str(len(body))
@@ -207,6 +208,7 @@ class FaultProxy:
         self.port = self.httpd.server_address[1]
         self.streams = {}
         self.lock = threading.Lock()
+        self.requests = []      # (method, path) of every request a client sent, faulted or not
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={'poll_interval': 0.05}, name='kube-fault-proxy',
                                        daemon=True)
         self.thread.start()
@@ -216,6 +218,17 @@ class FaultProxy:
     def url(self):
         """https://127.0.0.1:PORT"""
         return 'https://127.0.0.1:%d' % self.port
+
+    def record(self, method, path):
+        """Log one client request."""
+        with self.lock:
+            self.requests.append((method, path))
+
+    def writes(self):
+        """The requests that could change something (not reads, not dry runs), in order."""
+        with self.lock:
+            log = list(self.requests)
+        return [(method, path) for method, path in log if method not in ('GET', 'HEAD') and 'dryRun=' not in path]
 
     def track(self, handler, upstream):
         """Remember an open stream."""
@@ -428,16 +441,43 @@ class RealKubeServer:  # pylint: disable=too-many-instance-attributes
             controller.wake.wait(self.interval if busy else self.idle_interval)
             controller.wake.clear()
 
+    def world(self):
+        """What a refused input must not change: the number of write requests clients sent so far, and every object of
+        the test namespaces a test could touch (the types ``RealStack.reset`` cleans, and volumes) as bytes."""
+        count = len(self.proxy.writes())
+        objects = {}
+        for group, version, plural in CLEAN + (('', 'v1', 'persistentvolumes'),):
+            try:
+                items = self.store.request('GET', '%s/%s' % (RealStack._base(group, version), plural)).get('items') or []  # pylint: disable=protected-access
+            except ApiError as exc:
+                if exc.code == 404:
+                    continue
+                raise
+            for item in items:
+                meta = item['metadata']
+                if meta.get('namespace') not in SYSTEM_NAMESPACES:
+                    objects['%s/%s/%s/%s' % (group, plural, meta.get('namespace', ''), meta['name'])] = item
+        return count, json.dumps(objects, sort_keys=True).encode()
+
+    def writes_since(self, count):
+        """The write requests clients sent after ``world()`` returned ``count`` (for failure messages)."""
+        return ['%s %s' % write for write in self.proxy.writes()[count:]][:20]
+
     def watch(self, group, plural, ns, callback):
         """Call ``callback(event type, object)`` for every change of ``group/plural`` objects in ``ns`` from now on
-        (a watch on the server itself, in a thread, until ``close()``): what the emulator's ``store.listeners`` gave."""
+        (a watch on the server itself, in a thread, until ``close()`` or until the returned function is called): what
+        the emulator's ``store.listeners`` gave."""
         rtype = self.store.rtype(group, plural)
         path = self.store._path(rtype, ns)  # pylint: disable=protected-access
         version = self.store.request('GET', path)['metadata']['resourceVersion']
-        ready = threading.Event()
+        ready, ended = threading.Event(), threading.Event()
+
+        def over():
+            return self.controller.stop_event.is_set() or ended.is_set()
 
         def run():
-            while not self.controller.stop_event.is_set():
+            nonlocal version
+            while not over():
                 query = urllib.parse.urlencode({'watch': '1', 'resourceVersion': version, 'timeoutSeconds': '30'})
                 req = urllib.request.Request('%s%s?%s' % (self.store.server, path, query))
                 req.add_header('Authorization', 'Bearer ' + self.store.token)
@@ -445,15 +485,20 @@ class RealKubeServer:  # pylint: disable=too-many-instance-attributes
                     with urllib.request.urlopen(req, context=self.store.context, timeout=40) as resp:
                         ready.set()
                         for line in resp:
-                            if self.controller.stop_event.is_set():
+                            if over():
                                 return
                             event = json.loads(line)
                             if event.get('type') in ('ADDED', 'MODIFIED', 'DELETED'):
+                                version = event['object']['metadata'].get('resourceVersion') or version
                                 callback(event['type'], event['object'])
+                            elif event.get('type') == 'ERROR':     # e.g. 410 Gone: go on from now
+                                version = self.store.request('GET', path)['metadata']['resourceVersion']
+                                break
                 except (OSError, ValueError):
                     time.sleep(0.1)
         threading.Thread(target=run, name='kube-watch-%s' % plural, daemon=True).start()
         ready.wait(10)
+        return ended.set
 
     def stop(self):
         """Make the API unreachable (the proxy stops listening)."""

@@ -40,6 +40,7 @@ def test_hotplug_volume_in_the_template_at_start_is_unplugged_when_removed_from_
 
 def test_volume_added_to_the_instance_only_stays_when_the_vm_changes(kube_dyn, kube_server):
     ctrl = kube_server.controller
+    ctrl.hotplug_volumes_gate = True    # KubeVirt's HotplugVolumes gate: ephemeral hot-plug into a VM's instance
     ctrl.pause()
     vms = kube_dyn.resources.get(api_version='kubevirt.io/v1', kind='VirtualMachine')
     vmis = kube_dyn.resources.get(api_version='kubevirt.io/v1', kind='VirtualMachineInstance')

@@ -2,8 +2,10 @@
 
 * the private libvirt hosts of ``tests/integration/virtlab_fixtures.py`` and the
   Kubernetes API test server fixtures of ``tests/kubeapi/fixtures.py``;
-* ``kube_module_server``: one API test server per test module (cheaper than
-  ``kube_server`` for the fuzzers, which only need it not to change);
+* ``kube_module_server``: one API server per test module (cheaper than
+  ``kube_server`` for the fuzzers and fault suites, which use their own names): by
+  default the session's real stack (reset once for the module, a fresh fault proxy
+  and controller emulation), the emulator with ``CONVERGE_VIRT_KUBE_API=emulated``;
 * the figures file (``figures.py``) is emptied when the session starts and,
   when figures were recorded, ``tools/reliability_report.py`` writes
   ``docs/reliability.md`` from them when it ends.
@@ -22,7 +24,7 @@ if ROOT not in sys.path:
 # the private libvirt host fixtures come from the root conftest (pytest_plugins): importing them here again would
 # define a second session-scoped libvirt_hosts that starts hosts on the same addresses as the first one
 from tests.kubeapi import KubeTestServer  # noqa: E402
-from tests.kubeapi.fixtures import kube_api, kube_dyn, kube_server, kube_server_session  # noqa: E402,F401
+from tests.kubeapi.fixtures import MODE, kube_api, kube_dyn, kube_real_stack, kube_server, kube_server_session  # noqa: E402,F401
 from tests.reliability import figures  # noqa: E402
 
 
@@ -52,11 +54,21 @@ def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argumen
 
 
 @pytest.fixture(scope='module')
-def kube_module_server(tmp_path_factory):
-    """A Kubernetes API test server shared by one test module."""
+def kube_module_server(request, tmp_path_factory):
+    """A Kubernetes API server shared by one test module: the real stack (default) or the emulator."""
     path = tmp_path_factory.mktemp('kubeapi') / 'kubeconfig'
-    srv = KubeTestServer(kubeconfig_path=str(path)).start()
+    if MODE == 'emulated':
+        srv = KubeTestServer(kubeconfig_path=str(path)).start()
+        try:
+            yield srv
+        finally:
+            srv.stop()
+        return
+    from tests.kubeapi.real import RealKubeServer  # pylint: disable=import-outside-toplevel
+    stack = request.getfixturevalue('kube_real_stack')
+    stack.reset()
+    srv = RealKubeServer(stack, kubeconfig_path=str(path)).start()
     try:
         yield srv
     finally:
-        srv.stop()
+        srv.close()

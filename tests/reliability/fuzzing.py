@@ -127,14 +127,26 @@ def world_diff(before, after):
 
 
 def kube_world(srv):
-    """Every object of the API test server as bytes, and its resourceVersion counter (any write bumps it)."""
+    """Every object of the API test server as bytes, and its resourceVersion counter (any write bumps it); on the real
+    stack the number of requests sent so far through the fault proxy and the test namespaces' objects."""
+    if getattr(srv, 'real', False):
+        return srv.world()
     with srv.store.lock:
         objects = dict(('%s/%s' % key, dict(('%s/%s' % k, o) for k, o in bucket.items())) for key, bucket in srv.store.objects.items())
         return srv.store.rv, json.dumps(objects, sort_keys=True, default=str).encode()
 
 
+def kube_write_mark(srv):
+    """A mark that moves with every write to the API server (the emulator's resourceVersion; on the real stack the
+    number of write requests sent through the fault proxy)."""
+    return srv.world()[0] if getattr(srv, 'real', False) else srv.store.rv
+
+
 def kube_writes_since(srv, rv):
-    """The writes the API server committed after resourceVersion ``rv`` (for failure messages)."""
+    """The writes the API server committed after resourceVersion ``rv`` (for failure messages); on the real stack the
+    write requests sent after ``rv`` requests."""
+    if getattr(srv, 'real', False):
+        return srv.writes_since(rv)
     with srv.store.lock:
         return ['%s %s %s/%s' % (ev.type, '/'.join(ev.key), ev.obj['metadata'].get('namespace', ''), ev.obj['metadata'].get('name'))
                 for ev in srv.store.events if ev.rv > rv][:20]

@@ -204,12 +204,26 @@ def clear_http(srv):
         srv.faults.http_rules = []
 
 
+def listen(srv, group, plural, callback):
+    """Call ``callback(object)`` for every change of ``group/plural`` objects in NS from now on; returns the function
+    that stops it (the emulator's store listeners, or a real watch on the real stack)."""
+    if getattr(srv, 'real', False):
+        return srv.watch(group, plural, NS, lambda kind, obj: callback(obj))
+    key = srv.store.rtype(group, plural).key
+
+    def listener(ev):
+        if ev.key == key:
+            callback(ev.obj)
+    srv.store.listeners.append(listener)
+    return lambda: srv.store.listeners.remove(listener)
+
+
 class Faulting:
     """Installs a scenario's HTTP rules (and the watch dropper) for one run; reports whether every rule fired."""
 
     def __init__(self, srv, rules, drop, **names):
         self.srv, self.rules, self.drop, self.names = srv, rules, drop, names
-        self.ids, self.stop, self.dropper, self.listener = [], threading.Event(), None, None
+        self.ids, self.stop, self.dropper, self.unlisten = [], threading.Event(), None, None
 
     def __enter__(self):
         srv = self.srv
@@ -230,22 +244,19 @@ class Faulting:
 
     def _when_ready(self, path, method, count):
         """Add the rule the moment the hotplugged disk reports Ready (the next write of the VM is the task release)."""
-        vmi_key = self.srv.store.rtype('kubevirt.io', 'virtualmachineinstances').key
-
-        def listen(ev):
-            if ev.key != vmi_key or ev.obj['metadata']['name'] != self.names['vm'] or self.ids:
+        def seen(obj):
+            if obj['metadata']['name'] != self.names['vm'] or self.ids:
                 return
-            if any(s.get('name') == self.names['dev'] and s.get('phase') == 'Ready' for s in ev.obj.get('status', {}).get('volumeStatus') or []):
+            if any(s.get('name') == self.names['dev'] and s.get('phase') == 'Ready' for s in obj.get('status', {}).get('volumeStatus') or []):
                 self.ids.append(self.srv.faults.add_http(path, status=500, method=method, count=count))
-        self.listener = listen
-        self.srv.store.listeners.append(listen)
+        self.unlisten = listen(self.srv, 'kubevirt.io', 'virtualmachineinstances', seen)
 
     def __exit__(self, *exc):
         self.stop.set()
         if self.dropper is not None:
             self.dropper.join()
-        if self.listener is not None:
-            self.srv.store.listeners.remove(self.listener)
+        if self.unlisten is not None:
+            self.unlisten()
 
     def fired(self):
         """Hits per rule; every rule of the scenario was installed and hit at least once."""
@@ -257,22 +268,21 @@ class MigrationLog:
     """Every migration object of one VM the server ever held, and the most in flight at once (a store listener)."""
 
     def __init__(self, srv, vm):
-        self.srv, self.vm, self.names, self.most_in_flight = srv, vm, set(), 0
-        self.key = srv.store.rtype('kubevirt.io', 'virtualmachineinstancemigrations').key
+        self.srv, self.vm, self.names, self.most_in_flight, self.unlisten = srv, vm, set(), 0, None
 
-    def __call__(self, ev):
-        if ev.key != self.key or ev.obj['spec'].get('vmiName') != self.vm:
+    def __call__(self, obj):
+        if obj['spec'].get('vmiName') != self.vm:
             return
-        self.names.add(ev.obj['metadata']['name'])
+        self.names.add(obj['metadata']['name'])
         flying = [m for m in vmims(self.srv, self.vm) if (m.get('status') or {}).get('phase') not in ('Succeeded', 'Failed')]
         self.most_in_flight = max(self.most_in_flight, len(flying))
 
     def __enter__(self):
-        self.srv.store.listeners.append(self)
+        self.unlisten = listen(self.srv, 'kubevirt.io', 'virtualmachineinstancemigrations', self)
         return self
 
     def __exit__(self, *exc):
-        self.srv.store.listeners.remove(self)
+        self.unlisten()
 
 
 def delayed(rules):

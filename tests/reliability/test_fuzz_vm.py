@@ -25,8 +25,8 @@ from ansible_collections.converge.virt.plugins.modules import reconcile as recon
 from ansible_collections.converge.virt.plugins.modules import vm as vm_module
 from ansible_collections.converge.virt.plugins.modules import vm_info as vm_info_module
 
-from tests.reliability.fuzzing import (Tally, assert_clean_failure, bad_dicts, bad_sizes, bad_text, bad_types, kube_world, kube_writes_since, libvirt_world,
-                                       noise, not_boolean, run_main, traversal, world_diff)
+from tests.reliability.fuzzing import (Tally, assert_clean_failure, bad_dicts, bad_sizes, bad_text, bad_types, kube_world, kube_write_mark,
+                                       kube_writes_since, libvirt_world, noise, not_boolean, run_main, traversal, world_diff)
 
 EXAMPLES = 5000 if os.environ.get('RELIABILITY_LONG') == '1' else 500
 SETTINGS = dict(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -133,10 +133,10 @@ def test_vm_kubevirt_bad_arguments_fail_cleanly_naming_the_field(fuzz_kube, stat
     field, value, shown = corruption
     args = kube_args(fuzz_kube, state=state)
     args[field] = value
-    before = fuzz_kube.store.rv
+    before = kube_write_mark(fuzz_kube)
     with KUBE_TALLY.case('vm arguments (kubevirt)'):
         assert_clean_failure(run_main(vm_module, args), shown or field, args)
-        assert fuzz_kube.store.rv == before, ('a refused input wrote to the API server', args, kube_writes_since(fuzz_kube, before))
+        assert kube_write_mark(fuzz_kube) == before, ('a refused input wrote to the API server', args, kube_writes_since(fuzz_kube, before))
 
 
 INFO_CORRUPTIONS = st.one_of(

@@ -38,7 +38,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.errors impor
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, CORE_API, KUBEVIRT_API, SUBRESOURCE_API, Conflict
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, CORE_API, KUBEVIRT_API, SUBRESOURCE_API, ApiStatusError, Conflict
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._common.units import parse_size
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
@@ -641,6 +641,18 @@ class Executor:
     def _vmi(self, name):
         return self.client.get(KUBEVIRT_API, self.namespace, 'virtualmachineinstances', name)
 
+    def _instance_only(self, op, action, body):
+        """Only the running instance lacks (or still has) a disk the VM's spec already says: with KubeVirt's HotplugVolumes
+        feature gate the instance's own ``addvolume`` / ``removevolume`` plugs it (an ephemeral hot-plug); under
+        DeclarativeHotplugVolumes alone virt-api refuses those for an instance a VM owns ("VMI ... is owned by a VM": seen on
+        the real stack after an interrupted hot-plug) and KubeVirt carries the VM's spec over to the instance by itself,
+        so there is nothing to write: the wait that follows sees it through."""
+        try:
+            self._subresource('virtualmachineinstances', op.vm, action, body)
+        except ApiStatusError as exc:
+            if exc.code != 400 or 'is owned by a VM' not in (exc.details.get('api_message') or ''):
+                raise
+
     def _subresource(self, plural, vm, action, body):
         if self.dry_run:
             body = dict(body, dryRun=['All'])
@@ -762,7 +774,7 @@ class Executor:
         if phase.ATTACH_CONFIG in kinds:
             self._subresource('virtualmachines', first.vm, 'addvolume', body)
         else:
-            self._subresource('virtualmachineinstances', first.vm, 'addvolume', body)
+            self._instance_only(first, 'addvolume', body)
         if self.dry_run:
             return {}
         try:
@@ -781,7 +793,7 @@ class Executor:
         if phase.DETACH_CONFIG in kinds:
             self._subresource('virtualmachines', first.vm, 'removevolume', body)
         else:
-            self._subresource('virtualmachineinstances', first.vm, 'removevolume', body)
+            self._instance_only(first, 'removevolume', body)
         if self.dry_run:
             return {}
         return {'phases': self._wait_hotplug(first, False)}
