@@ -12,20 +12,29 @@ version_added: 0.1.0
 description:
   - Creates, deletes and restores internal snapshots of a libvirt VM, kept inside its qcow2 disks.
   - A stopped VM gets a disk snapshot; a running or paused VM a snapshot with its memory (it is restored running or paused).
+  - With O(backend=kubevirt), a snapshot is a C(VirtualMachineSnapshot) (snapshot.kubevirt.io/v1beta1) of a KubeVirt C(VirtualMachine)
+    in O(namespace); the module waits until KubeVirt reports it ready (C(status.phase) Succeeded and C(status.readyToUse)).
+    A restore is a C(VirtualMachineRestore) into the same VM, which must be stopped (a running VM is refused, naming its state),
+    waited for until C(status.complete). KubeVirt snapshots hold the disks only (no memory) and have no parent.
+    KubeVirt's snapshot controller and the C(Snapshot) feature gate must be enabled in the cluster.
   - While a snapshot is created, restored or deleted the VM holds a task (task_state C(IMAGE_SNAPSHOT),
     C(RESTORING_SNAPSHOT) or C(DELETING_SNAPSHOT)), so a snapshot never overlaps another task on the VM
     (a run of M(converge.virt.vm), M(converge.virt.volume) or M(converge.virt.migration)); a VM held by a live task is refused.
   - What this libvirt cannot do is refused before anything changes, naming the reason in the failure message and in C(reason);
     a writable disk that is not qcow2, UEFI firmware in pflash, a managed save image, a disk-only snapshot of a running VM
     (it would be an external snapshot, and libvirt before 9.9 cannot revert those).
-  - Snapshots are crash-consistent (as after a power cut), since filesystems are not frozen through a guest agent.
+  - libvirt snapshots are crash-consistent (as after a power cut), since filesystems are not frozen through a guest agent.
+    On KubeVirt a snapshot of a running VM whose guest agent froze the filesystems (indication C(GuestAgent)) is
+    filesystem-consistent; C(NoGuestAgent), an offline snapshot or no indication is reported crash-consistent.
   - O(state=restored) always reverts and reports C(changed), since no observation can prove that the VM's current data is still the
     snapshot's. A safety snapshot of the current state is taken first unless O(safety_snapshot=false).
-  - Only the libvirt backend is implemented; O(backend=kubevirt) is refused.
+  - Options of the other backend are refused naming them; libvirt only are the connection options O(uri), O(username),
+    O(password), and O(memory), O(children); kubevirt only are the connection options, O(wait_timeout) and O(deletion_policy).
 author:
   - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
   - converge.virt.libvirt_connection
+  - converge.virt.kubevirt_connection
 attributes:
   check_mode:
     support: full
@@ -35,16 +44,16 @@ attributes:
     description: The VM's snapshot names before and after.
 options:
   backend:
-    description: Where the VM lives. Only V(libvirt) is implemented; V(kubevirt) fails with a message saying so.
+    description: Where the VM lives. V(libvirt) (a libvirt/KVM host) or V(kubevirt) (a KubeVirt C(VirtualMachine) in O(namespace)).
     type: str
     choices: [libvirt, kubevirt]
     default: libvirt
   vm:
-    description: Name of the VM (libvirt domain).
+    description: Name of the VM (libvirt domain, or KubeVirt C(VirtualMachine)).
     type: str
     required: true
   name:
-    description: Name of the snapshot.
+    description: Name of the snapshot (on O(backend=kubevirt) a DNS subdomain name, the C(VirtualMachineSnapshot)'s name).
     type: str
     required: true
   state:
@@ -62,9 +71,12 @@ options:
     description:
       - Include the guest's memory. Default true when the VM runs or is paused, false when it is stopped.
       - V(false) on a running VM and V(true) on a stopped VM are refused (see the description).
+      - libvirt only (KubeVirt snapshots hold no memory).
     type: bool
   children:
-    description: With O(state=absent), delete the snapshots taken after it from it too; otherwise they are kept (re-parented).
+    description:
+      - With O(state=absent), delete the snapshots taken after it from it too; otherwise they are kept (re-parented).
+      - libvirt only (KubeVirt snapshots have no parent).
     type: bool
     default: false
   keep_last:
@@ -76,10 +88,24 @@ options:
     description: With O(state=restored), snapshot the current state first (named RV(safety_snapshot)) so a restore can be undone.
     type: bool
     default: true
+  wait_timeout:
+    description:
+      - kubevirt only. Seconds to wait for each step (a snapshot to become ready, a restore to complete, a deleted
+        snapshot to be gone) before failing with the last observed phase. Default V(300).
+    type: int
+  deletion_policy:
+    description:
+      - kubevirt only. C(spec.deletionPolicy) of a new C(VirtualMachineSnapshot) (also its safety snapshot) - V(delete) (KubeVirt's
+        default) deletes its content with it, V(retain) keeps the C(VirtualMachineSnapshotContent) when the snapshot is deleted.
+      - An existing snapshot is never changed.
+    type: str
+    choices: [delete, retain]
 requirements:
-  - libvirt-python
+  - libvirt-python (backend libvirt)
+  - kubernetes (backend kubevirt)
 notes:
-  - libvirt takes and reverts internal snapshots synchronously; the module waits for each call, so there is no wait option.
+  - libvirt takes and reverts internal snapshots synchronously; the module waits for each call.
+  - On KubeVirt the module waits for each step up to O(wait_timeout) seconds; the VM holds its task meanwhile (renewed while it waits).
 seealso:
   - module: converge.virt.snapshot_info
   - module: converge.virt.vm
@@ -105,6 +131,23 @@ EXAMPLES = r'''
     name: before-upgrade-2026-11-23
     state: absent
     children: true
+
+- name: Snapshot a KubeVirt VM, keeping the last five
+  converge.virt.snapshot:
+    backend: kubevirt
+    namespace: demo
+    vm: db-1
+    name: nightly-{{ ansible_date_time.date }}
+    keep_last: 5
+    wait_timeout: 600
+
+- name: Roll a stopped KubeVirt VM back to a snapshot
+  converge.virt.snapshot:
+    backend: kubevirt
+    namespace: demo
+    vm: db-1
+    name: nightly-2026-11-25
+    state: restored
 '''
 
 RETURN = r'''
@@ -115,19 +158,31 @@ snapshot:
   contains:
     name: {description: Snapshot name., type: str, returned: when present}
     vm: {description: VM name., type: str, returned: when present}
-    phase: {description: "Ready (created), Restored (after a restore), or absent.", type: str, returned: always}
+    phase: {description: "Ready (created), Restored (after a restore), Pending (check mode), or absent.", type: str, returned: always}
+    namespace: {description: Namespace of the VirtualMachineSnapshot., type: str, returned: when present on kubevirt}
+    kubevirt_phase: {description: "KubeVirt's own C(status.phase) (InProgress, Succeeded, Failed).", type: str, returned: when present on kubevirt}
+    ready_to_use: {description: "The VirtualMachineSnapshot's C(status.readyToUse).", type: bool, returned: when present on kubevirt}
+    indications: {description: "C(status.indications) (Online, GuestAgent, NoGuestAgent, Paused).", type: list, returned: when present on kubevirt}
+    content: {description: Name of its VirtualMachineSnapshotContent., type: str, returned: when present on kubevirt}
+    deletion_policy: {description: Its C(spec.deletionPolicy)., type: str, returned: when present on kubevirt}
+    error: {description: "C(status.error.message) KubeVirt reported, or none.", type: str, returned: when present on kubevirt}
     created: {description: "Creation time (UTC, ISO 8601).", type: str, returned: when present}
     creation_time: {description: Creation time (seconds since the epoch)., type: float, returned: when present}
     vm_state_at_snapshot: {description: "The VM's state when it was taken (running, paused, shutoff).", type: str, returned: when present}
     memory: {description: Whether the guest's memory is in it., type: bool, returned: when present}
-    consistency: {description: "C(crash-consistent): no guest agent froze the filesystems.", type: str, returned: when present}
-    kind: {description: C(internal) (kept inside the qcow2 disks)., type: str, returned: when present}
+    consistency:
+      description: "C(crash-consistent): no guest agent froze the filesystems; C(filesystem-consistent) (kubevirt): the guest agent did."
+      type: str
+      returned: when present
+    kind: {description: "C(internal) (kept inside the qcow2 disks) or C(VirtualMachineSnapshot).", type: str, returned: when present}
     description: {description: Its description., type: str, returned: when present}
-    parent: {description: The snapshot it was taken from., type: str, returned: when present}
-    children: {description: Snapshots taken from it., type: list, returned: when present}
-    current: {description: Whether it is libvirt's current snapshot., type: bool, returned: when present}
+    parent: {description: The snapshot it was taken from., type: str, returned: when present on libvirt}
+    children: {description: Snapshots taken from it., type: list, returned: when present on libvirt}
+    current: {description: Whether it is libvirt's current snapshot., type: bool, returned: when present on libvirt}
 operations:
-  description: The steps taken (planned, in check mode), each with op (create_snapshot, restore_snapshot, delete_snapshot) and snapshot.
+  description:
+    - The steps taken (planned, in check mode), each with op (create_snapshot, restore_snapshot, delete_snapshot) and snapshot.
+    - On kubevirt a restore step also names its C(restore) (the VirtualMachineRestore).
   returned: always
   type: list
   elements: dict
@@ -153,7 +208,8 @@ import datetime
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import snapshots as backend
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
 from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as phase
 from ansible_collections.converge.virt.plugins.module_utils._phase import states
@@ -171,9 +227,35 @@ def argument_spec():
         children=dict(type='bool', default=False),
         keep_last=dict(type='int'),
         safety_snapshot=dict(type='bool', default=True),
+        wait_timeout=dict(type='int'),
+        deletion_policy=dict(type='str', choices=['delete', 'retain']),
     )
     spec.update(LIBVIRT_CONNECTION_ARGS)
+    spec.update(KUBEVIRT_CONNECTION_ARGS)
     return spec
+
+
+# options of one backend that the other refuses, naming them (nothing is silently ignored); namespace has a default
+LIBVIRT_ONLY = ('uri', 'username', 'password', 'memory')
+KUBEVIRT_ONLY = ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs', 'wait_timeout', 'deletion_policy')
+MAX_WAIT = 86400
+
+
+def refuse_other_backend(params):
+    """Raise :class:`InvalidDeclaration` naming the first option of the other backend that is set."""
+    if params['backend'] == 'kubevirt':
+        for key in LIBVIRT_ONLY:
+            if params.get(key) is not None:
+                raise InvalidDeclaration(key, 'is a libvirt option and is not supported with backend kubevirt')
+        if params.get('children'):
+            raise InvalidDeclaration('children', 'is a libvirt option (KubeVirt snapshots have no parent and no children)')
+        timeout = params.get('wait_timeout')
+        if timeout is not None and not 1 <= timeout <= MAX_WAIT:
+            raise InvalidDeclaration('wait_timeout', 'must be between 1 and %d seconds, got %r' % (MAX_WAIT, timeout))
+        return
+    for key in KUBEVIRT_ONLY:
+        if params.get(key) is not None:
+            raise InvalidDeclaration(key, 'is a kubevirt option; set backend: kubevirt')
 
 
 def check_name(field, value):
@@ -182,9 +264,19 @@ def check_name(field, value):
         raise InvalidDeclaration(field, '%r is not a valid name (not empty, no slash, no control character)' % value)
 
 
-def safety_name(name, now=None):
-    """Name of the safety snapshot before restoring ``name``."""
+def check_kubernetes_name(field, value):
+    """A VirtualMachine or VirtualMachineSnapshot name: a DNS subdomain (lower case, digits, '-' and '.', at most 253)."""
+    if not value or len(value) > 253 or not kubevirt_client.is_subdomain(value):
+        raise InvalidDeclaration(field, '%r is not a valid Kubernetes name (a DNS subdomain: lower case letters, digits, \'-\' and \'.\', '
+                                        'starting and ending with a letter or digit, at most 253 characters)' % value)
+
+
+def safety_name(name, now=None, kubernetes=False):
+    """Name of the safety snapshot before restoring ``name`` (``kubernetes``: a DNS subdomain, lower case, at most 253)."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
+    if kubernetes:
+        suffix = '-before-restore-%s' % now.strftime('%Y%m%d%H%M%S')
+        return name[:253 - len(suffix)] + suffix
     return '%s-before-restore-%s' % (name, now.strftime('%Y%m%dT%H%M%SZ'))
 
 
@@ -199,8 +291,19 @@ def predicted_names(names, steps):
     return sorted(result)
 
 
+def _libvirt_backend():
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import snapshots  # pylint: disable=import-outside-toplevel
+    return snapshots
+
+
+def _kubevirt_backend():
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import snapshots  # pylint: disable=import-outside-toplevel
+    return snapshots
+
+
 def run(connection, params, check_mode):
     """Observe, plan, refuse or execute; return the result dict."""
+    backend = _libvirt_backend()
     check_name('vm', params['vm'])
     check_name('name', params['name'])
     observer = backend.SnapshotObserver(connection, params['vm'])
@@ -232,13 +335,55 @@ def run(connection, params, check_mode):
     return result
 
 
+def run_kubevirt(client, params, check_mode, now=None):
+    """The module on backend kubevirt: observe, plan, refuse or execute; return the result dict."""
+    backend = _kubevirt_backend()
+    namespace = params['namespace']
+    check_kubernetes_name('vm', params['vm'])
+    check_kubernetes_name('name', params['name'])
+    check_kubernetes_name('namespace', namespace)
+    observer = backend.SnapshotObserver(client, namespace, params['vm'])
+    backend.check_task_free(observer)
+    safety = None
+    if params['state'] == 'restored' and params['safety_snapshot']:
+        safety = safety_name(params['name'], now=now, kubernetes=True)
+    steps, before = backend.refuse_or_plan(observer, dict(params, memory=None), safety)
+    names_before = sorted(snap.name for snap in before)
+    operations = [dict([('op', step.op), ('snapshot', step.name)] + list(step.detail)) for step in steps]
+    if not check_mode:
+        runner = backend.Runner(observer, wait_timeout=params.get('wait_timeout') or 300, deletion_policy=params.get('deletion_policy'))
+        operations = runner.run(steps)
+    objects = observer.objects()
+    names_after = predicted_names(names_before, steps) if check_mode else sorted(objects)
+    found = objects.get(params['name'])
+    snapshot = {'phase': phase.ABSENT}
+    if found is not None and not (check_mode and params['state'] == 'absent'):
+        snapshot = backend.public_snapshot(found)
+        if params['state'] == 'restored' and not check_mode:
+            snapshot['phase'] = phase.RESTORED
+    elif check_mode and params['state'] == 'present':
+        snapshot = {'name': params['name'], 'vm': params['vm'], 'namespace': namespace, 'phase': phase.PENDING, 'memory': False,
+                    'kind': 'VirtualMachineSnapshot', 'consistency': phase.CRASH_CONSISTENT, 'deletion_policy': params.get('deletion_policy')}
+    result = {'changed': bool(steps), 'operations': operations, 'snapshots': names_after, 'snapshot': snapshot,
+              'diff': {'before': {'snapshots': names_before}, 'after': {'snapshots': names_after}}}
+    if safety:
+        result['safety_snapshot'] = safety
+    return result
+
+
 def main():
     """Entry point."""
     module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True)
     if module.params['backend'] == 'kubevirt':
-        module.fail_json(msg='backend: snapshots on kubevirt (VirtualMachineSnapshot / VirtualMachineRestore) are not supported yet; '
-                             'only backend libvirt is implemented', field='backend')
+        with kubevirt_client.ModuleSession(module) as session:
+            refuse_other_backend(module.params)
+            with session.connect() as client:
+                result = run_kubevirt(client, module.params, module.check_mode)
+        if not module._diff:  # pylint: disable=protected-access
+            result.pop('diff')
+        module.exit_json(**session.redact_result(result))
     with ModuleSession(module) as session:
+        refuse_other_backend(module.params)
         with session.connect() as connection:
             result = run(connection, module.params, module.check_mode)
     if not module._diff:  # pylint: disable=protected-access

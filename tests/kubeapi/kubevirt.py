@@ -340,6 +340,7 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
             changes += self._sync_vmi(vmi, force)
         for vm in self.store.items(self.t_vm):
             changes += self._sync_vm(vm, force)
+        changes += self._sync_snapshots(force)
         return changes
 
     # helpers ----------------------------------------------------------------------------------------
@@ -1545,6 +1546,175 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
         if not sc or not sc.get('allowVolumeExpansion'):
             raise ApiError(403, 'Forbidden', 'persistentvolumeclaims "%s" is forbidden: only dynamically provisioned pvc can be resized and '
                            'the storageclass that provisions the pvc must support resize' % new['metadata']['name'])
+
+    # ============================================================================================
+    # VirtualMachineSnapshot / VirtualMachineRestore (storage/snapshot: snapshot.go, source.go, restore.go), small
+    # ============================================================================================
+    def _snapshot_types(self):
+        """(snapshot, content, restore) types; the content type is registered in the emulator when it lacks it."""
+        group = 'snapshot.kubevirt.io'
+        try:
+            t_content = self.store.rtype(group, 'virtualmachinesnapshotcontents')
+        except KeyError:
+            t_content = self.store.register(ResourceType(group, 'v1beta1', 'virtualmachinesnapshotcontents', 'VirtualMachineSnapshotContent',
+                                                         short_names=('vmsnapshotcontent',), custom=True))
+        return self.store.rtype(group, 'virtualmachinesnapshots'), t_content, self.store.rtype(group, 'virtualmachinerestores')
+
+    def _sync_snapshots(self, force):
+        """One pass of the snapshot and restore controllers."""
+        t_snap, t_content, t_restore = self._snapshot_types()
+        changes = 0
+        for snap in self.store.items(t_snap):
+            changes += self._sync_snapshot(snap, t_snap, t_content, force)
+        for restore in self.store.items(t_restore):
+            changes += self._sync_restore(restore, t_restore, t_content, force)
+        return changes
+
+    def _set_vm_status_field(self, ns, name, field, value, only_if=None):
+        """vm.status.snapshotInProgress / restoreInProgress (None removes it; ``only_if``: only while it holds that value)."""
+        vm = self.store.peek(self.t_vm, ns, name)
+        if vm is None or (only_if is not None and (vm.get('status') or {}).get(field) != only_if):
+            return 0
+
+        def edit(o):
+            if value is None:
+                o.setdefault('status', {}).pop(field, None)
+            else:
+                o.setdefault('status', {})[field] = value
+        return self._mutate(self.t_vm, vm, edit)
+
+    def _snapshot_indications(self, ns, name):
+        """status.indications of a snapshot of VM ``name`` now (updateSnapshotSourceIndications): none offline."""
+        vmi = self.store.peek(self.t_vmi, ns, name)
+        if vmi is None or is_final(vmi):
+            return None
+        if cond_is(vmi, 'Paused'):
+            return ['Online', 'Paused']
+        return ['GuestAgent', 'Online'] if cond_is(vmi, 'AgentConnected') else ['NoGuestAgent', 'Online']
+
+    def _sync_snapshot(self, snap, t_snap, t_content, force):  # pylint: disable=too-many-return-statements
+        meta = snap['metadata']
+        ns, name = meta.get('namespace'), meta['name']
+        status = snap.get('status') or {}
+        source = ((snap.get('spec') or {}).get('source') or {}).get('name')
+        finalizer = 'snapshot.kubevirt.io/vmsnapshot-protection'
+        if meta.get('deletionTimestamp'):
+            content = status.get('virtualMachineSnapshotContentName')
+            if content and ((snap.get('spec') or {}).get('deletionPolicy') or 'delete') == 'delete' and self.store.peek(t_content, ns, content):
+                self.store.delete(t_content, ns, content)
+                return 1
+            self._set_vm_status_field(ns, source, 'snapshotInProgress', None, only_if=name)
+            if finalizer in (meta.get('finalizers') or []):
+                return self._mutate(t_snap, snap, lambda o: o['metadata'].update(
+                    finalizers=[f for f in o['metadata']['finalizers'] if f != finalizer]))
+            return 0
+        if status.get('phase') in ('Succeeded', 'Failed') or not self._ready(snap, force):
+            return 0
+        vm = self.store.peek(self.t_vm, ns, source)
+        if not status.get('phase'):
+            def start(o):
+                o['metadata']['finalizers'] = sorted(set((o['metadata'].get('finalizers') or []) + [finalizer]))
+                st = o.setdefault('status', {})
+                st['phase'] = 'InProgress'
+                if vm is not None:
+                    st['sourceUID'] = vm['metadata']['uid']
+                    indications = self._snapshot_indications(ns, source)
+                    if indications:
+                        st['indications'] = indications
+                st['readyToUse'] = False
+                cond_set(o, 'Progressing', 'True' if vm is not None else 'False',
+                         'Source locked and operation in progress' if vm is not None else 'Source does not exist', now=self.ts())
+                cond_set(o, 'Ready', 'False', 'Not ready', now=self.ts())
+            self._stepped(snap)
+            changes = self._mutate(t_snap, snap, start)
+            if vm is not None:
+                changes += self._set_vm_status_field(ns, source, 'snapshotInProgress', name)
+            return changes
+        if vm is None:
+            return 0
+        content_name = 'vmsnapshot-content-%s' % meta['uid']
+        if self.store.peek(t_content, ns, content_name) is None:
+            backups = []
+            for volume in ((vm['spec'].get('template') or {}).get('spec') or {}).get('volumes') or []:
+                claim = volume_claim(volume)
+                if not claim:
+                    continue
+                pvc = self.store.peek(self.t_pvc, ns, claim) or {}
+                backups.append({'volumeName': volume['name'], 'volumeSnapshotName': 'vmsnapshot-%s-volume-%s' % (meta['uid'], volume['name']),
+                                'persistentVolumeClaim': {'metadata': {'name': claim}, 'spec': copy.deepcopy(pvc.get('spec') or {})}})
+            retain = ((snap.get('spec') or {}).get('deletionPolicy') or 'delete') == 'retain'
+            owners = [] if retain else [{'apiVersion': snap.get('apiVersion') or 'snapshot.kubevirt.io/v1beta1', 'kind': 'VirtualMachineSnapshot',
+                                         'name': name, 'uid': meta['uid'], 'controller': True, 'blockOwnerDeletion': True}]
+            content = {'metadata': {'name': content_name, 'namespace': ns, 'finalizers': [], 'ownerReferences': owners},
+                       'spec': {'virtualMachineSnapshotName': name, 'volumeBackups': backups,
+                                'source': {'virtualMachine': {'metadata': {'name': source, 'namespace': ns,
+                                                                           'labels': copy.deepcopy(vm['metadata'].get('labels') or {}),
+                                                                           'annotations': copy.deepcopy(vm['metadata'].get('annotations') or {})},
+                                                              'spec': copy.deepcopy(vm['spec'])}}},
+                       'status': {'creationTime': self.ts(), 'readyToUse': True,
+                                  'volumeSnapshotStatus': [{'volumeSnapshotName': b['volumeSnapshotName'], 'readyToUse': True,
+                                                            'creationTime': self.ts()} for b in backups]}}
+            self.store.create(t_content, ns, content)
+            self._stepped(snap)
+            return 1
+        content = self.store.peek(t_content, ns, content_name)
+
+        def done(o):
+            st = o.setdefault('status', {})
+            st.update({'phase': 'Succeeded', 'readyToUse': True, 'virtualMachineSnapshotContentName': content_name,
+                       'creationTime': (content.get('status') or {}).get('creationTime') or self.ts()})
+            cond_set(o, 'Progressing', 'False', 'Operation complete', now=self.ts())
+            cond_set(o, 'Ready', 'True', 'Ready', now=self.ts())
+        changes = self._mutate(t_snap, snap, done)
+        return changes + self._set_vm_status_field(ns, source, 'snapshotInProgress', None, only_if=name)
+
+    def _sync_restore(self, restore, t_restore, t_content, force):  # pylint: disable=too-many-return-statements
+        meta = restore['metadata']
+        ns, name = meta.get('namespace'), meta['name']
+        status = restore.get('status') or {}
+        if meta.get('deletionTimestamp') or status.get('complete') or not self._ready(restore, force):
+            return 0
+        spec = restore.get('spec') or {}
+        target = (spec.get('target') or {}).get('name')
+        t_snap = self.store.rtype('snapshot.kubevirt.io', 'virtualmachinesnapshots')
+        snap = self.store.peek(t_snap, ns, spec.get('virtualMachineSnapshotName') or '')
+        vm = self.store.peek(self.t_vm, ns, target)
+        if not status.get('conditions'):
+            def init(o):
+                o.setdefault('status', {})['complete'] = False
+                cond_set(o, 'Progressing', 'True', 'Initializing VirtualMachineRestore', now=self.ts())
+                cond_set(o, 'Ready', 'False', 'Initializing VirtualMachineRestore', now=self.ts())
+            self._stepped(restore)
+            return self._mutate(t_restore, restore, init)
+        snap_status = (snap or {}).get('status') or {}
+        if vm is None or snap_status.get('phase') != 'Succeeded' or not snap_status.get('readyToUse'):
+            return 0  # KubeVirt waits for a ready snapshot (and the target)
+        vmi = self.store.peek(self.t_vmi, ns, target)
+        if vmi is not None and not is_final(vmi):
+            return 0  # restore.go waits for the target VM to stop
+        content = self.store.peek(t_content, ns, snap_status.get('virtualMachineSnapshotContentName') or '')
+        if content is None:
+            return 0
+        if (vm.get('status') or {}).get('restoreInProgress') != name:
+            self._stepped(restore)
+            return self._set_vm_status_field(ns, target, 'restoreInProgress', name)
+        recorded = copy.deepcopy(content['spec']['source']['virtualMachine']['spec'])
+
+        def restored(o):
+            keep = run_strategy(o)
+            o['spec'] = recorded
+            o['spec'].pop('running', None)
+            o['spec']['runStrategy'] = keep
+            o['metadata'].setdefault('annotations', {})['restore.kubevirt.io/lastRestoreUID'] = '%s-%s' % (name, meta['uid'])
+        changes = self._mutate(self.t_vm, vm, restored)
+        changes += self._set_vm_status_field(ns, target, 'restoreInProgress', None, only_if=name)
+
+        def complete(o):
+            st = o.setdefault('status', {})
+            st.update({'complete': True, 'restoreTime': self.ts()})
+            cond_set(o, 'Progressing', 'False', 'Operation complete', now=self.ts())
+            cond_set(o, 'Ready', 'True', 'Operation complete', now=self.ts())
+        return changes + self._mutate(t_restore, restore, complete)
 
 
 def deny(webhook, rtype, obj, field, message):

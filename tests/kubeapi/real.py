@@ -65,7 +65,7 @@ CLEAN = (('kubevirt.io', 'v1', 'virtualmachineinstancemigrations'), ('kubevirt.i
          ('snapshot.kubevirt.io', 'v1beta1', 'virtualmachinesnapshots'), ('snapshot.kubevirt.io', 'v1beta1', 'virtualmachinerestores'),
          ('snapshot.kubevirt.io', 'v1beta1', 'virtualmachinesnapshotcontents'), ('cdi.kubevirt.io', 'v1beta1', 'datavolumes'),
          ('', 'v1', 'pods'), ('', 'v1', 'persistentvolumeclaims'))
-FEATURE_GATES = ('DeclarativeHotplugVolumes',)
+FEATURE_GATES = ('DeclarativeHotplugVolumes', 'Snapshot')
 ALL_RULES = [{'apiGroups': ['*'], 'resources': ['*'], 'verbs': ['*']}]
 HOP_BY_HOP = ('host', 'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade',
               'content-length', 'accept-encoding')

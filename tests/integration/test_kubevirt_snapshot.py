@@ -1,0 +1,228 @@
+"""converge.virt.snapshot and snapshot_info with backend kubevirt, through the ansible CLI, against the Kubernetes API test server.
+
+By default the real stack (kube-apiserver + etcd + KubeVirt's virt-api with the Snapshot feature gate: KubeVirt's own
+snapshot and restore admission webhooks validate every VirtualMachineSnapshot and VirtualMachineRestore); the
+snapshot and restore controllers are the emulation of tests/kubeapi/kubevirt.py. Covers: create (ready, consistency
+word from the indications), idempotence, check mode, restore into a stopped VM (the spec comes back, a safety snapshot
+first), the refusal of a restore into a running VM naming its state, retention (only the oldest, only this VM's), absent
+(with both deletion policies), snapshot_info, the VM's task held and released, and options of the other backend refused.
+"""
+
+# pylint: disable=missing-function-docstring,redefined-outer-name,unused-import
+
+import functools
+import time
+
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.views import RECORD_ANNOTATIONS
+from tests.integration.ansible_run import kubevirt_args, ok, run_module, start_module
+from tests.kubeapi.fixtures import kube_server  # noqa: F401  (pytest fixture)
+
+NS = 'default'
+kv = functools.partial(kubevirt_args, {'namespace': NS})
+GROUP = 'snapshot.kubevirt.io'
+
+
+def failed(result):
+    assert result.get('failed'), result
+    return result
+
+
+def make_vm(srv, name, state='stopped', vcpus=1):
+    args = kv(srv, name=name, vcpus=vcpus, memory='64Mi', disks=[{'name': 'root', 'image': 'quay.io/containerdisks/fedora:40'}], state=state,
+              wait_timeout=60)
+    return ok(run_module('vm', args))
+
+
+def snap(srv, vm, name, check=False, diff=False, **args):
+    return run_module('snapshot', kv(srv, vm=vm, name=name, wait_timeout=60, **args), check=check, diff=diff)
+
+
+def store_obj(srv, plural, name, group=GROUP):
+    return srv.store.peek(srv.store.rtype(group, plural), NS, name)
+
+
+def store_names(srv, plural, group=GROUP):
+    return sorted(o['metadata']['name'] for o in srv.store.items(srv.store.rtype(group, plural), NS))
+
+
+def vm_obj(srv, name):
+    return store_obj(srv, 'virtualmachines', name, group='kubevirt.io')
+
+
+def task_annotations(srv, name):
+    annotations = vm_obj(srv, name)['metadata'].get('annotations') or {}
+    return dict((field, annotations.get(key)) for field, key in RECORD_ANNOTATIONS.items())
+
+
+def next_second():
+    """Kubernetes timestamps have whole seconds: wait until the next one so creation times differ."""
+    start = int(time.time())
+    while int(time.time()) <= start:
+        time.sleep(0.05)
+
+
+def test_create_is_ready_with_its_consistency_and_idempotent(kube_server):
+    srv = kube_server
+    make_vm(srv, 'off')
+    created = ok(snap(srv, 'off', 's1', description='before the upgrade'))
+    assert created['changed'] and [o['op'] for o in created['operations']] == ['create_snapshot']
+    out = created['snapshot']
+    assert out['phase'] == 'Ready' and out['ready_to_use'] and out['kubevirt_phase'] == 'Succeeded'
+    assert out['consistency'] == 'crash-consistent' and out['indications'] == [] and out['vm_state_at_snapshot'] == 'shutoff'
+    assert out['description'] == 'before the upgrade' and out['vm'] == 'off' and out['namespace'] == NS
+    obj = store_obj(srv, 'virtualmachinesnapshots', 's1')
+    assert obj['spec']['source'] == {'apiGroup': 'kubevirt.io', 'kind': 'VirtualMachine', 'name': 'off'}
+    content = store_obj(srv, 'virtualmachinesnapshotcontents', out['content'])
+    assert content['spec']['source']['virtualMachine']['spec']['template']['spec']['domain']['cpu']['cores'] == 1
+    assert not task_annotations(srv, 'off')['task_state']  # released
+    again = ok(snap(srv, 'off', 's1', description='before the upgrade'))
+    assert not again['changed'] and again['operations'] == [] and again['snapshots'] == ['s1']
+
+    make_vm(srv, 'on', state='running')
+    online = ok(snap(srv, 'on', 'live'))['snapshot']
+    assert 'Online' in online['indications'] and 'GuestAgent' in online['indications']
+    assert online['consistency'] == 'filesystem-consistent' and online['vm_state_at_snapshot'] == 'running'
+
+
+def test_check_mode_predicts_and_writes_nothing(kube_server):
+    srv = kube_server
+    make_vm(srv, 'cm')
+    planned = ok(snap(srv, 'cm', 'plan', check=True, diff=True))
+    assert planned['changed'] and planned['operations'][0]['op'] == 'create_snapshot' and planned['snapshot']['phase'] == 'Pending'
+    assert planned['diff'] == {'before': {'snapshots': []}, 'after': {'snapshots': ['plan']}}
+    assert store_names(srv, 'virtualmachinesnapshots') == []
+    assert not task_annotations(srv, 'cm')['task_state']
+    ok(snap(srv, 'cm', 'plan'))
+    gone = ok(snap(srv, 'cm', 'plan', check=True, state='absent'))
+    assert gone['changed'] and gone['snapshots'] == [] and store_names(srv, 'virtualmachinesnapshots') == ['plan']
+
+
+def test_restore_into_the_stopped_vm_brings_the_spec_back(kube_server):
+    srv = kube_server
+    make_vm(srv, 'rs', vcpus=1)
+    ok(snap(srv, 'rs', 'base'))
+    make_vm(srv, 'rs', vcpus=2)
+    assert vm_obj(srv, 'rs')['spec']['template']['spec']['domain']['cpu']['cores'] == 2
+    restored = ok(snap(srv, 'rs', 'base', state='restored'))
+    assert restored['changed'] and restored['snapshot']['phase'] == 'Restored'
+    ops = [(o['op'], o['snapshot']) for o in restored['operations']]
+    safety = restored['safety_snapshot']
+    assert ops == [('create_snapshot', safety), ('restore_snapshot', 'base')] and safety.startswith('base-before-restore-')
+    assert vm_obj(srv, 'rs')['spec']['template']['spec']['domain']['cpu']['cores'] == 1
+    restore = store_obj(srv, 'virtualmachinerestores', restored['operations'][1]['restore'])
+    assert restore['status']['complete'] and restore['spec']['virtualMachineSnapshotName'] == 'base'
+    # the safety snapshot holds the spec of before the restore (2 cores)
+    content = store_obj(srv, 'virtualmachinesnapshotcontents', store_obj(srv, 'virtualmachinesnapshots', safety)['status']['virtualMachineSnapshotContentName'])
+    assert content['spec']['source']['virtualMachine']['spec']['template']['spec']['domain']['cpu']['cores'] == 2
+    assert not task_annotations(srv, 'rs')['task_state']
+    again = ok(snap(srv, 'rs', 'base', state='restored', safety_snapshot=False))
+    assert again['changed'] and [o['op'] for o in again['operations']] == ['restore_snapshot'] and 'safety_snapshot' not in again
+
+
+def test_restore_into_a_running_vm_is_refused_naming_its_state(kube_server):
+    srv = kube_server
+    make_vm(srv, 'run', state='running')
+    ok(snap(srv, 'run', 'base'))
+    refused = failed(snap(srv, 'run', 'base', state='restored'))
+    assert 'stopped VM only' in refused['msg'] and 'RUNNING' in refused['msg'] and refused['power_state'] == 'RUNNING'
+    assert store_names(srv, 'virtualmachinerestores') == [] and store_names(srv, 'virtualmachinesnapshots') == ['base']
+    assert not task_annotations(srv, 'run')['task_state']
+
+
+def test_keep_last_deletes_only_the_oldest_of_this_vm(kube_server):
+    srv = kube_server
+    make_vm(srv, 'ret')
+    make_vm(srv, 'other')
+    ok(snap(srv, 'other', 'other-old'))
+    for name in ('zz-oldest', 'mm-middle'):  # names sort the other way round than their age
+        next_second()
+        ok(snap(srv, 'ret', name))
+    next_second()
+    planned = ok(snap(srv, 'ret', 'aa-newest', keep_last=2, check=True))
+    assert [(o['op'], o['snapshot']) for o in planned['operations']] == [('create_snapshot', 'aa-newest'), ('delete_snapshot', 'zz-oldest')]
+    assert store_names(srv, 'virtualmachinesnapshots') == ['mm-middle', 'other-old', 'zz-oldest']
+    kept = ok(snap(srv, 'ret', 'aa-newest', keep_last=2))
+    assert [(o['op'], o['snapshot']) for o in kept['operations']] == [('create_snapshot', 'aa-newest'), ('delete_snapshot', 'zz-oldest')]
+    assert kept['operations'][1]['reason'] == 'keep_last 2'
+    assert kept['snapshots'] == ['aa-newest', 'mm-middle']
+    assert store_names(srv, 'virtualmachinesnapshots') == ['aa-newest', 'mm-middle', 'other-old']
+
+
+def test_absent_deletes_with_its_deletion_policy(kube_server):
+    srv = kube_server
+    make_vm(srv, 'del')
+    dropped = ok(snap(srv, 'del', 'drop'))['snapshot']['content']
+    kept = ok(snap(srv, 'del', 'keep', deletion_policy='retain'))['snapshot']
+    assert kept['deletion_policy'] == 'retain'
+    gone = ok(snap(srv, 'del', 'drop', state='absent'))
+    assert gone['changed'] and gone['snapshot'] == {'phase': 'absent'} and gone['snapshots'] == ['keep']
+    assert store_obj(srv, 'virtualmachinesnapshots', 'drop') is None
+    srv.controller.wait_for(lambda: store_obj(srv, 'virtualmachinesnapshotcontents', dropped) is None, timeout=20)
+    ok(snap(srv, 'del', 'keep', state='absent'))
+    assert store_obj(srv, 'virtualmachinesnapshots', 'keep') is None
+    assert store_obj(srv, 'virtualmachinesnapshotcontents', kept['content']) is not None  # retain: the content stays
+    again = ok(snap(srv, 'del', 'drop', state='absent'))
+    assert not again['changed'] and again['operations'] == []
+
+
+def test_snapshot_info_lists_with_phase_words(kube_server):
+    srv = kube_server
+    make_vm(srv, 'i1')
+    make_vm(srv, 'i2')
+    ok(snap(srv, 'i1', 'first'))
+    next_second()
+    ok(snap(srv, 'i2', 'second'))
+    base = dict(backend='kubevirt', kubeconfig=srv.kubeconfig_path, namespace=NS)
+    one = ok(run_module('snapshot_info', dict(base, vm='i1')))
+    assert [(s['name'], s['phase'], s['vm']) for s in one['snapshots']] == [('first', 'Ready', 'i1')] and one['task_state'] is None
+    every = ok(run_module('snapshot_info', base))
+    assert [(s['name'], s['vm'], s['kubevirt_phase']) for s in every['snapshots']] == [('first', 'i1', 'Succeeded'), ('second', 'i2', 'Succeeded')]
+    named = ok(run_module('snapshot_info', dict(base, vm='i1', name=['first', 'nope'])))
+    assert [(s['name'], s['exists'], s['phase']) for s in named['snapshots']] == [('first', True, 'Ready'), ('nope', False, 'absent')]
+    missing = failed(run_module('snapshot_info', dict(base, vm='no-such-vm')))
+    assert missing['field'] == 'vm'
+
+
+def test_refusals_name_the_option(kube_server):
+    srv = kube_server
+    make_vm(srv, 'opt')
+    assert failed(snap(srv, 'opt', 's', memory=True))['field'] == 'memory'
+    assert failed(snap(srv, 'opt', 's', state='absent', children=True))['field'] == 'children'
+    assert failed(snap(srv, 'opt', 'Bad_Name'))['field'] == 'name'
+    assert failed(snap(srv, 'opt', 'ghost', state='restored'))['field'] == 'name'
+    assert failed(snap(srv, 'missing-vm', 's'))['field'] == 'vm'
+    libvirt = failed(run_module('snapshot', {'vm': 'x', 'name': 's', 'wait_timeout': 5}))
+    assert libvirt['field'] == 'wait_timeout'
+    assert store_names(srv, 'virtualmachinesnapshots') == []
+
+
+def test_a_vm_held_by_another_task_is_refused(kube_server):
+    srv = kube_server
+    make_vm(srv, 'busy')
+    lease = repr(time.time() + 600)
+    srv.store.mutate(srv.store.rtype('kubevirt.io', 'virtualmachines'), NS, 'busy', lambda o: o['metadata'].setdefault('annotations', {}).update({
+        RECORD_ANNOTATIONS['task_state']: 'MIGRATING', RECORD_ANNOTATIONS['task_id']: 'someone-else',
+        RECORD_ANNOTATIONS['last_action']: 'migrate', RECORD_ANNOTATIONS['lease_until']: lease,
+        RECORD_ANNOTATIONS['task_started_at']: repr(time.time())}))
+    busy = failed(snap(srv, 'busy', 's'))
+    assert 'busy' in busy['msg'] and 'MIGRATING' in busy['msg']
+    assert store_names(srv, 'virtualmachinesnapshots') == []
+
+
+def test_the_vm_holds_its_task_while_the_snapshot_is_in_progress(kube_server):
+    srv = kube_server
+    make_vm(srv, 'held')
+    srv.controller.pause()
+    proc = start_module('snapshot', kv(srv, vm='held', name='slow', wait_timeout=60))
+    try:
+        srv.controller.wait_for(lambda: store_obj(srv, 'virtualmachinesnapshots', 'slow') is not None, timeout=60)
+        record = task_annotations(srv, 'held')
+        assert record['task_state'] == 'IMAGE_SNAPSHOT' and record['last_action'] == 'snapshot'
+        other = failed(snap(srv, 'held', 'second'))
+        assert 'IMAGE_SNAPSHOT' in other['msg']
+    finally:
+        srv.controller.resume()
+        out, _err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out
+    assert not task_annotations(srv, 'held')['task_state']
+    assert store_obj(srv, 'virtualmachinesnapshots', 'slow')['status']['readyToUse']
