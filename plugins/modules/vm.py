@@ -431,6 +431,7 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt import cli
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_read, domain_spec
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init as libvirt_cloud_init
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, bulk_snapshot, converge_vm
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
@@ -582,6 +583,12 @@ def declaration(params):
     if not name:
         raise InvalidDeclaration('name', 'is required (or give xml or vms)')
     del normalized
+    if params.get('cloud_init') is not None:
+        if params.get('xml'):
+            raise InvalidDeclaration('cloud_init', 'cannot be combined with xml (write the seed cdrom into the XML, or use the simple options)')
+        seed = libvirt_cloud_init.Seed(name, params['cloud_init'], spec.get('disks'))
+        spec = libvirt_cloud_init.with_seed_disk(spec, seed)
+        spec[libvirt_cloud_init.SPEC_KEY] = seed
     decl = VmDeclaration(state=params['state'], autostart=params.get('autostart'), restart_on_change=params.get('restart_on_change', False))
     return decl, spec, name
 
@@ -601,6 +608,8 @@ def fleet_items(module, make):
     defaults = fleet_defaults(module.params, len(module.params['vms']))
     for index, item in enumerate(module.params['vms']):
         checked = validator.validate(item)
+        # an item's no_log values (cloud_init.user_data) are hidden like the top-level ones
+        module.no_log_values.update(checked._no_log_values)  # pylint: disable=protected-access
         if checked.error_messages:
             raise InvalidDeclaration('vms[%d]' % index, '; '.join(checked.error_messages))
         params = dict(checked.validated_parameters)

@@ -24,6 +24,15 @@ DISK_OPTIONS = dict(
 
 INTERFACE_OPTIONS = dict(network=dict(type='str'), bridge=dict(type='str'), model=dict(type='str'), mac=dict(type='str'))
 
+# cloud-init NoCloud seed (both backends); user_data holds secrets (password hashes, tokens): only its digest is ever shown
+CLOUD_INIT_OPTIONS = dict(
+    user_data=dict(type='raw', no_log=True),
+    meta_data=dict(type='dict'),
+    network_config=dict(type='dict'),
+    ssh_authorized_keys=dict(type='list', elements='str', no_log=False),
+    pool=dict(type='str'),
+)
+
 BOOT_OPTIONS = dict(kernel=dict(type='str'), initrd=dict(type='str'), cmdline=dict(type='str'))
 
 DEFINITION_ARGS = dict(
@@ -46,6 +55,7 @@ DEFINITION_ARGS = dict(
     on_reboot=dict(type='str'),
     on_crash=dict(type='str'),
     autostart=dict(type='bool'),
+    cloud_init=dict(type='dict', options=CLOUD_INIT_OPTIONS),
 )
 
 STATE_CHOICES = ['present', 'running', 'stopped', 'paused', 'suspended', 'restarted', 'absent']
@@ -63,7 +73,7 @@ def spec_of(params):
     spec = {'name': params.get('name')}
     for key in DEFINITION_ARGS:
         value = params.get(key)
-        if value is None:
+        if value is None or key == 'cloud_init':  # the backends turn cloud_init into a seed of their own
             continue
         if key in ('disks', 'interfaces'):
             value = [dict((k, v) for k, v in item.items() if v is not None) for item in value]

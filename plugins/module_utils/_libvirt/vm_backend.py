@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, WaitTimeout)
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_build, domain_diff, domain_merge, domain_spec, metadata
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init, domain_build, domain_diff, domain_merge, domain_spec, metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import is_no_domain, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, audit, metadata_from_record
 from ansible_collections.converge.virt.plugins.module_utils._phase import prediction, tasks, views, vm_plan
@@ -387,8 +387,63 @@ def bulk_snapshot(connection):
         raise connection.error(exc, 'cannot list the VMs')
 
 
-def converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None):
-    """Plan and (unless ``check_mode``) execute; return (changed, result dict)."""
+def converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None):  # pylint: disable=too-many-arguments
+    """Plan and (unless ``check_mode``) execute; return (changed, result dict).
+
+    A declared cloud-init seed (``spec['cloud_init']``, a :class:`cloud_init.Seed`) is brought in place first:
+    its volume is compared with the declared files (read back through libvirt), and a changed seed is
+    written before any step (a new VM boots with it) and is a change that needs a restart of a running guest.
+    With ``state: absent`` the seed volume the domain carries goes with the VM (only the seed, never other volumes).
+    """
+    seed = spec.get(cloud_init.SPEC_KEY) if isinstance(spec, dict) and decl.state != 'absent' else None
+    if decl.state == 'absent':
+        return _converge_absent(vm, decl, spec, options, check_mode, task_id, bulk)
+    if seed is None:
+        return _converge_vm(vm, decl, spec, options, check_mode, task_id, bulk)
+    try:
+        actual = cloud_init.observed_digest(vm.conn, seed)
+        seed_changed = actual != seed.digest
+        dom = vm.lookup()
+        runs = dom is not None and dom.isActive()
+        if seed_changed and not check_mode:
+            cloud_init.write_seed(vm.conn, seed)
+            if runs:
+                # remembered in the record like any restart-needing change (restart_on_change, pending_restart)
+                vm.store(vm.observe()).set_pending_restart(True)
+    except libvirt.libvirtError as exc:
+        raise vm.connection.error(exc, 'cannot bring the cloud-init seed %s of VM %r in place' % (seed.volume, vm.name))
+    changed, result = _converge_vm(vm, decl, spec, options, check_mode, task_id, bulk, restart_needed=seed_changed and runs)
+    result['cloud_init'] = {'digest': seed.digest, 'pool': seed.pool, 'volume': seed.volume, 'changed': seed_changed,
+                            'restart_needed': bool(seed_changed and runs)}
+    result['diff']['before']['cloud_init_digest'] = actual
+    result['diff']['after']['cloud_init_digest'] = seed.digest
+    if seed_changed and runs and result['vm'].get('power_state') in ('RUNNING', 'PAUSED') and \
+            not any(step['action'] in ('reboot_soft', 'reboot_hard', 'stop', 'restart') for step in result['steps']):
+        result['vm']['pending_restart'] = True
+        result['diff']['after']['pending_restart'] = True
+    return changed or seed_changed, result
+
+
+def _converge_absent(vm, decl, spec, options, check_mode, task_id, bulk):  # pylint: disable=too-many-arguments
+    try:
+        dom = vm.lookup()
+        where = cloud_init.seed_in_domain(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), vm.name) if dom is not None else None
+    except libvirt.libvirtError as exc:
+        raise vm.connection.error(exc, 'cannot read VM %r' % vm.name)
+    changed, result = _converge_vm(vm, decl, spec, options, check_mode, task_id, bulk)
+    if where is None:
+        return changed, result
+    removed = True
+    if not check_mode and not result['vm'].get('exists'):
+        try:
+            removed = cloud_init.delete_seed(vm.conn, where[0], where[1])
+        except libvirt.libvirtError as exc:
+            raise vm.connection.error(exc, 'VM %r was undefined but its cloud-init seed %s could not be deleted' % (vm.name, where[1]))
+    result['cloud_init'] = {'pool': where[0], 'volume': where[1], 'removed': removed}
+    return changed or removed, result
+
+
+def _converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None, restart_needed=False):  # pylint: disable=too-many-arguments
     now = time.time()
     obs = vm.observe(spec if decl.state != 'absent' else None, bulk=bulk)
     notes = {}
@@ -403,7 +458,7 @@ def converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None):
     diff = obs.get('diff')
     plan_obs = vm_plan.VmObservation(
         exists=obs['exists'], vm_state=obs.get('effective_vm_state') or 'DELETED', task_state=obs.get('task_state'),
-        definition_differs=bool(diff), restart_needed=bool(obs.get('pending_restart')), autostart=obs.get('autostart'))
+        definition_differs=bool(diff), restart_needed=bool(obs.get('pending_restart')) or restart_needed, autostart=obs.get('autostart'))
     steps = vm_plan.plan_vm(decl, plan_obs)
     result = {'steps': [s.as_dict() for s in steps], 'changes': diff.as_list() if diff else []}
     result.update(notes)
