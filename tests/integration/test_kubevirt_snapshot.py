@@ -37,12 +37,20 @@ def snap(srv, vm, name, check=False, diff=False, **args):
     return run_module('snapshot', kv(srv, vm=vm, name=name, wait_timeout=60, **args), check=check, diff=diff)
 
 
+def rtype(srv, plural, group=GROUP):
+    if group != GROUP:
+        return srv.store.rtype(group, plural)
+    # the snapshot types as the controller emulation reads them (a real stack's store may not have discovered them)
+    by_plural = dict((rt.plural, rt) for rt in srv.controller.snapshot_types())
+    return by_plural[plural]
+
+
 def store_obj(srv, plural, name, group=GROUP):
-    return srv.store.peek(srv.store.rtype(group, plural), NS, name)
+    return srv.store.peek(rtype(srv, plural, group), NS, name)
 
 
 def store_names(srv, plural, group=GROUP):
-    return sorted(o['metadata']['name'] for o in srv.store.items(srv.store.rtype(group, plural), NS))
+    return sorted(o['metadata']['name'] for o in srv.store.items(rtype(srv, plural, group), NS))
 
 
 def vm_obj(srv, name):

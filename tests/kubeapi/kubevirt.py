@@ -1550,19 +1550,30 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
     # ============================================================================================
     # VirtualMachineSnapshot / VirtualMachineRestore (storage/snapshot: snapshot.go, source.go, restore.go), small
     # ============================================================================================
-    def _snapshot_types(self):
-        """(snapshot, content, restore) types; the content type is registered in the emulator when it lacks it."""
+    def _snapshot_type(self, plural, kind):
         group = 'snapshot.kubevirt.io'
         try:
-            t_content = self.store.rtype(group, 'virtualmachinesnapshotcontents')
+            return self.store.rtype(group, plural)
         except KeyError:
-            t_content = self.store.register(ResourceType(group, 'v1beta1', 'virtualmachinesnapshotcontents', 'VirtualMachineSnapshotContent',
-                                                         short_names=('vmsnapshotcontent',), custom=True))
-        return self.store.rtype(group, 'virtualmachinesnapshots'), t_content, self.store.rtype(group, 'virtualmachinerestores')
+            pass
+        if hasattr(self.store, 'register'):  # the emulator: VirtualMachineSnapshotContent is not among its types
+            return self.store.register(ResourceType(group, 'v1beta1', plural, kind, custom=True))
+        # a RemoteStore discovers the types it was built for only: ask the real API server for this group's
+        resources = dict((r['name'], r) for r in self.store.request('GET', '/apis/%s/v1beta1' % group).get('resources') or [])
+        rtype = ResourceType(group, 'v1beta1', plural, resources[plural]['kind'], namespaced=resources[plural]['namespaced'],
+                             subresources=('status',) if plural + '/status' in resources else ())
+        self.store.types[(group, plural)] = rtype
+        return rtype
+
+    def snapshot_types(self):
+        """(VirtualMachineSnapshot, VirtualMachineSnapshotContent, VirtualMachineRestore) types of this store."""
+        return (self._snapshot_type('virtualmachinesnapshots', 'VirtualMachineSnapshot'),
+                self._snapshot_type('virtualmachinesnapshotcontents', 'VirtualMachineSnapshotContent'),
+                self._snapshot_type('virtualmachinerestores', 'VirtualMachineRestore'))
 
     def _sync_snapshots(self, force):
         """One pass of the snapshot and restore controllers."""
-        t_snap, t_content, t_restore = self._snapshot_types()
+        t_snap, t_content, t_restore = self.snapshot_types()
         changes = 0
         for snap in self.store.items(t_snap):
             changes += self._sync_snapshot(snap, t_snap, t_content, force)
@@ -1676,8 +1687,7 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
             return 0
         spec = restore.get('spec') or {}
         target = (spec.get('target') or {}).get('name')
-        t_snap = self.store.rtype('snapshot.kubevirt.io', 'virtualmachinesnapshots')
-        snap = self.store.peek(t_snap, ns, spec.get('virtualMachineSnapshotName') or '')
+        snap = self.store.peek(self.snapshot_types()[0], ns, spec.get('virtualMachineSnapshotName') or '')
         vm = self.store.peek(self.t_vm, ns, target)
         if not status.get('conditions'):
             def init(o):

@@ -233,7 +233,7 @@ class Runner:
         self.renewed_at = self.clock()
 
     def _renew(self):
-        if self.clock() - self.renewed_at >= RENEW_EVERY:
+        if self.task_id is not None and self.clock() - self.renewed_at >= RENEW_EVERY:
             tasks.renew_task(self.store, self.task_id, self.clock(), name=self.vm)
             self.renewed_at = self.clock()
 
@@ -294,8 +294,9 @@ class Runner:
             word = phase_from_kubevirt_restore(obj.get('status'))
             if word == phase.FAILED:
                 messages = [c.get('message') for c in _get(obj, 'status', 'conditions') or () if c.get('message')]
-                raise BackendError('restore %s of snapshot %s into VM %s/%s failed: %s' % (name, step.name, self.namespace, self.vm,
-                                                                                          '; '.join(messages) or 'Failure'), restore=name)
+                why = '; '.join(messages) or 'Failure'
+                raise BackendError('restore %s of snapshot %s into VM %s/%s failed: %s' % (name, step.name, self.namespace, self.vm, why),
+                                   restore=name)
             return word == phase.RESTORED, 'phase %s' % word
         self._wait('restore %s' % name, probe)
         self._keep_record()

@@ -1,0 +1,253 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The pure parts of _kubevirt/snapshots.py and of the snapshot modules' kubevirt side: objects read and written,
+the restore refusal, the options of the other backend, the Kubernetes names and the runner's waiting and task handling."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
+    BackendError, DataSafetyRefusal, InvalidDeclaration, WaitTimeout)
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import snapshots as ks
+from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as sn
+from ansible_collections.converge.virt.plugins.module_utils._phase import states, tasks
+from ansible_collections.converge.virt.plugins.modules import snapshot, snapshot_info
+
+
+def vmsnapshot(name, vm='web', created='2026-11-26T08:00:00Z', status=None, description=None, kind='VirtualMachine'):
+    meta = {'name': name, 'namespace': 'demo', 'creationTimestamp': created}
+    if description:
+        meta['annotations'] = {ks.DESCRIPTION_ANNOTATION: description}
+    return {'metadata': meta, 'spec': {'source': {'apiGroup': 'kubevirt.io', 'kind': kind, 'name': vm}}, 'status': status or {}}
+
+
+def test_actual_snapshot_reads_time_state_and_description():
+    snap = ks.actual_snapshot(vmsnapshot('s1', created='2026-11-26T08:00:05Z', description='d',
+                                         status={'indications': ['Online', 'NoGuestAgent'], 'creationTime': '2026-11-26T08:00:07Z'}))
+    assert snap.name == 's1' and snap.description == 'd' and snap.vm_state_at_snapshot == 'running' and not snap.memory
+    assert snap.created == datetime.datetime(2026, 11, 26, 8, 0, 7, tzinfo=datetime.timezone.utc).timestamp()  # status.creationTime first
+    offline = ks.actual_snapshot(vmsnapshot('s2', created='2026-11-26T08:00:05Z'))
+    assert offline.vm_state_at_snapshot == 'shutoff'
+    assert offline.created == datetime.datetime(2026, 11, 26, 8, 0, 5, tzinfo=datetime.timezone.utc).timestamp()
+
+
+@pytest.mark.parametrize('status, phase, consistency', [
+    ({}, sn.PENDING, sn.CRASH_CONSISTENT),
+    ({'phase': 'InProgress', 'indications': ['GuestAgent', 'Online']}, sn.CREATING, sn.FS_CONSISTENT),
+    ({'phase': 'Succeeded', 'readyToUse': False}, sn.CREATING, sn.CRASH_CONSISTENT),
+    ({'phase': 'Succeeded', 'readyToUse': True, 'indications': ['NoGuestAgent', 'Online']}, sn.READY, sn.CRASH_CONSISTENT),
+    ({'phase': 'Failed', 'error': {'message': 'boom'}}, sn.FAILED, sn.CRASH_CONSISTENT),
+])
+def test_public_snapshot_words(status, phase, consistency):
+    out = ks.public_snapshot(vmsnapshot('s', status=status))
+    assert out['phase'] == phase and out['consistency'] == consistency and out['vm'] == 'web' and out['namespace'] == 'demo'
+    assert out['error'] == (status.get('error') or {}).get('message')
+
+
+def test_deleting_snapshot_is_deleting():
+    obj = vmsnapshot('s', status={'phase': 'Succeeded', 'readyToUse': True})
+    obj['metadata']['deletionTimestamp'] = '2026-11-26T08:00:00Z'
+    assert ks.public_snapshot(obj)['phase'] == sn.DELETING
+
+
+def test_source_of_ignores_other_kinds():
+    assert ks.source_of(vmsnapshot('s', vm='a')) == 'a'
+    assert ks.source_of(vmsnapshot('s', vm='a', kind='VirtualMachineInstance')) is None
+
+
+def test_bodies():
+    body = ks.snapshot_body('s1', 'demo', 'web', description='x', deletion_policy='retain')
+    assert body['spec'] == {'source': {'apiGroup': 'kubevirt.io', 'kind': 'VirtualMachine', 'name': 'web'}, 'deletionPolicy': 'retain'}
+    assert body['metadata']['annotations'] == {ks.DESCRIPTION_ANNOTATION: 'x'} and body['apiVersion'] == 'snapshot.kubevirt.io/v1beta1'
+    assert 'deletionPolicy' not in ks.snapshot_body('s1', 'demo', 'web')['spec']
+    assert 'annotations' not in ks.snapshot_body('s1', 'demo', 'web')['metadata']
+    restore = ks.restore_body('r', 'demo', 'web', 's1')
+    assert restore['spec'] == {'target': {'apiGroup': 'kubevirt.io', 'kind': 'VirtualMachine', 'name': 'web'}, 'virtualMachineSnapshotName': 's1'}
+
+
+def test_restore_name_is_a_bounded_subdomain():
+    when = datetime.datetime(2026, 11, 26, 8, 1, 2, tzinfo=datetime.timezone.utc)
+    assert ks.restore_name('s1', when) == 's1-restore-20261126080102'
+    long_name = ks.restore_name('a' * 253, when)
+    assert len(long_name) == 253 and long_name.endswith('-restore-20261126080102')
+
+
+@pytest.mark.parametrize('power, refused', [(states.SHUTDOWN, False), (states.NOSTATE, False), (states.RUNNING, True), (states.PAUSED, True)])
+def test_restore_refusal_names_the_state(power, refused):
+    why = ks.restore_refusal(power, 'Running' if refused else 'Stopped')
+    assert bool(why) == refused
+    if refused:
+        assert power in why and 'stopped VM only' in why
+
+
+class FakeObserver:
+    def __init__(self, snaps, power=states.SHUTDOWN):
+        self.snaps, self.power = snaps, power
+        self.namespace, self.vm = 'demo', 'web'
+        self.obs = {'status': 'Running' if power == states.RUNNING else 'Stopped'}
+
+    def snapshots(self):
+        return [ks.actual_snapshot(obj) for obj in self.snaps], None
+
+    def power_state(self):
+        return self.power
+
+
+def declared(**kwargs):
+    base = dict(state='present', name='s1', description=None, memory=None, children=False, keep_last=None, safety_snapshot=True)
+    base.update(kwargs)
+    return base
+
+
+def test_refuse_or_plan_refuses_libvirt_only_and_running_restore():
+    observer = FakeObserver([vmsnapshot('s1')], power=states.RUNNING)
+    with pytest.raises(InvalidDeclaration) as err:
+        ks.refuse_or_plan(observer, declared(memory=True), None)
+    assert err.value.field == 'memory'
+    with pytest.raises(InvalidDeclaration) as err:
+        ks.refuse_or_plan(observer, declared(state='absent', children=True), None)
+    assert err.value.field == 'children'
+    with pytest.raises(DataSafetyRefusal) as err:
+        ks.refuse_or_plan(observer, declared(state='restored'), 's1-before-restore-x')
+    assert 'RUNNING' in err.value.message and err.value.details['power_state'] == states.RUNNING
+    steps, _snaps = ks.refuse_or_plan(observer, declared(state='absent'), None)  # deleting from a running VM is fine
+    assert [(step.op, step.name) for step in steps] == [(sn.DELETE, 's1')]
+
+
+def test_keep_last_plans_by_creation_time():
+    snaps = [vmsnapshot('zz', created='2026-11-26T08:00:00Z'), vmsnapshot('aa', created='2026-11-26T08:00:09Z')]
+    steps, _snaps = ks.refuse_or_plan(FakeObserver(snaps), declared(name='mm', keep_last=2), None)
+    assert [(step.op, step.name) for step in steps] == [(sn.CREATE, 'mm'), (sn.DELETE, 'zz')]
+
+
+def test_plan_action():
+    assert ks.plan_action([sn.SnapshotStep(sn.CREATE, 'a', ()), sn.SnapshotStep(sn.RESTORE, 'b', ())]) == 'restore_snapshot'
+    assert ks.plan_action([sn.SnapshotStep(sn.CREATE, 'a', ()), sn.SnapshotStep(sn.DELETE, 'b', ())]) == 'snapshot'
+    assert ks.plan_action([sn.SnapshotStep(sn.DELETE, 'b', ())]) == 'delete_snapshot'
+
+
+class FakeClient:
+    """get answers from a script of statuses for the snapshot being waited for."""
+
+    def __init__(self, statuses):
+        self.statuses = list(statuses)
+        self.created = []
+
+    def create(self, _api, _ns, plural, body):
+        self.created.append((plural, body))
+        return body
+
+    def get(self, _api, _ns, _plural, name):
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        return None if status is None else dict(vmsnapshot(name), status=status)
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def runner(client, timeout=10):
+    observer = FakeObserver([])
+    observer.client = client
+    clock = Clock()
+    return ks.Runner(observer, wait_timeout=timeout, deletion_policy='retain', owner='me', clock=clock, sleep=clock.sleep)
+
+
+def test_create_waits_until_ready():
+    client = FakeClient([{}, {'phase': 'InProgress'}, {'phase': 'Succeeded', 'readyToUse': False}, {'phase': 'Succeeded', 'readyToUse': True}])
+    run = runner(client)
+    run.create(sn.SnapshotStep(sn.CREATE, 's1', (('description', 'd'),)))
+    assert client.created[0][1]['spec']['deletionPolicy'] == 'retain'
+    assert client.statuses == [{'phase': 'Succeeded', 'readyToUse': True}]  # polled through every earlier status
+
+
+def test_create_failure_and_timeout_name_the_snapshot():
+    with pytest.raises(BackendError) as err:
+        runner(FakeClient([{'phase': 'Failed', 'error': {'message': 'no VolumeSnapshotClass'}}])).create(sn.SnapshotStep(sn.CREATE, 's1', ()))
+    assert 'no VolumeSnapshotClass' in err.value.message and 's1' in err.value.message
+    with pytest.raises(WaitTimeout) as err:
+        runner(FakeClient([{'phase': 'InProgress'}]), timeout=3).create(sn.SnapshotStep(sn.CREATE, 's1', ()))
+    assert 'wait_timeout 3' in err.value.message and 'Creating' in err.value.message
+
+
+def test_kubevirt_options_refused_on_libvirt_and_libvirt_options_on_kubevirt():
+    base = dict(backend='libvirt', children=False)
+    for key, value in (('wait_timeout', 5), ('deletion_policy', 'retain'), ('kubeconfig', '/k')):
+        with pytest.raises(InvalidDeclaration) as err:
+            snapshot.refuse_other_backend(dict(base, **{key: value}))
+        assert err.value.field == key
+    kube = dict(backend='kubevirt', children=False)
+    for key, value in (('uri', 'qemu:///system'), ('memory', False), ('children', True), ('wait_timeout', 0)):
+        with pytest.raises(InvalidDeclaration) as err:
+            snapshot.refuse_other_backend(dict(kube, **{key: value}))
+        assert err.value.field == key
+    snapshot.refuse_other_backend(dict(kube, wait_timeout=60))
+    with pytest.raises(InvalidDeclaration) as err:
+        snapshot_info.refuse_other_backend({'backend': 'libvirt', 'vm': None})
+    assert err.value.field == 'vm'
+    snapshot_info.refuse_other_backend({'backend': 'kubevirt', 'vm': None})
+
+
+@pytest.mark.parametrize('value', ['', 'Web', 'a_b', '-a', 'a' * 254])
+def test_kubernetes_names_refused_naming_the_field(value):
+    with pytest.raises(InvalidDeclaration) as err:
+        snapshot.check_kubernetes_name('name', value)
+    assert err.value.field == 'name'
+
+
+def test_kubevirt_safety_name_is_a_subdomain():
+    when = datetime.datetime(2026, 11, 23, 21, 5, 9, tzinfo=datetime.timezone.utc)
+    name = snapshot.safety_name('s1', when, kubernetes=True)
+    assert name == 's1-before-restore-20261123210509'
+    snapshot.check_kubernetes_name('safety', name)
+    assert len(snapshot.safety_name('a' * 253, when, kubernetes=True)) == 253
+
+
+class RecordingStore(tasks.MemoryTaskStore):
+    """A MemoryTaskStore that keeps every record written."""
+
+    def __init__(self, record):
+        super().__init__(record)
+        self.written = []
+
+    def compare_and_swap(self, expected_version, record):
+        done = super().compare_and_swap(expected_version, record)
+        if done:
+            self.written.append(record)
+        return done
+
+
+def task_runner(statuses, timeout=300):
+    run = runner(FakeClient(statuses), timeout=timeout)
+    store = RecordingStore(tasks.TaskRecord(vm_state='STOPPED'))
+    run.observer.store = lambda: store
+    return run, store
+
+
+def test_run_holds_the_task_renews_it_while_waiting_and_releases_it():
+    # InProgress for 100 polls of 0.5 s: 50 s of waiting, more than RENEW_EVERY
+    run, store = task_runner([{'phase': 'InProgress'}] * 100 + [{'phase': 'Succeeded', 'readyToUse': True}])
+    done = run.run([sn.SnapshotStep(sn.CREATE, 's1', (('description', None),))])
+    assert done == [{'op': sn.CREATE, 'snapshot': 's1', 'description': None}]
+    assert store.written[0].task_state == 'IMAGE_SNAPSHOT' and store.written[0].action == 'snapshot'
+    leases = [rec.lease_until for rec in store.written if rec.task_state == 'IMAGE_SNAPSHOT']
+    assert len(leases) >= 2 and leases == sorted(leases) and leases[-1] > leases[0]  # renewed while it waited
+    assert store.record.idle() and store.record.vm_state == 'STOPPED'
+
+
+def test_run_abandons_the_task_when_a_step_fails():
+    run, store = task_runner([{'phase': 'Failed'}])
+    with pytest.raises(BackendError):
+        run.run([sn.SnapshotStep(sn.CREATE, 's1', ())])
+    assert store.written[0].task_state == 'IMAGE_SNAPSHOT'
+    assert store.record.idle() and store.record.vm_state == 'STOPPED'
