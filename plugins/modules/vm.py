@@ -558,6 +558,9 @@ def kubevirt_declaration(params, namespace):
         if params.get(key) is not None:
             spec[key] = [dict((k, v) for k, v in item.items() if v is not None) for item in params[key]]
     declared = _kubevirt_backend().declared_vm(spec, namespace)
+    if params.get('cloud_init') is not None:
+        from ansible_collections.converge.virt.plugins.module_utils._kubevirt import cloud_init as kubevirt_cloud_init  # pylint: disable=import-outside-toplevel
+        declared = kubevirt_cloud_init.with_seed(declared, kubevirt_cloud_init.Seed(name, params['cloud_init']))
     decl = VmDeclaration(state=params['state'], autostart=None, restart_on_change=params.get('restart_on_change', False))
     return decl, declared, name
 

@@ -29,6 +29,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.errors impor
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused, WaitTimeout)
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_change, redact_fields
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import cloud_init as kcloud_init
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, KUBEVIRT_API, Conflict, NotFound
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import DNS_LABEL as _DNS_LABEL, DNS_SUBDOMAIN as _DNS_SUBDOMAIN
@@ -617,8 +618,33 @@ def _diffable(view):
     return dict((k, view.get(k)) for k in keys if k in view)
 
 
-def converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=None):
-    """Plan and (unless ``check_mode``) execute; return (changed, result dict)."""
+def converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=None):  # pylint: disable=too-many-arguments
+    """Plan and (unless ``check_mode``) execute; return (changed, result dict).
+
+    A declared cloud-init seed (:mod:`.cloud_init`) is written into its Secret first (a new VM starts with it);
+    its digest annotation in the template makes a changed seed a definition change that needs a restart. The
+    Secret is owned by the VM (ownerReferences), so it goes with the VM.
+    """
+    declared, seed = kcloud_init.split(declared)
+    if seed is None or decl.state == 'absent':
+        return _converge_vm(vm, decl, declared, options, check_mode, task_id, snapshot)
+    secret = kcloud_init.observed_secret(vm.client, vm.namespace, seed)
+    secret_changed = kcloud_init.secret_differs(secret, seed)
+    if secret_changed and not check_mode:
+        current = vm.client.get(KUBEVIRT_API, vm.namespace, 'virtualmachines', vm.name)
+        kcloud_init.write_secret(vm.client, vm.namespace, seed, secret, current)
+    changed, result = _converge_vm(vm, decl, declared, options, check_mode, task_id, snapshot)
+    owned = False
+    if not check_mode and (result.get('vm') or {}).get('exists'):
+        owned = kcloud_init.ensure_owner(vm.client, vm.namespace, seed, vm.client.get(KUBEVIRT_API, vm.namespace, 'virtualmachines', vm.name))
+    before = (secret.get('metadata') or {}).get('annotations', {}).get(kcloud_init.DIGEST_ANNOTATION) if secret else None
+    result['cloud_init'] = {'digest': seed.digest, 'secret': seed.secret, 'changed': secret_changed}
+    result['diff']['before']['cloud_init_digest'] = before
+    result['diff']['after']['cloud_init_digest'] = seed.digest
+    return changed or secret_changed or owned, result
+
+
+def _converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=None):  # pylint: disable=too-many-arguments
     obs = vm.observe(declared if decl.state != 'absent' else None, snapshot=snapshot)
     notes = {}
     if obs['exists'] and obs.get('task_state') and not check_mode:
