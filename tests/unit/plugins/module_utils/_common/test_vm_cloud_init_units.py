@@ -49,8 +49,8 @@ def test_libvirt_seed_cdrom_is_a_readonly_sata_volume_in_the_domain():
     assert not domain_diff.desired_vs_actual(spec, xml), 'the seed cdrom compares equal to itself'
     assert lci.seed_in_domain(xml, 'vm1') == ('p', 'vm1-cidata.iso')
     assert lci.seed_in_domain(xml, 'vm2') is None, 'only the VM\'s own seed is ever removed with it'
-    plain = domain_build.build_domain_xml({'name': 'vm1', 'memory': '64MiB', 'disks': [{'pool': 'p', 'volume': 'vm1-cidata.iso', 'dev': 'vda',
-                                                                                         'device': 'disk'}]})
+    user_disk = {'pool': 'p', 'volume': 'vm1-cidata.iso', 'dev': 'vda', 'device': 'disk'}
+    plain = domain_build.build_domain_xml({'name': 'vm1', 'memory': '64MiB', 'disks': [user_disk]})
     assert lci.seed_in_domain(plain, 'vm1') is None, 'a user disk is never taken for the seed'
 
 
@@ -116,3 +116,16 @@ def test_kubevirt_refusals_name_the_field():
     with pytest.raises(InvalidDeclaration) as exc:
         kci.with_seed(declared, kci.Seed('kv1', {'user_data': USER_DATA}))
     assert exc.value.field == 'disks[0].name'
+
+
+def test_a_vms_item_user_data_is_hidden_like_a_top_level_one():
+    import types  # pylint: disable=import-outside-toplevel
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator  # pylint: disable=import-outside-toplevel
+    from ansible_collections.converge.virt.plugins.modules import vm  # pylint: disable=import-outside-toplevel
+    args = {'uri': 'qemu:///system', 'vms': [{'name': 'a1', 'disks': [], 'cloud_init': {'user_data': USER_DATA}}]}
+    params = ArgumentSpecValidator(vm.argument_spec()).validate(args).validated_parameters
+    params['state'] = None
+    module = types.SimpleNamespace(params=params, no_log_values=set())
+    items = vm.fleet_items(module, vm.declaration)
+    assert 'pw-secret-value' in module.no_log_values, 'ansible masks the item\'s user data in every output'
+    assert items[0][1]['cloud_init'].volume == 'a1-cidata.iso'
