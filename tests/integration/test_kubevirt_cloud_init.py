@@ -10,6 +10,7 @@ Secret and is a restart-needing change; the data never appears in a result.
 import base64
 import functools
 import json
+import time
 
 from kubernetes import client as kclient
 
@@ -36,6 +37,16 @@ def vm_obj(srv, name):
 
 def secret_of(api, name):
     return kclient.CoreV1Api(api).read_namespaced_secret(name + '-cloudinit', NS)
+
+
+def secret_exists(api, name):
+    try:
+        secret_of(api, name)
+        return True
+    except kclient.exceptions.ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
 
 
 def test_secret_volume_idempotence_change_and_no_leak(kube_server, kube_api):
@@ -79,6 +90,13 @@ def test_secret_volume_idempotence_change_and_no_leak(kube_server, kube_api):
     assert json.loads(new_data.split(b'\n', 1)[1])['chpasswd']['users'][0]['password'] == SECRET + '-v2'
     still = ok(run_module('vm', declared(srv, name, secret=SECRET + '-v2', state='running')))
     assert not still['changed'] and not still['cloud_init']['changed']
+
+    gone = ok(run_module('vm', kv(srv, name=name, state='absent')))
+    assert gone['changed'] and vm_obj(srv, name) is None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and secret_exists(kube_api, name):
+        time.sleep(1)
+    assert not secret_exists(kube_api, name), 'the Secret goes with its owner, the VM'
 
 
 def test_bad_cloud_init_names_the_field(kube_server):

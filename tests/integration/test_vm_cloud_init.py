@@ -166,3 +166,26 @@ def test_user_data_never_in_verbose_output(host, conn, pool):
     assert SECRET not in json.dumps(fleet), 'a vms item\'s user data is hidden too'
     ok(run_module('vm', {'uri': host.uri, 'name': name, 'state': 'absent'}))
     assert name + '-cidata.iso' not in volume_names(conn)
+
+
+def test_cloud_init_added_to_a_running_vm_is_applied_at_its_next_boot(host, conn, pool):
+    del pool
+    name = 'ci-vm3'
+    plain = args(host, name, state='running', disks=[])
+    del plain['cloud_init']
+    ok(run_module('vm', plain))
+    added = ok(run_module('vm', args(host, name, state='running', disks=[], cloud_init={'user_data': user_data(), 'pool': POOL})))
+    assert SECRET not in json.dumps(added)
+    assert added['changed'] and added['cloud_init']['changed'] and added['vm']['pending_restart']
+    source, target, readonly = seed_cdrom(conn, name)
+    assert source['volume'] == name + '-cidata.iso' and target['dev'] == 'sdz' and readonly
+    live = ET.fromstring(conn.lookupByName(name).XMLDesc(0))
+    assert not [d for d in live.findall('devices/disk') if d.get('device') == 'cdrom'], 'a SATA cdrom is not hot-plugged'
+    again = ok(run_module('vm', args(host, name, state='running', disks=[], cloud_init={'user_data': user_data(), 'pool': POOL})))
+    assert not again['changed'] and again['vm']['pending_restart']
+    restarted = ok(run_module('vm', args(host, name, state='running', disks=[], cloud_init={'user_data': user_data(), 'pool': POOL}, restart_on_change=True)))
+    assert [s['action'] for s in restarted['steps']] == ['reboot_soft'] and not restarted['vm']['pending_restart']
+    live = ET.fromstring(conn.lookupByName(name).XMLDesc(0))
+    assert [d.find('source').get('volume') for d in live.findall('devices/disk') if d.get('device') == 'cdrom'] == [name + '-cidata.iso']
+    ok(run_module('vm', {'uri': host.uri, 'name': name, 'state': 'absent'}))
+    assert name + '-cidata.iso' not in volume_names(conn)
