@@ -92,6 +92,8 @@ options:
     description:
       - kubevirt only. Seconds to wait for each step (a snapshot to become ready, a restore to complete, a deleted
         snapshot to be gone) before failing with the last observed phase. Default V(300).
+      - A snapshot left in progress by a run that timed out is waited for by the next run with O(state=present)
+        (no change); one that failed fails the run with KubeVirt's error (delete it with O(state=absent) to take it again).
     type: int
   deletion_policy:
     description:
@@ -353,6 +355,10 @@ def run_kubevirt(client, params, check_mode, now=None):
     if not check_mode:
         runner = backend.Runner(observer, wait_timeout=params.get('wait_timeout') or 300, deletion_policy=params.get('deletion_policy'))
         operations = runner.run(steps)
+        if params['state'] == 'present' and params['name'] in names_before:
+            # taken by an earlier run that stopped waiting (wait_timeout): KubeVirt is still at it, so this run waits (or
+            # fails with KubeVirt's error when it failed; a failed snapshot is deleted with state absent and taken again)
+            runner.await_ready(params['name'])
     objects = observer.objects()
     names_after = predicted_names(names_before, steps) if check_mode else sorted(objects)
     found = objects.get(params['name'])

@@ -14,7 +14,7 @@ import functools
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.views import RECORD_ANNOTATIONS
-from tests.integration.ansible_run import kubevirt_args, ok, run_module, start_module
+from tests.integration.ansible_run import finish, kubevirt_args, ok, run_module, start_module
 from tests.kubeapi.fixtures import kube_server  # noqa: F401  (pytest fixture)
 
 NS = 'default'
@@ -34,7 +34,7 @@ def make_vm(srv, name, state='stopped', vcpus=1):
 
 
 def snap(srv, vm, name, check=False, diff=False, **args):
-    return run_module('snapshot', kv(srv, vm=vm, name=name, wait_timeout=60, **args), check=check, diff=diff)
+    return run_module('snapshot', kv(srv, **dict(dict(vm=vm, name=name, wait_timeout=60), **args)), check=check, diff=diff)
 
 
 def rtype(srv, plural, group=GROUP):
@@ -230,7 +230,26 @@ def test_the_vm_holds_its_task_while_the_snapshot_is_in_progress(kube_server):
         assert 'IMAGE_SNAPSHOT' in other['msg']
     finally:
         srv.controller.resume()
-        out, _err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, out
+        done = finish(proc, timeout=120)
+    ok(done)
     assert not task_annotations(srv, 'held')['task_state']
     assert store_obj(srv, 'virtualmachinesnapshots', 'slow')['status']['readyToUse']
+
+
+def test_a_timed_out_snapshot_is_waited_for_by_the_next_run(kube_server):
+    srv = kube_server
+    make_vm(srv, 'late')
+    srv.controller.pause()
+    try:
+        late = failed(snap(srv, 'late', 's1', wait_timeout=2))
+        assert 'wait_timeout 2' in late['msg'] and 'Pending' in late['msg']
+        assert not task_annotations(srv, 'late')['task_state']  # given back when the wait ended
+        # the next run starts while KubeVirt is still at it: it waits instead of reporting Pending
+        proc = start_module('snapshot', kv(srv, vm='late', name='s1', wait_timeout=60))
+        time.sleep(4)
+        assert proc.poll() is None, proc.communicate()
+    finally:
+        srv.controller.resume()
+    done = ok(finish(proc, timeout=120))
+    assert not done['changed']
+    assert done['snapshot']['phase'] == 'Ready' and done['snapshot']['ready_to_use']

@@ -256,20 +256,23 @@ class Runner:
         detail = dict(step.detail)
         body = snapshot_body(step.name, self.namespace, self.vm, detail.get('description'), self.deletion_policy)
         self.client.create(SNAPSHOT_API, self.namespace, 'virtualmachinesnapshots', body)
+        self.await_ready(step.name)
+        return {}
 
+    def await_ready(self, name):
+        """Wait until VirtualMachineSnapshot ``name`` is Ready; BackendError naming KubeVirt's error when it fails."""
         def probe():
-            snap = self.client.get(SNAPSHOT_API, self.namespace, 'virtualmachinesnapshots', step.name)
+            snap = self.client.get(SNAPSHOT_API, self.namespace, 'virtualmachinesnapshots', name)
             if snap is None:
-                raise BackendError('VirtualMachineSnapshot %s/%s vanished while it was created' % (self.namespace, step.name))
+                raise BackendError('VirtualMachineSnapshot %s/%s vanished while it was created' % (self.namespace, name))
             status = snap.get('status') or {}
             word = phase_from_kubevirt_snapshot(status)
             if word == phase.FAILED:
                 message = _get(status, 'error', 'message') or 'phase Failed'
-                raise BackendError('snapshot %s of VM %s/%s failed: %s' % (step.name, self.namespace, self.vm, message),
-                                   snapshot=step.name, kubevirt_phase=status.get('phase'))
+                raise BackendError('snapshot %s of VM %s/%s failed: %s' % (name, self.namespace, self.vm, message),
+                                   snapshot=name, kubevirt_phase=status.get('phase'))
             return word == phase.READY, 'phase %s (KubeVirt %s, readyToUse %s)' % (word, status.get('phase'), bool(status.get('readyToUse')))
-        self._wait('snapshot %s' % step.name, probe)
-        return {}
+        return self._wait('snapshot %s' % name, probe)
 
     def delete(self, step):
         try:
