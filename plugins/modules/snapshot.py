@@ -84,6 +84,12 @@ options:
       - With O(state=present), keep only the newest O(keep_last) snapshots of the VM (the one named included) and delete the
         older ones, each named in RV(operations) (check mode shows them). Every snapshot of the VM counts.
     type: int
+  older_than:
+    description:
+      - With O(state=present), also delete the other snapshots of the VM taken longer ago than this duration
+        (V(90s), V(30m), V(12h), V(7d), V(2w); a bare number is seconds), each named in RV(operations) with its reason
+        (check mode shows them). The snapshot named by O(name) is never deleted by it. Combines with O(keep_last).
+    type: str
   safety_snapshot:
     description: With O(state=restored), snapshot the current state first (named RV(safety_snapshot)) so a restore can be undone.
     type: bool
@@ -206,6 +212,8 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 bytecache.install()
 
 import datetime
+import re
+import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
@@ -228,6 +236,7 @@ def argument_spec():
         memory=dict(type='bool'),
         children=dict(type='bool', default=False),
         keep_last=dict(type='int'),
+        older_than=dict(type='str'),
         safety_snapshot=dict(type='bool', default=True),
         wait_timeout=dict(type='int'),
         deletion_policy=dict(type='str', choices=['delete', 'retain']),
@@ -282,6 +291,39 @@ def safety_name(name, now=None, kubernetes=False):
     return '%s-before-restore-%s' % (name, now.strftime('%Y%m%dT%H%M%SZ'))
 
 
+DURATION = re.compile(r'^\s*(\d+)\s*([smhdw]?)\s*$')
+UNIT_SECONDS = {'': 1, 's': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}
+
+
+def parse_older_than(value):
+    """Seconds of an ``older_than`` duration (``7d``, ``12h``, ``30m``, ``90s``, ``2w``, a bare number of seconds); None when unset."""
+    if value is None:
+        return None
+    match = DURATION.match(str(value))
+    if not match or int(match.group(1)) < 1:
+        raise InvalidDeclaration('older_than', 'must be a duration of 1 or more with unit s, m, h, d or w (such as 7d or 12h), got %r' % value)
+    return int(match.group(1)) * UNIT_SECONDS[match.group(2)]
+
+
+def add_older_than(steps, snapshots, declared, now=None):
+    """``steps`` plus a delete step for each other snapshot taken more than ``older_than`` ago, oldest first (pure).
+
+    Only snapshots observed now are named (each in the plan before anything is deleted); the declared one and those the
+    plan deletes already are skipped."""
+    seconds = parse_older_than(declared.get('older_than'))
+    if seconds is None:
+        return steps
+    if declared['state'] != 'present':
+        raise InvalidDeclaration('older_than', 'applies with state=present only')
+    now = time.time() if now is None else now
+    deleting = set(step.name for step in steps if step.op == phase.DELETE)
+    reason = 'older_than %s' % declared['older_than']
+    extra = [phase.SnapshotStep(phase.DELETE, snap.name, (('children', False), ('reason', reason)))
+             for snap in phase.age_order(snapshots)
+             if snap.name != declared['name'] and snap.name not in deleting and snap.created is not None and now - snap.created > seconds]
+    return list(steps) + extra
+
+
 def predicted_names(names, steps):
     """Snapshot names once ``steps`` ran (for check mode and the diff)."""
     result = set(names)
@@ -308,6 +350,7 @@ def run(connection, params, check_mode):
     backend = _libvirt_backend()
     check_name('vm', params['vm'])
     check_name('name', params['name'])
+    parse_older_than(params.get('older_than'))
     observer = backend.SnapshotObserver(connection, params['vm'])
     backend.check_task_free(observer)
     memory = params['memory']
@@ -316,6 +359,7 @@ def run(connection, params, check_mode):
     declared = dict(params, memory=memory)
     safety = safety_name(params['name']) if params['state'] == 'restored' and params['safety_snapshot'] else None
     steps, before, _current = backend.refuse_or_plan(observer, declared, safety)
+    steps = add_older_than(steps, before, declared)
     names_before = sorted(snap.name for snap in before)
     operations = [dict([('op', step.op), ('snapshot', step.name)] + list(step.detail)) for step in steps]
     if not check_mode:
@@ -344,12 +388,14 @@ def run_kubevirt(client, params, check_mode, now=None):
     check_kubernetes_name('vm', params['vm'])
     check_kubernetes_name('name', params['name'])
     check_kubernetes_name('namespace', namespace)
+    parse_older_than(params.get('older_than'))
     observer = backend.SnapshotObserver(client, namespace, params['vm'])
     backend.check_task_free(observer)
     safety = None
     if params['state'] == 'restored' and params['safety_snapshot']:
         safety = safety_name(params['name'], now=now, kubernetes=True)
     steps, before = backend.refuse_or_plan(observer, dict(params, memory=None), safety)
+    steps = add_older_than(steps, before, params)
     names_before = sorted(snap.name for snap in before)
     operations = [dict([('op', step.op), ('snapshot', step.name)] + list(step.detail)) for step in steps]
     if not check_mode:

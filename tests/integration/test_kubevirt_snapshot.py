@@ -253,3 +253,18 @@ def test_a_timed_out_snapshot_is_waited_for_by_the_next_run(kube_server):
     done = ok(finish(proc, timeout=120))
     assert not done['changed']
     assert done['snapshot']['phase'] == 'Ready' and done['snapshot']['ready_to_use']
+
+
+def test_older_than_deletes_only_this_vms_old_snapshots(kube_server):
+    srv = kube_server
+    make_vm(srv, 'age')
+    make_vm(srv, 'age-other')
+    ok(snap(srv, 'age', 'aged'))
+    ok(snap(srv, 'age-other', 'other-aged'))
+    time.sleep(10)  # timestamps have whole seconds and a module run takes one or two
+    ok(snap(srv, 'age', 'recent'))
+    result = ok(snap(srv, 'age', 'fresh', older_than='8s'))
+    assert [(o['op'], o['snapshot'], o.get('reason')) for o in result['operations']] == [
+        ('create_snapshot', 'fresh', None), ('delete_snapshot', 'aged', 'older_than 8s')]
+    assert store_names(srv, 'virtualmachinesnapshots') == ['fresh', 'other-aged', 'recent']
+    assert failed(snap(srv, 'age', 'fresh', older_than='3 days'))['field'] == 'older_than'

@@ -251,3 +251,31 @@ def test_run_abandons_the_task_when_a_step_fails():
         run.run([sn.SnapshotStep(sn.CREATE, 's1', ())])
     assert store.written[0].task_state == 'IMAGE_SNAPSHOT'
     assert store.record.idle() and store.record.vm_state == 'STOPPED'
+
+
+@pytest.mark.parametrize('value, seconds', [('90', 90), ('90s', 90), ('30m', 1800), ('12h', 43200), ('7d', 604800), ('2w', 1209600), (None, None)])
+def test_older_than_durations(value, seconds):
+    assert snapshot.parse_older_than(value) == seconds
+
+
+@pytest.mark.parametrize('value', ['0d', '-1d', '7y', 'soon', ''])
+def test_bad_older_than_is_refused_naming_it(value):
+    with pytest.raises(InvalidDeclaration) as err:
+        snapshot.parse_older_than(value)
+    assert err.value.field == 'older_than'
+
+
+def test_older_than_deletes_only_observed_older_others_once():
+    day = 86400.0
+    now = 100 * day
+    snaps = [sn.ActualSnapshot(name, created, None, (), 'shutoff', False, None)
+             for name, created in (('young', now - day), ('old', now - 9 * day), ('older', now - 20 * day), ('me', now - 30 * day))]
+    keep_step = sn.SnapshotStep(sn.DELETE, 'older', (('children', False), ('reason', 'keep_last 2')))
+    steps = snapshot.add_older_than([keep_step], snaps, {'state': 'present', 'name': 'me', 'older_than': '7d'}, now=now)
+    # 'older' is deleted by keep_last already; 'me' is the declared one; 'young' is within 7 days
+    assert [(step.op, step.name, dict(step.detail).get('reason')) for step in steps] == [
+        (sn.DELETE, 'older', 'keep_last 2'), (sn.DELETE, 'old', 'older_than 7d')]
+    assert snapshot.add_older_than([], snaps, {'state': 'present', 'name': 'me', 'older_than': None}, now=now) == []
+    with pytest.raises(InvalidDeclaration) as err:
+        snapshot.add_older_than([], snaps, {'state': 'absent', 'name': 'me', 'older_than': '1d'}, now=now)
+    assert err.value.field == 'older_than'
