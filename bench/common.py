@@ -113,3 +113,44 @@ def report(name, results):
     with open(os.path.join(ROOT, 'bench', 'results', name + '.json'), 'w', encoding='utf-8') as handle:
         json.dump(results, handle, indent=2)
     print(json.dumps(results, indent=2))
+
+
+class RealKubeApi:
+    """The real stack for a KubeVirt benchmark: tools/kubelab's kube-apiserver + etcd + KubeVirt's virt-api and CRDs
+    (tests/kubeapi/real.py, the controller emulation in this process as KubeVirt's controller account). Both
+    collections get ``kubeconfig_path``, the lab's admin kubeconfig straight to kube-apiserver (not through the tests'
+    fault proxy, which would add its own latency to every request)."""
+
+    real = True
+
+    def __init__(self, work):
+        from tests.kubeapi.real import RealKubeServer, RealStack  # pylint: disable=import-outside-toplevel
+        self.stack = RealStack(os.path.join(work, 'kubelab'))
+        self.server = RealKubeServer(self.stack, kubeconfig_path=os.path.join(work, 'kubeconfig-proxy')).start()
+        self.kubeconfig_path = self.stack.info['kubeconfig']
+        self.store = self.server.store
+        self.controller = self.server.controller
+        self.versions = self.stack.info.get('versions')
+
+    def api_client(self):
+        """An admin ApiClient (through the proxy: only for setting up)."""
+        return self.server.api_client()
+
+    def stop(self):
+        """Stop the controller emulation and the whole stack."""
+        self.server.close()
+        self.stack.close()
+
+
+def kube_api(mode, work):
+    """The KubeVirt API a benchmark runs against: ``real`` (default: ``RealKubeApi``) or ``emulated`` (tests/kubeapi)."""
+    if mode == 'real':
+        return RealKubeApi(work)
+    from tests.kubeapi import KubeTestServer  # pylint: disable=import-outside-toplevel
+    return KubeTestServer(kubeconfig_path=os.path.join(work, 'kubeconfig'), step_delay=0.0).start()
+
+
+def add_api_option(parser):
+    """``--api real|emulated``."""
+    parser.add_argument('--api', choices=('real', 'emulated'), default='real',
+                        help='the real stack of tools/kubelab (default) or the API emulator of tests/kubeapi')

@@ -2,9 +2,10 @@
 
 converge.virt.kubevirt vs kubevirt.core.kubevirt (from the ``ansible`` package
 in build/bench-venv) vs an empty inventory, side by side against the same
-Kubernetes API test server (tests/kubeapi) holding N VirtualMachines (a few
-running with a VMI; the controller emulation is paused once settled, so the
-server uses no CPU between requests). ``--repeat`` rounds, round robin;
+Kubernetes API holding N VirtualMachines (a few running with a VMI; the
+controller emulation is paused once settled): the real stack of tools/kubelab
+(kube-apiserver, etcd, KubeVirt's virt-api and CRDs) by default, the API
+emulator of tests/kubeapi with ``--api emulated``. ``--repeat`` rounds, round robin;
 medians (and minima, every run, the load average) in
 bench/results/inventory_kubevirt.json with the ratio.
 
@@ -23,9 +24,8 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from bench.common import ROOT, report, results_name, venv_ansible_core
+from bench.common import ROOT, add_api_option, kube_api, report, results_name, venv_ansible_core
 from bench.inventory_floor import side_by_side
-from tests.kubeapi import KubeTestServer
 
 
 def vm_body(name, running):
@@ -47,11 +47,12 @@ def main(argv=None):
     parser.add_argument('--results-name', help='results file bench/results/<name>.json (default: inventory_kubevirt, or inventory_kubevirt_core<X.Y> '
                         'with a --venv other than build/bench-venv)')
     parser.add_argument('--floor', action='store_true', help='also time a do-nothing plugin adding as many hosts (0 and 12 variables)')
+    add_api_option(parser)
     args = parser.parse_args(argv)
     bin_dir = os.path.join(args.venv, 'bin')
-    name = results_name('inventory_kubevirt', args.venv, args.results_name)
+    name = results_name('inventory_kubevirt' + ('' if args.api == 'real' else '_emulated'), args.venv, args.results_name)
     work = tempfile.mkdtemp()
-    srv = KubeTestServer(kubeconfig_path=os.path.join(work, 'kubeconfig')).start()
+    srv = kube_api(args.api, work)
     try:
         from kubernetes import client as k8s  # pylint: disable=import-outside-toplevel
         api = k8s.CustomObjectsApi(srv.api_client())
@@ -70,7 +71,7 @@ def main(argv=None):
             json.dump({'plugin': 'kubevirt.core.kubevirt', 'connections': [{'kubeconfig': srv.kubeconfig_path, 'namespaces': ['default']}]}, handle)
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'), ANSIBLE_NOCOLOR='1',
                    ANSIBLE_DEPRECATION_WARNINGS='0')
-        results = {'vms': args.vms, 'running': args.running, 'create_seconds': round(create_seconds, 1), 'repeat': args.repeat,
+        results = {'vms': args.vms, 'api': args.api, 'running': args.running, 'create_seconds': round(create_seconds, 1), 'repeat': args.repeat,
                    'ansible_core': venv_ansible_core(args.venv)}
         # converge.virt.kubevirt's default host variables of a stopped VM: 7 strings, vcpus, and task_state, phase, message, node None
         results.update(side_by_side(bin_dir, env, work, args, ('converge.virt.kubevirt', ours, 'converge.virt.kubevirt'),

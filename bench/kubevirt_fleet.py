@@ -1,7 +1,8 @@
 """Benchmark: converging a fleet of KubeVirt VMs (no-op), converge.virt.vm vs kubevirt.core.kubevirt_vm.
 
-Against the Kubernetes API test server with the KubeVirt emulation
-(tests/kubeapi), N running VMs per collection (each in its own namespace):
+Against the real Kubernetes stack of tools/kubelab (kube-apiserver, etcd, KubeVirt's virt-api with its webhooks and
+CRDs; the KubeVirt controllers emulated: tests/kubeapi/real.py) or, with ``--api emulated``, the API emulator of
+tests/kubeapi; N running VMs per collection (each in its own namespace):
 
 * converge.virt.vm, fleet form: one task declaring all N VMs (state running);
 * kubevirt.core.kubevirt_vm (from the ``ansible`` package in build/bench-venv):
@@ -36,7 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from tests.kubeapi import KubeTestServer  # noqa: E402 pylint: disable=wrong-import-position
+from bench.common import add_api_option, kube_api  # noqa: E402 pylint: disable=wrong-import-position
 
 BENCH_BIN = os.path.join(ROOT, 'build', 'bench-venv', 'bin')
 IMAGE = 'quay.io/containerdisks/fedora:40'
@@ -95,9 +96,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
     parser.add_argument('--vms', type=int, default=200)
     parser.add_argument('--repeat', type=int, default=2, help='timed no-op runs per side (best is kept)')
+    add_api_option(parser)
     args = parser.parse_args()
     names = ['bench-%04d' % i for i in range(args.vms)]
-    srv = KubeTestServer(step_delay=0.0).start()
+    srv = kube_api(args.api, tempfile.mkdtemp(prefix='bench-kubevirt-'))
     try:
         empty = min(run_playbook([{'ansible.builtin.meta': 'noop'}]) for _attempt in range(args.repeat))
         created = {'converge': run_playbook([converge_task(srv, names)])}
@@ -116,6 +118,7 @@ def main():
         srv.stop()
     result = {
         'vms': args.vms,
+        'api': args.api,
         'empty_playbook_s': round(empty, 3),
         'first_run_s': dict((k, round(v, 3)) for k, v in created.items()),
         'noop_converge_fleet_s': round(converge, 3),
@@ -128,7 +131,8 @@ def main():
     }
     print(json.dumps(result, indent=2))
     os.makedirs(os.path.join(ROOT, 'bench', 'results'), exist_ok=True)
-    with open(os.path.join(ROOT, 'bench', 'results', 'kubevirt_fleet.json'), 'w', encoding='utf-8') as handle:
+    with open(os.path.join(ROOT, 'bench', 'results', 'kubevirt_fleet%s.json' % ('' if args.api == 'real' else '_emulated')), 'w',
+              encoding='utf-8') as handle:
         json.dump(result, handle, indent=2)
 
 
