@@ -70,6 +70,22 @@ def seed_files(conn, name):
     return nocloud.read_seed_iso(b''.join(chunks))
 
 
+def tamper(conn, name):
+    """Overwrite the seed volume with zeros through libvirt (what another tool could do)."""
+    vol = conn.storagePoolLookupByName(POOL).storageVolLookupByName(name + '-cidata.iso')
+    size = vol.info()[1]
+    stream = conn.newStream(0)
+    vol.upload(stream, 0, size, 0)
+    left = [size]
+
+    def zeros(_stream, nbytes, _opaque):
+        count = min(nbytes, left[0])
+        left[0] -= count
+        return b'\0' * count
+    stream.sendAll(zeros, None)
+    stream.finish()
+
+
 def seed_cdrom(conn, name):
     root = ET.fromstring(conn.lookupByName(name).XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))
     found = [d for d in root.findall('devices/disk') if d.get('device') == 'cdrom']
@@ -118,6 +134,13 @@ def test_seed_created_attached_idempotent_replaced_and_removed(host, conn, pool)
     assert not again['changed'] and not again['cloud_init']['changed'] and again['cloud_init']['digest'] == digest
     assert not run_module('vm', args(host, name, state='running'), check=True)['changed']
 
+    # the volume is what counts, not a record of what was written: a seed overwritten behind the module's back is repaired
+    tamper(conn, name)
+    repaired = ok(run_module('vm', args(host, name, state='running')))
+    assert repaired['changed'] and repaired['cloud_init']['changed'] and repaired['diff']['before']['cloud_init_digest'] == ''
+    assert seed_files(conn, name)[0] == files
+    ok(run_module('vm', args(host, name, state='running', restart_on_change=True)))
+
     changed_args = args(host, name, state='running', cloud_init={'user_data': user_data(SECRET + '-v2')})
     predicted = run_module('vm', changed_args, check=True)
     assert predicted['changed'] and predicted['cloud_init']['restart_needed'] and predicted['vm']['pending_restart']
@@ -125,7 +148,7 @@ def test_seed_created_attached_idempotent_replaced_and_removed(host, conn, pool)
     replaced = ok(run_module('vm', changed_args, diff=True))
     assert SECRET not in json.dumps(replaced)
     assert replaced['changed'] and replaced['cloud_init']['changed'] and replaced['cloud_init']['restart_needed']
-    assert replaced['vm']['pending_restart'] and replaced['diff']['after']['pending_restart']
+    assert replaced['vm']['pending_restart'] and replaced['diff']['after']['pending_restart'] and not replaced['diff']['before']['pending_restart']
     assert replaced['diff']['before']['cloud_init_digest'] == digest != replaced['diff']['after']['cloud_init_digest']
     new_files = seed_files(conn, name)[0]
     assert json.loads(new_files['user-data'].split(b'\n', 1)[1])['chpasswd']['users'][0]['password'] == SECRET + '-v2'

@@ -122,9 +122,10 @@ def observed_digest(conn, seed):
     vol = _volume(_pool(conn, seed.pool, seed.field), seed.volume)
     if vol is None:
         return None
+    data = download(conn, vol)
     try:
-        files, label = nocloud.read_seed_iso(download(conn, vol))
-    except Exception:  # pylint: disable=broad-exception-caught  # anything that is not a seed image is "another seed"
+        files, label = nocloud.read_seed_iso(data)
+    except Exception:  # pylint: disable=broad-exception-caught  # bytes that are not a seed image are "another seed"
         return ''
     if label != nocloud.VOLUME_LABEL:
         return ''

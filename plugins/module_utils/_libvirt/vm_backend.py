@@ -400,19 +400,25 @@ def converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None):  
         return _converge_absent(vm, decl, spec, options, check_mode, task_id, bulk)
     if seed is None:
         return _converge_vm(vm, decl, spec, options, check_mode, task_id, bulk)
-    try:
-        actual = cloud_init.observed_digest(vm.conn, seed)
-        seed_changed = actual != seed.digest
-        dom = vm.lookup()
-        runs = dom is not None and dom.isActive()
-        if seed_changed and not check_mode:
-            cloud_init.write_seed(vm.conn, seed)
-            if runs:
-                # remembered in the record like any restart-needing change (restart_on_change, pending_restart)
-                vm.store(vm.observe()).set_pending_restart(True)
-    except libvirt.libvirtError as exc:
-        raise vm.connection.error(exc, 'cannot bring the cloud-init seed %s of VM %r in place' % (seed.volume, vm.name))
-    changed, result = _converge_vm(vm, decl, spec, options, check_mode, task_id, bulk, restart_needed=seed_changed and runs)
+    seen = {}
+
+    def bring_seed(obs):
+        # after a task in flight ended (wait_idle), before the plan: the steps start the guest with the declared seed
+        try:
+            actual = seen['actual'] = cloud_init.observed_digest(vm.conn, seed)
+            runs = seen['runs'] = bool(obs.get('exists')) and obs.get('power_state') in ('RUNNING', 'PAUSED')
+            if actual != seed.digest and not check_mode:
+                cloud_init.write_seed(vm.conn, seed)
+                if runs:
+                    # remembered in the record like any restart-needing change (restart_on_change, pending_restart)
+                    vm.store(vm.observe()).set_pending_restart(True)
+                    return True, vm.observe(spec)
+            return actual != seed.digest and runs, obs
+        except libvirt.libvirtError as exc:
+            raise vm.connection.error(exc, 'cannot bring the cloud-init seed %s of VM %r in place' % (seed.volume, vm.name))
+    changed, result = _converge_vm(vm, decl, spec, options, check_mode, task_id, bulk, before_plan=bring_seed)
+    actual, runs = seen['actual'], seen['runs']
+    seed_changed = actual != seed.digest
     result['cloud_init'] = {'digest': seed.digest, 'pool': seed.pool, 'volume': seed.volume, 'changed': seed_changed,
                             'restart_needed': bool(seed_changed and runs)}
     result['diff']['before']['cloud_init_digest'] = actual
@@ -443,7 +449,7 @@ def _converge_absent(vm, decl, spec, options, check_mode, task_id, bulk):  # pyl
     return changed or removed, result
 
 
-def _converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None, restart_needed=False):  # pylint: disable=too-many-arguments
+def _converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None, before_plan=None):  # pylint: disable=too-many-arguments
     now = time.time()
     obs = vm.observe(spec if decl.state != 'absent' else None, bulk=bulk)
     notes = {}
@@ -455,6 +461,9 @@ def _converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None, r
         if decl.state != 'absent':
             obs = vm.wait_idle(obs, options)
     before = public_view(obs)
+    restart_needed = False
+    if before_plan is not None:
+        restart_needed, obs = before_plan(obs)
     diff = obs.get('diff')
     plan_obs = vm_plan.VmObservation(
         exists=obs['exists'], vm_state=obs.get('effective_vm_state') or 'DELETED', task_state=obs.get('task_state'),
