@@ -628,12 +628,16 @@ def converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=
     declared, seed = kcloud_init.split(declared)
     if seed is None or decl.state == 'absent':
         return _converge_vm(vm, decl, declared, options, check_mode, task_id, snapshot)
-    secret = kcloud_init.observed_secret(vm.client, vm.namespace, seed)
+    seen = {}
+
+    def bring_seed(obs):
+        # after a task in flight ended (wait_idle), before the plan: a VM created or started now starts with the declared seed
+        secret = seen['secret'] = kcloud_init.observed_secret(vm.client, vm.namespace, seed)
+        if kcloud_init.secret_differs(secret, seed) and not check_mode:
+            kcloud_init.write_secret(vm.client, vm.namespace, seed, secret, obs.get('vm') if obs.get('exists') else None)
+    changed, result = _converge_vm(vm, decl, declared, options, check_mode, task_id, snapshot, before_plan=bring_seed)
+    secret = seen['secret']
     secret_changed = kcloud_init.secret_differs(secret, seed)
-    if secret_changed and not check_mode:
-        current = vm.client.get(KUBEVIRT_API, vm.namespace, 'virtualmachines', vm.name)
-        kcloud_init.write_secret(vm.client, vm.namespace, seed, secret, current)
-    changed, result = _converge_vm(vm, decl, declared, options, check_mode, task_id, snapshot)
     owned = False
     if not check_mode and (result.get('vm') or {}).get('exists'):
         owned = kcloud_init.ensure_owner(vm.client, vm.namespace, seed, vm.client.get(KUBEVIRT_API, vm.namespace, 'virtualmachines', vm.name))
@@ -644,7 +648,7 @@ def converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=
     return changed or secret_changed or owned, result
 
 
-def _converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=None):  # pylint: disable=too-many-arguments
+def _converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=None, before_plan=None):  # pylint: disable=too-many-arguments
     obs = vm.observe(declared if decl.state != 'absent' else None, snapshot=snapshot)
     notes = {}
     if obs['exists'] and obs.get('task_state') and not check_mode:
@@ -654,6 +658,8 @@ def _converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot
         obs = vm.observe(declared if decl.state != 'absent' else None)
         if decl.state != 'absent':
             obs = vm.wait_idle(obs, options, declared)
+    if before_plan is not None:
+        before_plan(obs)
     before = kobserve.public_view(obs)
     diff = obs.get('diff') or []
     plan_obs = vm_plan.VmObservation(
