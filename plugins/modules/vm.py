@@ -497,7 +497,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 bytecache.install()
 
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields, secret_forms
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import (
     BEHAVIOUR_ARGS, DEFINITION_ARGS, LIBVIRT_CONNECTION_ARGS, STATE_CHOICES, WAIT_ARGS, other_connection_option, spec_of)
@@ -577,6 +577,36 @@ def fleet_defaults(params, count):
                 raise InvalidDeclaration('disks[%d]' % index, 'as the default of every item of vms this writable disk would be attached to '
                                          'every VM; set disks in the vms items (or make it readonly)')
     return defaults
+
+
+def cloud_init_secrets(params):
+    """Every value inside the ``cloud_init.user_data`` of the parameters and of each ``vms`` item (as ansible's no_log lists them)."""
+    found = set()
+    sources = [params] + [item for item in (params.get('vms') or []) if isinstance(item, dict)] if isinstance(params, dict) else []
+    stack = [source['cloud_init'].get('user_data') for source in sources if isinstance(source.get('cloud_init'), dict)]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, str) and value:
+            found.add(value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            found.add(str(value))
+    return found
+
+
+class VmModule(ConvergeModule):
+    """The vm module's AnsibleModule: user data (top level and in ``vms`` items) is a no_log value before anything is logged.
+
+    AnsibleModule registers a no_log option's values only once it validated the options, and never those inside the
+    items of ``vms`` (a list of dicts it does not validate); it writes its invocation to the journal meanwhile.
+    """
+
+    def _load_params(self):
+        super()._load_params()
+        self.no_log_values.update(secret_forms(cloud_init_secrets(self.params)))
 
 
 def argument_spec():
@@ -780,7 +810,7 @@ def main_kubevirt(module):
 
 def main():
     """Entry point."""
-    module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'vms'), ('xml', 'vms')],
+    module = VmModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'vms'), ('xml', 'vms')],
                             required_one_of=[('name', 'vms', 'xml')])
     wrong = other_connection_option(module.params, module.params['backend'])
     if wrong:
