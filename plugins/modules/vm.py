@@ -811,7 +811,7 @@ def main_kubevirt(module):
 def main():
     """Entry point."""
     module = VmModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'vms'), ('xml', 'vms')],
-                            required_one_of=[('name', 'vms', 'xml')])
+                      required_one_of=[('name', 'vms', 'xml')])
     wrong = other_connection_option(module.params, module.params['backend'])
     if wrong:
         module.fail_json(msg=wrong[1], field=wrong[0])
