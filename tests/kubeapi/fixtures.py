@@ -25,6 +25,7 @@ Fixtures
 ``kube_limited_api``     ApiClient for the limited token.
 """
 
+import contextlib
 import os
 
 import pytest
@@ -55,11 +56,11 @@ def kube_emulator(tmp_path):
         srv.stop()
 
 
-@pytest.fixture
-def kube_server(request, tmp_path):
-    """The real stack (default) or the emulator (``CONVERGE_VIRT_KUBE_API=emulated``), fresh for this test."""
+@contextlib.contextmanager
+def serving(request, kubeconfig_path):
+    """A fresh server: the session's real stack, reset (default), or a new emulator (``CONVERGE_VIRT_KUBE_API=emulated``)."""
     if MODE == 'emulated':
-        srv = KubeTestServer(kubeconfig_path=str(tmp_path / 'kubeconfig')).start()
+        srv = KubeTestServer(kubeconfig_path=kubeconfig_path).start()
         try:
             yield srv
         finally:
@@ -68,11 +69,18 @@ def kube_server(request, tmp_path):
     from .real import RealKubeServer  # pylint: disable=import-outside-toplevel
     stack = request.getfixturevalue('kube_real_stack')
     stack.reset()
-    srv = RealKubeServer(stack, kubeconfig_path=str(tmp_path / 'kubeconfig')).start()
+    srv = RealKubeServer(stack, kubeconfig_path=kubeconfig_path).start()
     try:
         yield srv
     finally:
         srv.close()
+
+
+@pytest.fixture
+def kube_server(request, tmp_path):
+    """The real stack (default) or the emulator (``CONVERGE_VIRT_KUBE_API=emulated``), fresh for this test."""
+    with serving(request, str(tmp_path / 'kubeconfig')) as srv:
+        yield srv
 
 
 @pytest.fixture(scope='session')

@@ -23,8 +23,7 @@ if ROOT not in sys.path:
 # pylint: disable=wrong-import-position,unused-import
 # the private libvirt host fixtures come from the root conftest (pytest_plugins): importing them here again would
 # define a second session-scoped libvirt_hosts that starts hosts on the same addresses as the first one
-from tests.kubeapi import KubeTestServer  # noqa: E402
-from tests.kubeapi.fixtures import MODE, kube_api, kube_dyn, kube_real_stack, kube_server, kube_server_session  # noqa: E402,F401
+from tests.kubeapi.fixtures import kube_api, kube_dyn, kube_real_stack, kube_server, kube_server_session, serving  # noqa: E402,F401
 from tests.reliability import figures  # noqa: E402
 
 
@@ -56,19 +55,5 @@ def pytest_sessionfinish(session, exitstatus):  # pylint: disable=unused-argumen
 @pytest.fixture(scope='module')
 def kube_module_server(request, tmp_path_factory):
     """A Kubernetes API server shared by one test module: the real stack (default) or the emulator."""
-    path = tmp_path_factory.mktemp('kubeapi') / 'kubeconfig'
-    if MODE == 'emulated':
-        srv = KubeTestServer(kubeconfig_path=str(path)).start()
-        try:
-            yield srv
-        finally:
-            srv.stop()
-        return
-    from tests.kubeapi.real import RealKubeServer  # pylint: disable=import-outside-toplevel
-    stack = request.getfixturevalue('kube_real_stack')
-    stack.reset()
-    srv = RealKubeServer(stack, kubeconfig_path=str(path)).start()
-    try:
+    with serving(request, str(tmp_path_factory.mktemp('kubeapi') / 'kubeconfig')) as srv:
         yield srv
-    finally:
-        srv.close()
