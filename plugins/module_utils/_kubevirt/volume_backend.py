@@ -730,7 +730,9 @@ class Executor:
                 self._wait_claim(spec['key'], _get(pvc, 'spec', 'storageClassName'))
             for att in spec['attachments'] or []:
                 facts = self.world.facts.get((att['vm'], att['dev'])) or {}
-                if facts.get('hotplug_phase') not in (None, 'Ready') and running.get(att['vm']):
+                # on its way: a phase short of Ready, or none yet for a hot-pluggable disk the instance has not reported
+                on_its_way = facts.get('hotplug_phase') not in (None, 'Ready') or (facts.get('hotplug_phase') is None and facts.get('hotpluggable'))
+                if on_its_way and running.get(att['vm']):
                     self._wait_hotplug(phase.Operation(phase.ATTACH_LIVE, spec['key'], vm=att['vm'], target=att['dev']), True)
 
     def _wait_hotplug(self, op, present):
