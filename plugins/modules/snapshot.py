@@ -426,18 +426,11 @@ def run_kubevirt(client, params, check_mode, now=None):
 def main():
     """Entry point."""
     module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True)
-    if module.params['backend'] == 'kubevirt':
-        with kubevirt_client.ModuleSession(module) as session:
-            refuse_other_backend(module.params)
-            with session.connect() as client:
-                result = run_kubevirt(client, module.params, module.check_mode)
-        if not module._diff:  # pylint: disable=protected-access
-            result.pop('diff')
-        module.exit_json(**session.redact_result(result))
-    with ModuleSession(module) as session:
+    kubevirt = module.params['backend'] == 'kubevirt'
+    with (kubevirt_client.ModuleSession(module) if kubevirt else ModuleSession(module)) as session:
         refuse_other_backend(module.params)
         with session.connect() as connection:
-            result = run(connection, module.params, module.check_mode)
+            result = (run_kubevirt if kubevirt else run)(connection, module.params, module.check_mode)
     if not module._diff:  # pylint: disable=protected-access
         result.pop('diff')
     module.exit_json(**session.redact_result(result))

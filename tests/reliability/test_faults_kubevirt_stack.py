@@ -123,6 +123,12 @@ def outage(srv, role, seconds):
     return fault
 
 
+def record_outcome(scenario, survived, first):
+    """The scenario's figure for docs/reliability.md, saying how the run that met the fault ended."""
+    detail = ('first run failed cleanly: %s' % (first.get('msg') or '')[:100] if first.get('failed') else 'first run converged') if survived else ''
+    figures.record('fault', 'kubevirt stack: %s' % scenario, survived=survived, detail=detail)
+
+
 def settled(srv, name, scenario, monkeypatch, state):
     """The next run converges, the third is a no-op, and no task is left on the VM."""
     second = run_vm(srv, name, state, monkeypatch)
@@ -158,9 +164,7 @@ def test_vm_start_survives_a_component_crash(srv, monkeypatch, scenario, role, s
         settled(srv, name, scenario, monkeypatch, 'running')
         survived = True
     finally:
-        figures.record('fault', 'kubevirt stack: %s' % scenario, survived=survived,
-                       detail=('first run failed cleanly: %s' % (first.get('msg') or '')[:100] if first.get('failed') else 'first run converged')
-                       if survived else '')
+        record_outcome(scenario, survived, first)
         run_vm(srv, name, 'absent', monkeypatch)
 
 
@@ -190,9 +194,7 @@ def test_migration_survives_an_apiserver_crash(srv, monkeypatch):
         assert task_state(srv, name) is None, (scenario, 'a task was left on the VM')
         survived = True
     finally:
-        figures.record('fault', 'kubevirt stack: %s' % scenario, survived=survived,
-                       detail=('first run failed cleanly: %s' % (first.get('msg') or '')[:100] if first.get('failed') else 'first run converged')
-                       if survived else '')
+        record_outcome(scenario, survived, first)
         run_vm(srv, name, 'absent', monkeypatch)
 
 
