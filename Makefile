@@ -16,7 +16,7 @@ COLL_LINK := $(BUILD)/collections/ansible_collections/converge/virt
 COLL_COPY := $(BUILD)/ansible-test/ansible_collections/converge/virt
 ANSIBLE_TEST_REQS = $(VENV)/lib/python3*/site-packages/ansible_test/_data/requirements
 APT_PACKAGES := libvirt-daemon-system libvirt-clients libvirt-dev pkg-config gcc python3-dev qemu-system-x86 qemu-utils openjdk-17-jre-headless \
-                busybox-static cpio kmod xz-utils zstd git
+                busybox-static cpio kmod xz-utils zstd git openssh-server
 export PYTHONPATH := $(BUILD)/collections
 export ANSIBLE_COLLECTIONS_PATH := $(BUILD)/collections
 export ANSIBLE_NOCOLOR := 1
