@@ -31,6 +31,11 @@ except ImportError:
 DEFAULT_URI = 'qemu:///system'
 
 
+def resolve_uri(uri=None):
+    """The libvirt URI a module uses: ``uri``, else $LIBVIRT_DEFAULT_URI, else :data:`DEFAULT_URI` (the one place this default is decided)."""
+    return uri or os.environ.get('LIBVIRT_DEFAULT_URI') or DEFAULT_URI
+
+
 def require_libvirt():
     """Raise a clear error when libvirt-python is missing."""
     if not HAS_LIBVIRT:
@@ -121,7 +126,7 @@ class ModuleSession(session.ModuleSession):
     def connect(self, uri=None):
         """The :class:`Connection` for ``uri`` (default: the module's uri, $LIBVIRT_DEFAULT_URI, qemu:///system)."""
         params = self.module.params
-        uri = uri or params.get('uri') or os.environ.get('LIBVIRT_DEFAULT_URI') or DEFAULT_URI
+        uri = resolve_uri(uri or params.get('uri'))
         self.connection = Connection(uri, params.get('username'), params.get('password'))
         return self.connection
 
