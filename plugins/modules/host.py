@@ -98,22 +98,17 @@ host:
 '''
 
 # pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
-import os
-
-from ansible.module_utils.basic import missing_required_lib
-
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
 bytecache.install()
 
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection, libvirt
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 
 
 def main_kubevirt(module):
@@ -159,13 +154,14 @@ def main():
         return
     if module.params['node'] is not None:
         module.fail_json(msg='node: is a kubevirt option and is not supported with backend libvirt')
-    if not HAS_LIBVIRT:
-        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
-    uri = module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
-    secrets = [module.params['password']] if module.params['password'] else []
+    main_libvirt(module)
+
+
+def main_libvirt(module):
+    """The module with backend libvirt: set or clear the host's drain mark."""
     state = module.params['state']
-    try:
-        with Connection(uri, module.params['username'], module.params['password']) as connection:
+    with mb.MigrationSession(module) as session, session.connect() as connection:
+        try:
             before = mb.drain_mark(connection.conn)
             changed = (state == 'drained' and before is None) or (state == 'active' and before is not None)
             if changed and not module.check_mode:
@@ -174,12 +170,10 @@ def main():
                 else:
                     changed = mb.clear_drain_mark(connection.conn)
             host = mb.host_summary(connection)
-            if module.check_mode and changed:
-                host['draining'] = state == 'drained'
-    except ConvergeError as exc:
-        module.fail_json(msg=redact_text(exc.message, secrets))
-    except libvirt.libvirtError as exc:
-        module.fail_json(msg=redact_text('host %s: %s' % (uri, exc), secrets))
+        except libvirt.libvirtError as exc:
+            raise BackendError('host %s: %s' % (connection.uri, exc)) from exc
+        if module.check_mode and changed:
+            host['draining'] = state == 'drained'
     diff = {'before': {'draining': before is not None}, 'after': {'draining': host['draining']}}
     module.exit_json(changed=changed, host=host, diff=diff)
 

@@ -336,10 +336,6 @@ import json
 import os
 import select
 import time
-import traceback
-from concurrent.futures import ThreadPoolExecutor
-
-from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
@@ -347,11 +343,9 @@ bytecache.install()
 
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
 
 STARTED_REPLY_TIMEOUT = 120.0
 DEFAULT_PARALLEL = 2
@@ -444,6 +438,34 @@ def kubevirt_options_from(params):
         pending_timeout=params['pending_timeout']))
 
 
+def exit_many(module, session, results, label):
+    """Exit with one result per VM of ``names``; fail naming the VMs that failed (``label`` names one)."""
+    results = [session.redact_result(r) for r in results]
+    changed = any(r.get('changed') for r in results)
+    failed = [label(r) for r in results if r.get('failed')]
+    if failed:
+        module.fail_json(msg='%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed)), changed=changed, results=results)
+    module.exit_json(changed=changed, results=results)
+
+
+def run_one(module, make):
+    """Cancel, start (a detached process follows it) or converge the one VM ``make()`` builds; return its result."""
+    if module.params['state'] == 'cancelled':
+        return make().cancel()
+    if module.params['state'] == 'started' and not module.check_mode:
+        return run_started(make)
+    return make().converge()
+
+
+def exit_one(module, session, result):
+    """Exit (or fail) with the result of one VM."""
+    result = session.redact_result(result)
+    result.pop('name', None)
+    if result.pop('failed', False):
+        module.fail_json(**result)
+    module.exit_json(**result)
+
+
 def main_kubevirt(module):
     """The module with backend kubevirt."""
     kmb = _kubevirt_backend()
@@ -452,29 +474,16 @@ def main_kubevirt(module):
         opts = kubevirt_options_from(params)
         with session.connect() as client:
             if params['names'] is not None:
-                results = kmb.migrate_many(client, params['namespace'], params['names'], opts, module.check_mode, parallel(params))
-                results = [session.redact_result(r) for r in results]
-                changed = any(r.get('changed') for r in results)
-                failed = ['%s/%s' % (r.get('namespace'), r['name']) for r in results if r.get('failed')]
-                if failed:
-                    module.fail_json(msg='%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed)), changed=changed, results=results)
-                module.exit_json(changed=changed, results=results)
+                exit_many(module, session, kmb.migrate_many(client, params['namespace'], params['names'], opts, module.check_mode, parallel(params)),
+                          lambda r: '%s/%s' % (r.get('namespace'), r['name']))
 
             def make(on_started=None):
                 own = client if on_started is None else kubevirt_client.client_from_params(params)
                 return kmb.KubevirtMigration(own, params['namespace'], params['name'], opts, check_mode=module.check_mode, on_started=on_started)
-            if params['state'] == 'cancelled':
-                result = make().cancel()
-            elif params['state'] == 'started' and not module.check_mode:
+            if params['state'] == 'started' and not module.check_mode:
                 client.close()
-                result = run_started(make)
-            else:
-                result = make().converge()
-    result = session.redact_result(result)
-    result.pop('name', None)
-    if result.pop('failed', False):
-        module.fail_json(**result)
-    module.exit_json(**result)
+            result = run_one(module, make)
+    exit_one(module, session, result)
 
 
 def options_from(params):
@@ -496,27 +505,6 @@ def options_from(params):
         if name is not None and (not name or '/' in name or any(ord(char) < 32 for char in name)):
             raise InvalidDeclaration(field, '%r is not a VM name (no slash, no control character)' % name)
     return opts
-
-
-def _secrets(params):
-    return [s for s in (params.get('password'), params.get('target_password')) if s]
-
-
-def _clean(result, params):
-    def clean(value):
-        if isinstance(value, str):
-            return redact_text(value, _secrets(params))
-        if isinstance(value, list):
-            return [clean(v) for v in value]
-        if isinstance(value, dict):
-            return dict((k, clean(v)) for k, v in value.items())
-        return value
-    return clean(result)
-
-
-def _source_args(params):
-    uri = params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system'
-    return (uri, params['username'], params['password'])
 
 
 def run_started(make_migration):
@@ -565,50 +553,24 @@ def run_started(make_migration):
     return json.loads(b''.join(chunks).decode())
 
 
-def run_many(module, params, opts):
-    """Migrate every VM of ``names``; return the list of results."""
-    names = params['names']
-    duplicates = sorted(set(n for n in names if names.count(n) > 1))
-    if duplicates:
-        raise InvalidDeclaration('names', 'a VM is named more than once: %s' % ', '.join(duplicates))
-    source_args = _source_args(params)
-    candidates = params['target_uris'] or [params['target_uri']]
-    targets = {}
-    with Connection(*source_args) as source:
-        memory = {}
-        for name in names:
-            dom = mb.lookup(source.conn, name)
-            memory[name] = int(dom.info()[1]) if dom is not None else None
-        hosts = []
-        for uri in candidates:
-            try:
-                with Connection(uri, params['target_username'], params['target_password']) as conn:
-                    hosts.append({'uri': uri, 'free_memory': conn.conn.getFreeMemory(), 'draining': mb.drain_mark(conn.conn) is not None,
-                                  'vms': set(d.name() for d in conn.conn.listAllDomains(1))})
-            except ConvergeError:
-                continue
-        placed = mb.place(dict((n, m) for n, m in memory.items() if m is not None), hosts)
-        for name in names:
-            if memory[name] is None or any(name in h['vms'] for h in hosts):
-                found = [h['uri'] for h in hosts if name in h['vms']]
-                targets[name] = found[0] if found else candidates[0]
-            else:
-                targets[name] = placed.get(name)
+def main_libvirt(module):
+    """The module with backend libvirt."""
+    params = module.params
+    with mb.MigrationSession(module) as session:
+        opts = options_from(params)
+        source_args = session.source_args()
+        if params['names'] is not None:
+            exit_many(module, session, mb.migrate_many(source_args, params['names'], params['target_uris'] or [params['target_uri']], opts,
+                                                       module.check_mode, parallel(params)),
+                      lambda r: r['name'])
+        if params['target_uris'] and params['state'] != 'cancelled':
+            raise InvalidDeclaration('target_uris', 'with name, give target_uri (target_uris places several VMs given with names)')
+        target = params['target_uri'] or (params['target_uris'] or [None])[0]
 
-    def one(name):
-        target = targets[name]
-        if target is None:
-            return {'name': name, 'changed': False, 'failed': True, 'phase': None, 'phases': [], 'reason': None,
-                    'msg': 'no target host fits VM %r (all draining, unreachable or without enough free memory)' % name}
-        try:
-            return mb.Migration(source_args, target, name, opts, check_mode=module.check_mode).converge()
-        except ConvergeError as exc:
-            return dict(exc.to_result(), name=name, changed=False, failed=True, target_uri=redact_uri(target))
-        except Exception as exc:  # pylint: disable=broad-except
-            return {'name': name, 'changed': False, 'failed': True, 'msg': 'unexpected error: %s' % exc, 'target_uri': redact_uri(target)}
-
-    with ThreadPoolExecutor(max_workers=min(parallel(params), max(1, len(names)))) as pool:
-        return list(pool.map(one, names))
+        def make(on_started=None):
+            return mb.Migration(source_args, target, params['name'], opts, check_mode=module.check_mode, on_started=on_started)
+        result = run_one(module, make)
+    exit_one(module, session, result)
 
 
 def main():
@@ -621,40 +583,7 @@ def main():
     for key in KUBEVIRT_ONLY:
         if module.params.get(key) is not None:
             module.fail_json(msg='%s: is a kubevirt option and is not supported with backend libvirt' % key)
-    if not HAS_LIBVIRT:
-        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
-    params = module.params
-    try:
-        opts = options_from(params)
-        if params['names'] is not None:
-            results = _clean(run_many(module, params, opts), params)
-            changed = any(r.get('changed') for r in results)
-            failed = [r['name'] for r in results if r.get('failed')]
-            if failed:
-                module.fail_json(msg='%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed)), changed=changed, results=results)
-            module.exit_json(changed=changed, results=results)
-        target = params['target_uri'] or (params['target_uris'] or [None])[0]
-        if params['target_uris'] and params['state'] != 'cancelled':
-            raise InvalidDeclaration('target_uris', 'with name, give target_uri (target_uris places several VMs given with names)')
-
-        def make(on_started=None):
-            return mb.Migration(_source_args(params), target, params['name'], opts, check_mode=module.check_mode, on_started=on_started)
-        if params['state'] == 'cancelled':
-            result = make().cancel()
-        elif params['state'] == 'started' and not module.check_mode:
-            result = run_started(make)
-        else:
-            result = make().converge()
-    except ConvergeError as exc:
-        module.fail_json(**_clean(exc.to_result(), params))
-    except Exception as exc:  # pylint: disable=broad-except
-        module.fail_json(msg=redact_text('unexpected error: %s' % exc, _secrets(params)),
-                         exception=redact_text(traceback.format_exc(), _secrets(params)))
-    result = _clean(result, params)
-    result.pop('name', None)
-    if result.pop('failed', False):
-        module.fail_json(**result)
-    module.exit_json(**result)
+    main_libvirt(module)
 
 
 if __name__ == '__main__':

@@ -98,22 +98,18 @@ hosts:
 '''
 
 # pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
-import os
-
-from ansible.module_utils.basic import missing_required_lib
-
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
 bytecache.install()
 
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, LIBVIRT_IMPORT_ERROR, Connection
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import Connection
 
 
 def main_kubevirt(module):
@@ -137,22 +133,26 @@ def main():
     if module.params['backend'] == 'kubevirt':
         main_kubevirt(module)
         return
-    if not HAS_LIBVIRT:
-        module.fail_json(msg=missing_required_lib('libvirt-python'), exception=LIBVIRT_IMPORT_ERROR)
-    uris = list(module.params['uris'] or [])
-    if module.params['uri'] or not uris:
-        uris.insert(0, module.params['uri'] or os.environ.get('LIBVIRT_DEFAULT_URI') or 'qemu:///system')
-    secrets = [module.params['password']] if module.params['password'] else []
-    migrations, hosts = [], []
-    for uri in uris:
-        try:
-            with Connection(uri, module.params['username'], module.params['password']) as connection:
-                migrations.extend(mb.migrations_on(connection, module.params['name']))
-            hosts.append({'uri': redact_uri(uri), 'ok': True})
-        except ConvergeError as exc:
-            hosts.append({'uri': redact_uri(uri), 'ok': False, 'msg': redact_text(exc.message, secrets)})
-        except Exception as exc:  # pylint: disable=broad-except
-            hosts.append({'uri': redact_uri(uri), 'ok': False, 'msg': redact_text(str(exc), secrets)})
+    main_libvirt(module)
+
+
+def main_libvirt(module):
+    """The module with backend libvirt: every host of ``uri`` and ``uris`` (one that cannot be read is listed with its error)."""
+    params = module.params
+    with mb.MigrationSession(module) as session:
+        uris = list(params['uris'] or [])
+        if params['uri'] or not uris:
+            uris.insert(0, session.source_args()[0])
+        migrations, hosts = [], []
+        for uri in uris:
+            try:
+                with Connection(uri, params['username'], params['password']) as connection:
+                    migrations.extend(mb.migrations_on(connection, params['name']))
+                hosts.append({'uri': redact_uri(uri), 'ok': True})
+            except ConvergeError as exc:
+                hosts.append({'uri': redact_uri(uri), 'ok': False, 'msg': session.redact(exc.message)})
+            except Exception as exc:  # pylint: disable=broad-except
+                hosts.append({'uri': redact_uri(uri), 'ok': False, 'msg': session.redact(str(exc))})
     if not any(h['ok'] for h in hosts):
         module.fail_json(msg='no host could be read: %s' % '; '.join(h['msg'] for h in hosts), hosts=hosts, migrations=[])
     module.exit_json(changed=False, migrations=migrations, hosts=hosts)

@@ -63,6 +63,11 @@ def lease_seconds(wait_timeout, completion_timeout=None):
     return float(wait_timeout) + float(completion_timeout or 0) + LEASE_MARGIN_SECONDS
 
 
+def task_lease_seconds(opts):
+    """The lease a migration task is taken with, from a backend's options (``wait_timeout``, ``completion_timeout`` when it has one)."""
+    return lease_seconds(opts.wait_timeout, getattr(opts, 'completion_timeout', None))
+
+
 class Look(NamedTuple):
     """One observation, as the loop needs it."""
 

@@ -69,9 +69,7 @@ class KubevirtMigrationOptions(NamedTuple):
     poll_interval: float = 0.1
 
 
-def task_lease_seconds(opts):
-    """The lease of a migration task (:func:`.._common.migrate.lease_seconds`)."""
-    return migrate.lease_seconds(opts.wait_timeout)
+task_lease_seconds = migrate.task_lease_seconds
 
 
 def validate_options(opts):

@@ -33,14 +33,16 @@ import threading
 import time
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple, Optional
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused)
 from ansible_collections.converge.virt.plugins.module_utils._common import migrate
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import metadata
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import Connection, is_no_domain, libvirt
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import (
+    Connection, ModuleSession, is_no_domain, libvirt, resolve_uri)
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_phase
@@ -83,9 +85,7 @@ class MigrationOptions(NamedTuple):  # pylint: disable=too-many-instance-attribu
         return 'offline_migrate' if self.offline else 'live_migrate'
 
 
-def task_lease_seconds(opts):
-    """The lease of a migration task (:func:`.._common.migrate.lease_seconds`)."""
-    return migrate.lease_seconds(opts.wait_timeout, opts.completion_timeout)
+task_lease_seconds = migrate.task_lease_seconds
 
 
 def validate_options(opts):
@@ -912,3 +912,79 @@ def place(memory_kib_by_vm, candidates):
         free[best] -= need
         out[name] = best
     return out
+
+
+def choose_targets(source_args, names, candidates, target_username=None, target_password=None):
+    """The target URI of every VM of ``names`` (None: no candidate fits it).
+
+    A VM already on a candidate goes there (the run converges it: nothing to move); a VM the source does not have goes to the
+    first candidate (its migration then says so); the others are placed by free memory (:func:`place`). An unreachable
+    candidate is passed over.
+    """
+    with Connection(*source_args) as source:
+        memory = {}
+        for name in names:
+            dom = lookup(source.conn, name)
+            memory[name] = int(dom.info()[1]) if dom is not None else None
+    hosts = []
+    for uri in candidates:
+        try:
+            with Connection(uri, target_username, target_password) as conn:
+                hosts.append({'uri': uri, 'free_memory': conn.conn.getFreeMemory(), 'draining': drain_mark(conn.conn) is not None,
+                              'vms': set(d.name() for d in conn.conn.listAllDomains(1))})
+        except ConvergeError:
+            continue
+    placed = place(dict((n, m) for n, m in memory.items() if m is not None), hosts)
+    targets = {}
+    for name in names:
+        found = [h['uri'] for h in hosts if name in h['vms']]
+        if memory[name] is None or found:
+            targets[name] = found[0] if found else candidates[0]
+        else:
+            targets[name] = placed.get(name)
+    return targets
+
+
+def migrate_many(source_args, names, candidates, opts, check_mode, parallel):  # pylint: disable=too-many-arguments
+    """Place every VM of ``names`` on one of ``candidates`` and migrate them, ``parallel`` at a time; one result per VM."""
+    duplicates = sorted(set(n for n in names if names.count(n) > 1))
+    if duplicates:
+        raise InvalidDeclaration('names', 'a VM is named more than once: %s' % ', '.join(duplicates))
+    targets = choose_targets(source_args, names, candidates, opts.target_username, opts.target_password)
+
+    def one(name):
+        target = targets[name]
+        if target is None:
+            return {'name': name, 'changed': False, 'failed': True, 'phase': None, 'phases': [], 'reason': None,
+                    'msg': 'no target host fits VM %r (all draining, unreachable or without enough free memory)' % name}
+        try:
+            return Migration(source_args, target, name, opts, check_mode=check_mode).converge()
+        except ConvergeError as exc:
+            return dict(exc.to_result(), name=name, changed=False, failed=True, target_uri=redact_uri(target))
+        except Exception as exc:  # pylint: disable=broad-except
+            return {'name': name, 'changed': False, 'failed': True, 'msg': 'unexpected error: %s' % exc, 'target_uri': redact_uri(target)}
+
+    with ThreadPoolExecutor(max_workers=min(parallel, max(1, len(names)))) as pool:
+        return list(pool.map(one, names))
+
+
+class MigrationSession(ModuleSession):
+    """The libvirt module session of migration, migration_info and host: the source's secrets and the target's password redacted."""
+
+    def source_args(self):
+        """(uri, username, password) of the source host (the module's uri, or the default: :func:`.connection.resolve_uri`)."""
+        params = self.module.params
+        return (resolve_uri(params.get('uri')), params.get('username'), params.get('password'))
+
+    def redact_text(self, text):
+        return redact_text(super().redact_text(text), [self.module.params.get('target_password')])
+
+    def redact_result(self, result):
+        """``result`` with every string redacted, also inside its lists and dicts (results, notes, history)."""
+        def clean(value):
+            if isinstance(value, list):
+                return [clean(v) for v in value]
+            if isinstance(value, dict):
+                return dict((k, clean(v)) for k, v in value.items())
+            return self.redact(value)
+        return clean(result)

@@ -219,3 +219,27 @@ def test_lease_seconds_covers_wait_and_completion_with_a_margin():
 def test_the_required_hooks_are_required(hook):
     with pytest.raises(NotImplementedError):
         getattr(migrate.FollowHooks(), hook)()
+
+
+def test_a_failed_migration_ends_the_follow_without_an_abort():
+    clock = Clock()
+
+    class FailsWhileRunning(FakeBackend):
+        def look(self):
+            self.looks += 1
+            if self.elapsed() >= 4:
+                return migrate.Look('Failed', over=True)
+            return migrate.Look('Running' if self.elapsed() >= 1 else 'Pending')
+
+    backend = FailsWhileRunning(clock)
+    outcome = run(backend, clock, wait_timeout=60, completion_timeout=30, pending_timeout=30)
+    assert outcome.settled and outcome.stopped_by is None and outcome.notes == []
+    assert backend.aborts == [] and backend.completion_calls == 0 and backend.elapsed() == 4.0
+
+
+def test_both_backends_take_the_task_with_one_lease_formula():
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as lmb
+    assert lmb.task_lease_seconds is migrate.task_lease_seconds and kmb.task_lease_seconds is migrate.task_lease_seconds
+    assert migrate.task_lease_seconds(lmb.MigrationOptions(wait_timeout=100, completion_timeout=50)) == 100 + 50 + migrate.LEASE_MARGIN_SECONDS
+    assert migrate.task_lease_seconds(kmb.KubevirtMigrationOptions(wait_timeout=100)) == 100 + migrate.LEASE_MARGIN_SECONDS
