@@ -31,6 +31,8 @@ from __future__ import annotations
 import time
 from typing import List, NamedTuple, Optional
 
+from ansible_collections.converge.virt.plugins.module_utils._phase import migration
+
 RUNNING = 'Running'
 ABORT_GRACE_SECONDS = 60.0
 LEASE_MARGIN_SECONDS = 120.0
@@ -46,6 +48,10 @@ FOLLOW_RULES = (
     ('pending_timeout', 'the start of the follow, while the phase is not Running',
      'abort as above (no backend passes one today: KubeVirt\'s controller enforces the migration\'s own, given as its annotation)'),
     ('an abort that fails', '-', 'a note; still wait at most %d s for the end, never a second abort' % ABORT_GRACE_SECONDS),
+    ('why wait after the abort', '-',
+     'an abort is a request: the job may still finish on the target. Waiting (bounded) for the backend to report the end '
+     'lets the result say where the guest runs; stopping at the abort could report a guest on the source '
+     'that then ran on the target'),
     ('the task lease', 'the start of the follow',
      'renewed whenever less than the rest of the follow plus %d s is left (libvirt cannot write during the job: '
      'its lease covers the whole follow from the start)' % (LEASE_MARGIN_SECONDS / 2)),
@@ -92,6 +98,39 @@ class Outcome(NamedTuple):
     stopped_by: Optional[str]       # the limit that made the loop abort, e.g. 'wait_timeout (600 s) passed'
     notes: List[str]                # what the loop did (aborts, post-copy switch, abort failures)
     renewals: int = 0
+
+
+class MigrationRun:
+    """What the migration of one VM keeps on every backend: who runs it, and the phase record the result reports.
+
+    ``phase`` and ``reason`` come from the shared phase machine (``_phase.migration.next_phase``); ``phases`` is the walk
+    through its phases, Failed at most once. A backend subclass adds what it observes and executes.
+    """
+
+    def __init__(self, name, opts, owner, check_mode=False, on_started=None):
+        self.name = name
+        self.opts = opts
+        self.owner = owner
+        self.check_mode = check_mode
+        self.on_started = on_started
+        self.phase = migration.UNSET
+        self.phases = []
+        self.reason = None
+        self.progress = {}
+        self.notes = []
+
+    def _advance(self, obs):
+        """Move to the phase the phase machine reads from ``obs``; return it."""
+        phase, reason = migration.next_phase(obs)
+        if phase == migration.FAILED:
+            if self.phase != migration.FAILED:
+                self.phases.append(phase)
+        else:
+            self.phases.extend(migration.walk(obs.phase, phase))
+        self.phase = phase
+        if reason:
+            self.reason = reason
+        return phase
 
 
 class FollowHooks:

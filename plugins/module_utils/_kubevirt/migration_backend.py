@@ -468,42 +468,21 @@ class _FollowKubevirt(migrate.FollowHooks):
 
 
 # ------------------------------------------------------------ migration
-class KubevirtMigration:  # pylint: disable=too-many-instance-attributes
+class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attributes
     """One VM of a namespace to move to another node (see the module docstring)."""
 
     def __init__(self, client, namespace, name, opts, check_mode=False, on_started=None):
+        super().__init__(name, opts, owner_id(), check_mode=check_mode, on_started=on_started)
         self.client = client
         self.namespace = namespace
-        self.name = name
-        self.opts = opts
-        self.check_mode = check_mode
-        self.on_started = on_started
-        self.owner = owner_id()
-        self.phase = migration.UNSET
-        self.phases = []
-        self.reason = None
         self.kphase = None
         self.vmim_name = None
         self.source_node = None
         self.target_node = opts.target_node
-        self.progress = {}
-        self.notes = []
         self.message = None
         self.closed_leftover = False
 
     # ---------------------------------------------------------- plumbing
-    def _advance(self, obs):
-        phase, reason = migration.next_phase(obs)
-        if phase == migration.FAILED:
-            if self.phase != migration.FAILED:
-                self.phases.append(phase)
-        else:
-            self.phases.extend(migration.walk(obs.phase, phase))
-        self.phase = phase
-        if reason:
-            self.reason = reason
-        return phase
-
     def _observe(self):
         return kobserve.observe_vm(self.client, self.namespace, self.name)
 

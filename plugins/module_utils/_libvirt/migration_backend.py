@@ -385,24 +385,15 @@ class _FollowLibvirt(migrate.FollowHooks):
             time.sleep(seconds)
 
 
-class Migration:  # pylint: disable=too-many-instance-attributes
+class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attributes
     """One VM to converge onto a target host (see the module docstring)."""
 
     def __init__(self, source_args, target_uri, name, opts, check_mode=False, on_started=None):
+        super().__init__(name, opts, owner_id(), check_mode=check_mode, on_started=on_started)
         self.source_args = tuple(source_args)          # (uri, username, password)
         self.target_uri = target_uri
-        self.name = name
-        self.opts = opts
-        self.check_mode = check_mode
-        self.on_started = on_started
-        self.owner = owner_id()
-        self.phase = migration.UNSET
-        self.phases = []
-        self.reason = None
-        self.progress = {}
         self.source = None
         self.dest = None
-        self.notes = []
         self.history_entry = None
         self.stopped_by = None      # the timeout that made this run abort the migration (named in the failure message)
         self.started = False        # this run took the task: from then on an error is reported, never retried
@@ -416,17 +407,6 @@ class Migration:  # pylint: disable=too-many-instance-attributes
         if self.opts.target_password:
             text = text.replace(self.opts.target_password, '********')
         return text
-
-    def _advance(self, obs):
-        phase, reason = migration.next_phase(obs)
-        if phase == migration.FAILED:
-            self.phases.append(phase)
-        else:
-            self.phases.extend(migration.walk(obs.phase, phase))
-        self.phase = phase
-        if reason:
-            self.reason = reason
-        return phase
 
     def _observe(self, **kwargs):
         return self._advance(migration_phase.libvirt_observation(self.phase, **kwargs))
@@ -945,7 +925,7 @@ def choose_targets(source_args, names, candidates, target_username=None, target_
     return targets
 
 
-def migrate_many(source_args, names, candidates, opts, check_mode, parallel):  # pylint: disable=too-many-arguments
+def migrate_many(source_args, names, candidates, opts, check_mode, parallel):
     """Place every VM of ``names`` on one of ``candidates`` and migrate them, ``parallel`` at a time; one result per VM."""
     duplicates = sorted(set(n for n in names if names.count(n) > 1))
     if duplicates:
