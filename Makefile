@@ -91,6 +91,7 @@ guest: venv
 > $(VPY) -m tools.virtlab guest build --cache-dir $(BUILD)/guest
 
 # etcd, kube-apiserver, kube-controller-manager and KubeVirt's/CDI's generated CRDs, built from Go modules
+# (with virt-api, virt-controller, kube-scheduler and kwok for `up --controllers real`)
 # (Go 1.26, the Go module proxy) into ${XDG_CACHE_HOME:-~/.cache}/converge-virt/kube; only what is missing
 # is built (docs/kubelab.md). Standard library only: no virtualenv needed. Exported for every recipe, so the
 # tests (run with XDG_CACHE_HOME=build/cache) find the same cache.
