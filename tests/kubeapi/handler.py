@@ -76,8 +76,9 @@ class _Server(ThreadingHTTPServer):
 class HandlerEmulation:
     """The virt-handler endpoint and pods; see the module docstring.  ``store``: a ``remote.RemoteStore`` (admin)."""
 
-    def __init__(self, store, port, cert_file, key_file, ca_file, nodes):
+    def __init__(self, store, port, cert_file, key_file, ca_file, nodes, host_network=False):  # pylint: disable=too-many-arguments
         self.store = store
+        self.host_network = host_network    # kwok's nodes (node IP 127.0.0.1) give a host-network pod that IP
         self.nodes = list(nodes)
         self.calls = []
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -96,11 +97,14 @@ class HandlerEmulation:
         for node in self.nodes:
             name = 'virt-handler-%s' % node
             if self.store.peek(t_pod, NAMESPACE, name) is None:
-                self.store.create(t_pod, NAMESPACE, {
-                    'metadata': {'name': name, 'labels': {'kubevirt.io': 'virt-handler'}},
-                    'spec': {'nodeName': node, 'containers': [{'name': 'virt-handler', 'image': IMAGE}]},
-                    'status': {'phase': 'Running', 'podIP': '127.0.0.1', 'podIPs': [{'ip': '127.0.0.1'}], 'hostIP': '127.0.0.1',
-                               'conditions': [{'type': 'Ready', 'status': 'True'}]}})
+                pod = {'metadata': {'name': name, 'labels': {'kubevirt.io': 'virt-handler'}},
+                       'spec': {'nodeName': node, 'containers': [{'name': 'virt-handler', 'image': IMAGE}]},
+                       'status': {'phase': 'Running', 'podIP': '127.0.0.1', 'podIPs': [{'ip': '127.0.0.1'}], 'hostIP': '127.0.0.1',
+                                  'conditions': [{'type': 'Ready', 'status': 'True'}]}}
+                if self.host_network:       # kwok writes the status of a pod on its nodes
+                    pod['spec']['hostNetwork'] = True
+                    del pod['status']
+                self.store.create(t_pod, NAMESPACE, pod)
         self.thread.start()
         return self
 

@@ -28,7 +28,7 @@ def _parser():
     parser = argparse.ArgumentParser(prog="python -m tools.kubelab", description="A real Kubernetes API server with KubeVirt's CRDs.")
     sub = parser.add_subparsers(dest="action", required=True)
     build_parser = sub.add_parser("build", help="build the missing binaries into the cache")
-    build_parser.add_argument("--only", action="append", choices=["etcd", "kubernetes", "kubevirt", "virt-api"])
+    build_parser.add_argument("--only", action="append", choices=["etcd", "kubernetes", "kubevirt", "virt-api", "virt-controller", "kube-scheduler", "kwok"])
     sub.add_parser("versions", help="print the pinned versions")
     for name in ("up", "down", "status"):
         action = sub.add_parser(name, help=f"{name} the lab in --dir")
@@ -37,9 +37,10 @@ def _parser():
             action.add_argument("--virt-api", action="store_true", help="also run KubeVirt's virt-api (webhooks, subresources)")
             action.add_argument("--feature-gate", action="append", default=[], metavar="GATE",
                                 help="a KubeVirt feature gate for virt-api (repeatable), e.g. DeclarativeHotplugVolumes")
-            action.add_argument("--controllers", choices=["emulated"],
+            action.add_argument("--controllers", choices=["emulated", "real"],
                                 help="emulated: run tests/kubeapi's KubeVirt controller emulation (virt-controller, virt-handler, "
-                                     "scheduler, kubelet, CDI) against the server")
+                                     "scheduler, kubelet, CDI) against the server; real: KubeVirt's own virt-controller with kube-scheduler, "
+                                     "kwok's simulated nodes and a small virt-handler emulation (implies --virt-api)")
     return parser
 
 

@@ -9,6 +9,9 @@ the Go module proxy; nothing binary lives in the repository):
 ``kubevirt-manifests``        prints KubeVirt's and CDI's own generated CRDs (go/kubevirt);
                               its output is kept beside it as ``crds.yaml``
 ``virt-api``                  KubeVirt's own virt-api (go/kubevirt), run out of cluster by ``up --virt-api``
+``virt-controller``           KubeVirt's own virt-controller (go/kubevirt), run out of cluster by ``up --controllers real``
+``kube-scheduler``            k8s.io/kubernetes' scheduler (go/kube), for ``up --controllers real``
+``kwok``                      sigs.k8s.io/kwok (go/kwok): simulated nodes and pod lifecycles, for ``up --controllers real``
 
 Each part lands in ``<cache>/<part>-<version>-<hash>/`` where the hash covers the part's
 wrapper sources (go.mod, go.sum, *.go) and the Go version, so a changed pin or source
@@ -133,6 +136,10 @@ def parts():
              after=_write_crds),
         # stage 2: KubeVirt's own virt-api, run out of cluster (`up --virt-api`)
         Part("virt-api", "kubevirt", kubevirt, ["./cmd/virt-api"], ["virt-api"]),
+        # stage 3 (`up --controllers real`): KubeVirt's own virt-controller, Kubernetes' scheduler, kwok's simulated nodes
+        Part("virt-controller", "kubevirt", kubevirt, ["./cmd/virt-controller"], ["virt-controller"]),
+        Part("kube-scheduler", "kube", k8s, ["./cmd/kube-scheduler"], ["kube-scheduler"], ldflags=kube_ldflags),
+        Part("kwok", "kwok", _module_version("kwok", "sigs.k8s.io/kwok"), ["./cmd/kwok"], ["kwok"]),
     ]
 
 
@@ -160,6 +167,7 @@ def go_version(go):
 
 
 STAGE1 = ("etcd", "kubernetes", "kubevirt")
+REAL_CONTROLLERS = ("virt-controller", "kube-scheduler", "kwok")
 
 
 def locate(names=STAGE1, root=None):

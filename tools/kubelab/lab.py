@@ -465,7 +465,9 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint
     (``python -m tests.kubeapi.controller``, role ``controllers``) as KubeVirt's own controller service account.
     """
     directory = os.path.abspath(directory)
-    binaries = build.locate(build.STAGE1 + (("virt-api",) if virt_api else ()))
+    if controllers == "real":
+        virt_api = True     # virt-controller's VMIs need virt-api's defaults (mutating webhooks) and its subresources
+    binaries = build.locate(build.STAGE1 + (("virt-api",) if virt_api else ()) + (build.REAL_CONTROLLERS if controllers == "real" else ()))
     for role in ROLES + (("virt-api",) if virt_api else ()):
         if not os.access(binaries[role], os.X_OK):
             raise LabError(f"{binaries[role]} is not executable; rebuild with `make kube`")
@@ -489,6 +491,8 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint
     if virt_api:
         ports["virt-api"] = _free_port()
         ports["virt-handler"] = _free_port()    # where virt-api reaches "virt-handler" (see handler_endpoint)
+    if controllers == "real":
+        ports.update({role: _free_port() for role in ("kube-scheduler", "virt-controller", "kwok")})
     state = {"boot_id": boot_id(), "dir": directory, "ports": ports, "versions": build.versions(), "processes": []}
     _save(directory, state)
     server = f"https://127.0.0.1:{ports['kube-apiserver']}"
@@ -543,6 +547,8 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint
             _remove_virt_api_registrations(client, registrations)
         if controllers == "emulated":
             _start_emulated_controllers(client, directory, state, server, paths["ca"], virt_api)
+        elif controllers == "real":
+            _start_real_controllers(client, directory, state, binaries, kubeconfig)
     except BaseException:
         down(directory)
         raise
@@ -644,6 +650,97 @@ def _start_emulated_controllers(client, directory, state, server, ca_file, virt_
     _wait("controllers", proc, state["processes"][-1]["log"], seeded, timeout=60)
 
 
+# ---------------------------------------------------------------- KubeVirt's own virt-controller (issue 15)
+
+NODES = ("node01", "node02", "node03")
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+# what virt-controller's launcher pods ask of a node besides cpu and memory (virt-handler's device plugins advertise them)
+NODE_DEVICES = {"devices.kubevirt.io/kvm": "1k", "devices.kubevirt.io/tun": "1k", "devices.kubevirt.io/vhost-net": "1k"}
+NODE_CAPACITY = dict({"cpu": "64", "memory": "256Gi", "pods": "110", "ephemeral-storage": "1Ti"}, **NODE_DEVICES)
+
+
+def _kwok_node(name):
+    """A Node kwok keeps alive (annotation kwok.x-k8s.io/node=fake), schedulable for KubeVirt, with the devices
+    virt-handler's device plugins would advertise."""
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "annotations": {KWOK_ANNOTATION: "fake"},
+                         "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                                    "type": "kwok", "kubevirt.io/schedulable": "true",
+                                    # what virt-handler's node labeller writes and launcher pods select on
+                                    "machine-type.node.kubevirt.io/q35": "true",
+                                    "cpu-model.node.kubevirt.io/Skylake-Client-IBRS": "true",
+                                    "host-model-cpu.node.kubevirt.io/Skylake-Client-IBRS": "true"}},
+            "spec": {},
+            "status": {"capacity": NODE_CAPACITY, "allocatable": NODE_CAPACITY}}
+
+
+def _start_real_controllers(client, directory, state, binaries, kubeconfig):  # pylint: disable=too-many-locals
+    """kube-scheduler, kwok (simulated nodes and pods), KubeVirt's own virt-controller, and the small emulation of what only
+    virt-handler writes (tests/kubeapi/node_agent.py, which also serves virt-handler's REST endpoint for virt-api)."""
+    ports, server, ca_file = state["ports"], client.server, os.path.join(directory, "pki", "ca.crt")
+    for name in NODES:
+        client.apply("/api/v1/nodes", _kwok_node(name))
+        _node_status(client, name)
+    scheduler = _start(directory, "kube-scheduler", [
+        binaries["kube-scheduler"], f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}", "--bind-address=127.0.0.1", f"--secure-port={ports['kube-scheduler']}",
+        "--leader-elect=false", "--profiling=false", "--v=1"], state)
+    kwok = _start(directory, "kwok", [
+        binaries["kwok"], f"--kubeconfig={kubeconfig}", f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
+        "--manage-all-nodes=false", "--node-ip=127.0.0.1", "--node-name=kwok-controller", "--node-port=0",
+        f"--server-address=127.0.0.1:{ports['kwok']}", "--cidr=10.244.0.1/16"], state)
+    controller_kubeconfig = _controller_identity(client, directory, server, ca_file)
+    crt, key = pki.ensure_leaf(os.path.join(directory, "pki"), "virt-controller", pki.ensure_ca(os.path.join(directory, "pki"), "ca", "converge-virt-kubelab-ca"),
+                               "virt-controller", server=True, client=True, dns=("virt-controller", "localhost"), addresses=("127.0.0.1",))
+    controller = _start(directory, "virt-controller", [
+        binaries["virt-controller"], "--kubeconfig", controller_kubeconfig, "--listen", "127.0.0.1", "--port", str(ports["virt-controller"]),
+        "--prom-cert-file", crt, "--prom-key-file", key, "--launcher-image", "quay.io/kubevirt/virt-launcher:v1.8.0",
+        "--exporter-image", "quay.io/kubevirt/virt-exportserver:v1.8.0",
+        "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s"], state)
+    handler = os.path.join(directory, "pki", "handler.kubeconfig")
+    _kubeconfig(handler, server, ca_file, f"system:serviceaccount:{VIRT_API_NAMESPACE}:kubevirt-handler",
+                grant(client, VIRT_API_NAMESPACE, "kubevirt-handler", ALL_RULES, ALL_RULES))
+    port, h_crt, h_key, _ca = handler_endpoint_of(state, directory)
+    agent = _start(directory, "virt-handler", [sys.executable, "-m", "tests.kubeapi.node_agent", "--kubeconfig", handler,
+                                               "--nodes", ",".join(NODES), "--handler-port", str(port),
+                                               "--handler-cert", h_crt, "--handler-key", h_key], state, cwd=REPO_ROOT)
+
+    def nodes_ready():
+        for proc, role in ((scheduler, "kube-scheduler"), (kwok, "kwok"), (controller, "virt-controller"), (agent, "virt-handler")):
+            if proc.poll() is not None:
+                record = [p for p in state["processes"] if p["role"] == role][-1]
+                raise LabError(f"{role} exited with status {proc.returncode} while starting; last lines of {record['log']}:\n{_log_tail(record['log'])}")
+        code, nodes = client.request("GET", "/api/v1/nodes")
+        items = [n for n in nodes.get("items", []) if n["metadata"]["name"] in NODES] if code == 200 else []
+        ready = [n for n in items if any(c.get("type") == "Ready" and c.get("status") == "True" for c in n.get("status", {}).get("conditions", []))]
+        for node in ready:
+            # the TaintNodesByCondition admission plugin tainted the new Node not-ready; the node lifecycle controller
+            # (not run by the lab) lifts that once the Node reports Ready: do it here
+            taints = [t for t in node["spec"].get("taints") or [] if not t.get("key", "").startswith("node.kubernetes.io/")]
+            if taints != (node["spec"].get("taints") or []):
+                node["spec"]["taints"] = taints
+                client.request("PUT", f"/api/v1/nodes/{node['metadata']['name']}", node)
+        return len(ready) == len(NODES) and not any(n["spec"].get("taints") for n in ready)
+    _wait_for("kwok's nodes Ready and untainted", nodes_ready, timeout=60)
+    _wait_for("virt-controller's leader lease", lambda: _virt_controller_leading(client), timeout=90)
+
+
+def _node_status(client, name):
+    """Capacity and allocatable of a new Node (status is not taken on create)."""
+    code, node = client.request("GET", f"/api/v1/nodes/{name}")
+    if code != 200:
+        raise LabError(f"could not read node {name}: HTTP {code}: {node}")
+    node.setdefault("status", {}).update(capacity=NODE_CAPACITY, allocatable=NODE_CAPACITY)
+    code, answer = client.request("PUT", f"/api/v1/nodes/{name}/status", node)
+    if code != 200:
+        raise LabError(f"could not set node {name}'s capacity: HTTP {code}: {answer}")
+
+
+def _virt_controller_leading(client):
+    code, lease = client.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/{VIRT_API_NAMESPACE}/leases/virt-controller")
+    return code == 200 and bool(lease.get("spec", {}).get("holderIdentity"))
+
+
 def _etcd_healthy(port, paths):
     context = ssl.create_default_context(cafile=paths["etcd_ca"])
     context.load_cert_chain(paths["etcd_client_crt"], paths["etcd_client_key"])
@@ -693,7 +790,7 @@ def down(directory, timeout=20):
 
 
 # ---------------------------------------------------------------- faults: one component down, restarted
-RESTARTABLE = ROLES + ("virt-api",)
+RESTARTABLE = ROLES + ("virt-api", "virt-controller", "kube-scheduler", "kwok", "virt-handler")
 
 
 def _role_record(state, role):
