@@ -190,6 +190,8 @@ snapshot:
 operations:
   description:
     - The steps taken (planned, in check mode), each with op (create_snapshot, restore_snapshot, delete_snapshot) and snapshot.
+    - On libvirt, a run with no step that finds the task of a killed snapshot run on the VM (its step had finished in libvirtd)
+      clears it and reports op C(clear_stale_task) with its task_state and task_id (and C(changed)).
     - On kubevirt a restore step also names its C(restore) (the VirtualMachineRestore).
   returned: always
   type: list
@@ -362,8 +364,14 @@ def run(connection, params, check_mode):
     steps = add_older_than(steps, before, declared)
     names_before = sorted(snap.name for snap in before)
     operations = [dict([('op', step.op), ('snapshot', step.name)] + list(step.detail)) for step in steps]
+    cleared = None
+    if not steps:
+        # a killed run's step had finished in libvirtd: nothing to do but the task it left on the VM
+        cleared = backend.clear_stale_snapshot_task(observer, check_mode)
     if not check_mode:
         operations = backend.execute_plan(observer, steps)
+    if cleared:
+        operations.append(cleared)
     after, current = observer.snapshots()
     names_after = predicted_names(names_before, steps) if check_mode else sorted(snap.name for snap in after)
     found = [snap for snap in after if snap.name == params['name']]
@@ -374,7 +382,7 @@ def run(connection, params, check_mode):
             snapshot['phase'] = phase.RESTORED
     elif check_mode and params['state'] == 'present':
         snapshot = {'name': params['name'], 'vm': params['vm'], 'phase': phase.PENDING, 'memory': memory, 'consistency': phase.CRASH_CONSISTENT}
-    result = {'changed': bool(steps), 'operations': operations, 'snapshots': names_after, 'snapshot': snapshot,
+    result = {'changed': bool(steps) or bool(cleared), 'operations': operations, 'snapshots': names_after, 'snapshot': snapshot,
               'diff': {'before': {'snapshots': names_before}, 'after': {'snapshots': names_after}}}
     if safety:
         result['safety_snapshot'] = safety
