@@ -332,22 +332,17 @@ node:
 '''
 
 # pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
-import json
-import os
-import select
-import time
-
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
 bytecache.install()
 
+from ansible_collections.converge.virt.plugins.module_utils._common import migrate
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
 
-STARTED_REPLY_TIMEOUT = 120.0
 DEFAULT_PARALLEL = 2
 
 
@@ -453,7 +448,7 @@ def run_one(module, make):
     if module.params['state'] == 'cancelled':
         return make().cancel()
     if module.params['state'] == 'started' and not module.check_mode:
-        return run_started(make)
+        return migrate.run_detached(make)
     return make().converge()
 
 
@@ -505,52 +500,6 @@ def options_from(params):
         if name is not None and (not name or '/' in name or any(ord(char) < 32 for char in name)):
             raise InvalidDeclaration(field, '%r is not a VM name (no slash, no control character)' % name)
     return opts
-
-
-def run_started(make_migration):
-    """Fork a detached process that runs the migration; return its first report (the transfer runs, or the end)."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the detached side
-        os.close(read_fd)
-        try:
-            os.setsid()
-            if os.fork() != 0:
-                os._exit(0)
-            devnull = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(devnull, fd)
-            sent = []
-
-            def send(result):
-                if not sent:
-                    sent.append(True)
-                    os.write(write_fd, json.dumps(result, default=str).encode())
-                    os.close(write_fd)
-            try:
-                result = make_migration(send).converge()
-            except ConvergeError as exc:
-                result = dict(exc.to_result(), failed=True, changed=False)
-            except Exception as exc:  # pylint: disable=broad-except
-                result = dict(msg='unexpected error: %s' % exc, failed=True, changed=False)
-            send(result)
-        finally:
-            os._exit(0)
-    os.close(write_fd)
-    os.waitpid(pid, 0)
-    chunks = []
-    deadline = time.monotonic() + STARTED_REPLY_TIMEOUT
-    while time.monotonic() < deadline:
-        ready, _w, _x = select.select([read_fd], [], [], 1.0)
-        if ready:
-            chunk = os.read(read_fd, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    os.close(read_fd)
-    if not chunks:
-        raise ConvergeError('the detached migration process reported nothing within %ds' % STARTED_REPLY_TIMEOUT)
-    return json.loads(b''.join(chunks).decode())
 
 
 def main_libvirt(module):

@@ -28,15 +28,20 @@ Pure Python: no libvirt, no Kubernetes, and the clock is a parameter.
 
 from __future__ import annotations
 
+import json
+import os
+import select
 import time
 from typing import List, NamedTuple, Optional
 
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration
 
 RUNNING = 'Running'
 ABORT_GRACE_SECONDS = 60.0
 LEASE_MARGIN_SECONDS = 120.0
 TARGET_UNREACHABLE = 'the target could not be reached'
+STARTED_REPLY_TIMEOUT = 120.0
 
 
 # (limit, counted from, what happens when it passes): rendered in docs/states.md, "Following a migration"
@@ -221,3 +226,53 @@ def follow(hooks, limits, clock=time.monotonic, lease_until=None, wall=time.time
                 else:
                     lease_until = None      # the backend cannot renew it: never asked again
         hooks.pause(limits.poll_interval)
+
+
+def run_detached(make_migration):
+    """State started: fork a detached process that runs ``make_migration(report).converge()``; return its first report.
+
+    The migration reports once its transfer runs (``report``), or its end; the detached process then follows it to the end
+    with :func:`follow` and closes the task, after this run has returned.
+    """
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the detached side
+        os.close(read_fd)
+        try:
+            os.setsid()
+            if os.fork() != 0:
+                os._exit(0)
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            sent = []
+
+            def send(result):
+                if not sent:
+                    sent.append(True)
+                    os.write(write_fd, json.dumps(result, default=str).encode())
+                    os.close(write_fd)
+            try:
+                result = make_migration(send).converge()
+            except ConvergeError as exc:
+                result = dict(exc.to_result(), failed=True, changed=False)
+            except Exception as exc:  # pylint: disable=broad-except
+                result = dict(msg='unexpected error: %s' % exc, failed=True, changed=False)
+            send(result)
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    os.waitpid(pid, 0)
+    chunks = []
+    deadline = time.monotonic() + STARTED_REPLY_TIMEOUT
+    while time.monotonic() < deadline:
+        ready, _w, _x = select.select([read_fd], [], [], 1.0)
+        if ready:
+            chunk = os.read(read_fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    os.close(read_fd)
+    if not chunks:
+        raise ConvergeError('the detached migration process reported nothing within %ds' % STARTED_REPLY_TIMEOUT)
+    return json.loads(b''.join(chunks).decode())

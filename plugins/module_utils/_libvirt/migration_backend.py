@@ -108,25 +108,18 @@ def validate_options(opts):
     return opts
 
 
+# (option, VIR_MIGRATE_* flag it sets when true)
+OPTION_FLAGS = (('persistent', 'VIR_MIGRATE_PERSIST_DEST'), ('undefine_source', 'VIR_MIGRATE_UNDEFINE_SOURCE'),
+                ('auto_converge', 'VIR_MIGRATE_AUTO_CONVERGE'), ('post_copy', 'VIR_MIGRATE_POSTCOPY'),
+                ('copy_storage', 'VIR_MIGRATE_NON_SHARED_DISK'), ('peer_to_peer', 'VIR_MIGRATE_PEER2PEER'))
+
+
 def migration_flags(opts):
     """The VIR_MIGRATE_* flags for ``opts``."""
-    flags = 0
-    if opts.offline:
-        flags |= libvirt.VIR_MIGRATE_OFFLINE
-    else:
-        flags |= libvirt.VIR_MIGRATE_LIVE
-    if opts.persistent:
-        flags |= libvirt.VIR_MIGRATE_PERSIST_DEST
-    if opts.undefine_source:
-        flags |= libvirt.VIR_MIGRATE_UNDEFINE_SOURCE
-    if opts.auto_converge:
-        flags |= libvirt.VIR_MIGRATE_AUTO_CONVERGE
-    if opts.post_copy:
-        flags |= libvirt.VIR_MIGRATE_POSTCOPY
-    if opts.copy_storage:
-        flags |= libvirt.VIR_MIGRATE_NON_SHARED_DISK
-    if opts.peer_to_peer:
-        flags |= libvirt.VIR_MIGRATE_PEER2PEER
+    flags = libvirt.VIR_MIGRATE_OFFLINE if opts.offline else libvirt.VIR_MIGRATE_LIVE
+    for field, flag in OPTION_FLAGS:
+        if getattr(opts, field):
+            flags |= getattr(libvirt, flag)
     return flags
 
 

@@ -104,3 +104,17 @@ def test_the_session_uses_the_one_uri_default_and_hides_the_target_password(monk
         with session:
             raise BackendError('target refused dst-pw-9876', uri='qemu+tcp://u:dst-pw-9876@h/system')
     assert 'dst-pw-9876' not in repr(module.failed) and module.failed['msg'].startswith('target refused')
+
+
+@pytest.mark.parametrize('fields, expected', [
+    ({}, ('LIVE', 'PERSIST_DEST', 'UNDEFINE_SOURCE', 'PEER2PEER')),
+    ({'offline': True, 'undefine_source': False, 'peer_to_peer': False}, ('OFFLINE', 'PERSIST_DEST')),
+    ({'persistent': False, 'auto_converge': True, 'post_copy': True, 'copy_storage': True},
+     ('LIVE', 'UNDEFINE_SOURCE', 'AUTO_CONVERGE', 'POSTCOPY', 'NON_SHARED_DISK', 'PEER2PEER')),
+])
+def test_migration_flags_follow_the_options(fields, expected):
+    libvirt = pytest.importorskip('libvirt')
+    want = 0
+    for word in expected:
+        want |= getattr(libvirt, 'VIR_MIGRATE_' + word)
+    assert mb.migration_flags(mb.MigrationOptions(**fields)) == want
