@@ -13,7 +13,11 @@ the controller side, stop and restart handling) is left to the real virt-control
   the guest interfaces (pod IP) and the LiveMigratable condition;
 - a VMI being deleted (virt-controller deletes it to stop a VM) -> phase Succeeded (the domain shut down);
 - the handler's part of a live migration (target prepared, migration started, completed and the VMI moved);
+- a hot-plugged volume virt-controller reports AttachedToNode (its attachment pod runs) -> Ready (mounted in the guest);
 - virt-handler's REST endpoint for virt-api (pause/unpause: tests/kubeapi/handler.py ``HandlerEmulation``).
+
+Besides, as no storage exists here, it plays a dynamic provisioner: a Pending claim gets a PersistentVolume of its
+size and is bound to it (what a CSI provisioner and the PV binder would do).
 
 It imports nothing from plugins/.  SIGTERM/SIGINT stop it.
 """
@@ -49,6 +53,8 @@ class NodeAgent:
         self.t_vmi = store.rtype('kubevirt.io', 'virtualmachineinstances')
         self.t_pod = store.rtype('', 'pods')
         self.t_node = store.rtype('', 'nodes')
+        self.t_pvc = store.rtype('', 'persistentvolumeclaims')
+        self.t_pv = store.rtype('', 'persistentvolumes')
         self.last_heartbeat = 0.0
 
     def heartbeat(self, every=10.0):
@@ -67,6 +73,7 @@ class NodeAgent:
     def run_pass(self):
         """One look at every VMI; returns the number of VMIs written."""
         self.heartbeat()
+        self.provision()
         pods = {}
         for pod in self.store.items(self.t_pod):
             pods[(pod['metadata'].get('namespace'), pod['metadata']['name'])] = pod
@@ -86,6 +93,30 @@ class NodeAgent:
                     LOG.warning('vmi %s/%s: %s %s', meta['namespace'], meta['name'], exc.code, exc.message)
         return written
 
+    def provision(self):
+        """Bind every Pending claim to a new PersistentVolume of its size (no storage here: nothing else would)."""
+        for claim in self.store.items(self.t_pvc):
+            meta, spec = claim['metadata'], claim.get('spec') or {}
+            if (claim.get('status') or {}).get('phase') not in (None, 'Pending') or meta.get('deletionTimestamp'):
+                continue
+            name = 'pv-%s' % meta['uid']
+            if self.store.peek(self.t_pv, '', name) is None:
+                self.store.create(self.t_pv, '', {
+                    'metadata': {'name': name},
+                    'spec': {'capacity': {'storage': spec['resources']['requests']['storage']}, 'accessModes': spec.get('accessModes') or ['ReadWriteOnce'],
+                             'persistentVolumeReclaimPolicy': 'Delete', 'storageClassName': spec.get('storageClassName') or '',
+                             'volumeMode': spec.get('volumeMode') or 'Filesystem', 'hostPath': {'path': '/var/lib/kubelab/' + name},
+                             'claimRef': {'apiVersion': 'v1', 'kind': 'PersistentVolumeClaim', 'namespace': meta['namespace'],
+                                          'name': meta['name'], 'uid': meta['uid']}},
+                    'status': {'phase': 'Bound'}})
+
+            def bind(pvc, volume=name):
+                pvc['spec']['volumeName'] = volume
+                pvc['metadata'].setdefault('annotations', {})['pv.kubernetes.io/bind-completed'] = 'yes'
+                pvc['status'] = {'phase': 'Bound', 'accessModes': pvc['spec'].get('accessModes') or ['ReadWriteOnce'],
+                                 'capacity': {'storage': pvc['spec']['resources']['requests']['storage']}}
+            self.store.mutate(self.t_pvc, meta['namespace'], meta['name'], bind)
+
     def _change(self, vmi, pods):
         """A function that moves ``vmi`` on, or None when virt-handler would write nothing now."""
         status = vmi['status']
@@ -96,6 +127,9 @@ class NodeAgent:
         migration = status.get('migrationState') or {}
         if phase == 'Running' and migration and not migration.get('completed') and not migration.get('failed'):
             return _migration_step(migration, pods.get((ns, migration.get('targetPod'))))
+        if phase == 'Running' and any(v.get('hotplugVolume') and v.get('phase') in ('AttachedToNode', 'MountedToPod')
+                                      for v in status.get('volumeStatus') or []):
+            return _mount_hotplugged
         if phase != 'Scheduled':
             return None
         launchers = [pods.get(uid) for uid in (status.get('activePods') or {})]
@@ -105,9 +139,16 @@ class NodeAgent:
         return lambda obj: _start_domain(obj, ready[0])
 
 
+def _set_phase(vmi, phase):
+    """A new phase, recorded in phaseTransitionTimestamps as virt-handler does (virt-controller counts a VMI that went
+    final without a Running entry there as a start failure: CrashLoopBackOff)."""
+    vmi['status']['phase'] = phase
+    vmi['status'].setdefault('phaseTransitionTimestamps', []).append({'phase': phase, 'phaseTransitionTimestamp': now_iso()})
+
+
 def _shut_down(vmi):
     if vmi['status'].get('phase') not in FINAL:
-        vmi['status']['phase'] = 'Succeeded'
+        _set_phase(vmi, 'Succeeded')
 
 
 def _start_domain(vmi, pod):
@@ -115,7 +156,7 @@ def _start_domain(vmi, pod):
     status = vmi['status']
     if status.get('phase') != 'Scheduled':
         return
-    status['phase'] = 'Running'
+    _set_phase(vmi, 'Running')
     address = pod['status'].get('podIP')
     interfaces = []
     known = {entry.get('name'): entry for entry in status.get('interfaces') or []}     # virt-controller's podInterfaceName
@@ -132,6 +173,17 @@ def _start_domain(vmi, pod):
     now = now_iso()
     if cond_get(vmi, 'LiveMigratable') is None:
         cond_set(vmi, 'LiveMigratable', 'True', '', '', now)
+
+
+def _mount_hotplugged(vmi):
+    """virt-handler mounts an attached hot-plugged volume into the launcher and the guest sees the disk."""
+    used = {v.get('target') for v in vmi['status'].get('volumeStatus') or []}
+    for entry in vmi['status'].get('volumeStatus') or []:
+        if entry.get('hotplugVolume') and entry.get('phase') in ('AttachedToNode', 'MountedToPod'):
+            entry.update(phase='Ready', reason='VolumeReady', message='Successfully attach hotplugged volume %s to VM' % entry['name'])
+            if not entry.get('target'):
+                entry['target'] = next('sd' + chr(ord('a') + n) for n in range(26) if 'sd' + chr(ord('a') + n) not in used)
+                used.add(entry['target'])
 
 
 def _migration_step(migration, target_pod):
