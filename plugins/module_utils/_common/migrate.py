@@ -42,6 +42,7 @@ ABORT_GRACE_SECONDS = 60.0
 LEASE_MARGIN_SECONDS = 120.0
 TARGET_UNREACHABLE = 'the target could not be reached'
 STARTED_REPLY_TIMEOUT = 120.0
+CANCEL_WAIT_FLOOR_SECONDS = 30.0
 
 
 # (limit, counted from, what happens when it passes): rendered in docs/states.md, "Following a migration"
@@ -57,6 +58,8 @@ FOLLOW_RULES = (
      'an abort is a request: the job may still finish on the target. Waiting (bounded) for the backend to report the end '
      'lets the result say where the guest runs; stopping at the abort could report a guest on the source '
      'that then ran on the target'),
+    ('state cancelled', 'the abort request',
+     'look until the migration is over, for at most wait_timeout (a floor of %d s); then report what the VM is' % CANCEL_WAIT_FLOOR_SECONDS),
     ('the task lease', 'the start of the follow',
      'renewed whenever less than the rest of the follow plus %d s is left (libvirt cannot write during the job: '
      'its lease covers the whole follow from the start)' % (LEASE_MARGIN_SECONDS / 2)),
@@ -226,6 +229,20 @@ def follow(hooks, limits, clock=time.monotonic, lease_until=None, wall=time.time
                 else:
                     lease_until = None      # the backend cannot renew it: never asked again
         hooks.pause(limits.poll_interval)
+
+
+def wait_cancelled(over, wait_timeout, interval, clock=time.monotonic, sleep=time.sleep):
+    """State cancelled, after the abort request: call ``over()`` until it returns True or the wait ends; return whether it did.
+
+    The wait is ``wait_timeout``, at least :data:`CANCEL_WAIT_FLOOR_SECONDS` (an abort takes a moment even when the user
+    gave a short wait_timeout).
+    """
+    deadline = clock() + max(CANCEL_WAIT_FLOOR_SECONDS, float(wait_timeout))
+    while clock() < deadline:
+        if over():
+            return True
+        sleep(interval)
+    return False
 
 
 def run_detached(make_migration):

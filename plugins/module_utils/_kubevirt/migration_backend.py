@@ -725,8 +725,8 @@ class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-insta
         for other in flying:
             self.client.delete(KUBEVIRT_API, self.namespace, VMIM, other['metadata']['name'])
         uid = vmim['metadata']['uid']
-        deadline = time.monotonic() + max(30.0, float(self.opts.wait_timeout))
-        while time.monotonic() < deadline:
+
+        def over():
             current = self.client.get(KUBEVIRT_API, self.namespace, VMIM, self.vmim_name)
             vmi = self._vmi()
             if current is not None:
@@ -734,8 +734,9 @@ class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-insta
             self._advance(observation(self.phase, current, vmi, uid=uid, vmim_gone=current is None))
             if current is None or kubevirt_phase(current) in migration.FINAL:
                 self.progress = progress_of(current, vmi) if current is not None else self.progress
-                break
-            time.sleep(self.opts.poll_interval)
+                return True
+            return False
+        migrate.wait_cancelled(over, self.opts.wait_timeout, self.opts.poll_interval)
         self._wait_task_closed(vmims)
         return self._result(changed=True, msg='migration %s aborted (%s)' % (self.vmim_name, plan), obs=self._observe())
 

@@ -797,22 +797,24 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
         self._advance(migration_phase.libvirt_observation(self.phase, dest_connected=True, dest_checked=True, dest_accepts=True)
                       ._replace(abort_requested=True))
         if wait:
-            deadline = time.monotonic() + max(30.0, float(self.opts.wait_timeout))
-            while time.monotonic() < deadline:
-                current = lookup(self.source.conn, self.name)
-                if current is None or vm_view(current)['task_state'] != 'MIGRATING':
-                    break
-                if not vm_view(current)['job_active'] and (owner_gone(record.owner) or record.stale(time.time())):
-                    try:
-                        tasks.abandon_task(LibvirtTaskStore(self.source.conn, current, self.owner), record.task_id, name=self.name)
-                        self.notes.append('cleared the task of the run that is gone')
-                    except TaskConflict:
-                        pass  # that run ended its task itself meanwhile
-                    break
-                time.sleep(0.1)
+            migrate.wait_cancelled(lambda: self._cancel_over(record), self.opts.wait_timeout, 0.1)
         current = lookup(self.source.conn, self.name)
         return self._result(changed=True, vm=self._public_vm(current) if current is not None else None,
                             on_target=not _running(current))
+
+    def _cancel_over(self, record):
+        """True when the cancelled migration's task is closed (by its run, or here when that run is gone)."""
+        current = lookup(self.source.conn, self.name)
+        if current is None or vm_view(current)['task_state'] != 'MIGRATING':
+            return True
+        if not vm_view(current)['job_active'] and (owner_gone(record.owner) or record.stale(time.time())):
+            try:
+                tasks.abandon_task(LibvirtTaskStore(self.source.conn, current, self.owner), record.task_id, name=self.name)
+                self.notes.append('cleared the task of the run that is gone')
+            except TaskConflict:
+                pass  # that run ended its task itself meanwhile
+            return True
+        return False
 
 
 def _dest_error(error):

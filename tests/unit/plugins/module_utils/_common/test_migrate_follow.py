@@ -243,3 +243,20 @@ def test_both_backends_take_the_task_with_one_lease_formula():
     assert lmb.task_lease_seconds is migrate.task_lease_seconds and kmb.task_lease_seconds is migrate.task_lease_seconds
     assert migrate.task_lease_seconds(lmb.MigrationOptions(wait_timeout=100, completion_timeout=50)) == 100 + 50 + migrate.LEASE_MARGIN_SECONDS
     assert migrate.task_lease_seconds(kmb.KubevirtMigrationOptions(wait_timeout=100)) == 100 + migrate.LEASE_MARGIN_SECONDS
+
+
+def test_state_cancelled_waits_for_the_end_at_most_wait_timeout_with_a_floor():
+    clock = Clock()
+
+    def sleep(seconds):
+        clock.now += seconds
+
+    calls = []
+    assert migrate.wait_cancelled(lambda: calls.append(clock.now) or len(calls) == 3, 600, 2.0, clock=clock, sleep=sleep)
+    assert len(calls) == 3 and clock.now == 1004.0, 'stops at the first look that sees the end'
+    start = clock.now
+    assert not migrate.wait_cancelled(lambda: False, 5, 1.0, clock=clock, sleep=sleep)
+    assert clock.now - start == migrate.CANCEL_WAIT_FLOOR_SECONDS, 'a wait_timeout under the floor waits the floor'
+    start = clock.now
+    assert not migrate.wait_cancelled(lambda: False, 45, 1.0, clock=clock, sleep=sleep)
+    assert clock.now - start == 45
