@@ -16,7 +16,7 @@ COLL_LINK := $(BUILD)/collections/ansible_collections/converge/virt
 COLL_COPY := $(BUILD)/ansible-test/ansible_collections/converge/virt
 ANSIBLE_TEST_REQS = $(VENV)/lib/python3*/site-packages/ansible_test/_data/requirements
 APT_PACKAGES := libvirt-daemon-system libvirt-clients libvirt-dev pkg-config gcc python3-dev qemu-system-x86 qemu-utils openjdk-17-jre-headless \
-                busybox-static cpio kmod xz-utils zstd git openssh-server
+                busybox-static cpio kmod xz-utils zstd git openssh-server chromium
 export PYTHONPATH := $(BUILD)/collections
 export ANSIBLE_COLLECTIONS_PATH := $(BUILD)/collections
 export ANSIBLE_NOCOLOR := 1
@@ -31,12 +31,13 @@ LAB_ENV := XDG_CACHE_HOME=$(BUILD)/cache ANSIBLE_HOME=$(BUILD)/ansible-home
 # (outside the checkout, so clean clones reuse it) keeps our offline pip bootstrap out of every other project's runs.
 ANSIBLE_TEST_HOME := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/converge-virt/ansible-test-home
 
-.PHONY: help setup apt venv layout docs units sanity lint integration molecule test demo clean guest bench bench-venv
+.PHONY: help setup apt venv layout docs units sanity lint integration molecule test demo clean guest bench bench-venv docsite docsite-venv
 
 help:
 > @echo "make demo   - set up and converge a small real fleet on private libvirt hosts"
 > @echo "make test   - set up and run every test tier"
 > @echo "make docs   - regenerate docs/states.md from the phase tables"
+> @echo "make docsite - build the collection's documentation site (antsibull-docs, Sphinx) into build/docsite"
 
 setup: apt venv layout
 
@@ -66,6 +67,25 @@ layout:
 docs: layout
 > $(VPY) tools/gen_docs.py
 
+# The documentation site: antsibull-docs sphinx-init writes a Sphinx project into build/docsite, and the build.sh
+# it writes renders the collection's plugins and roles (antsibull-docs collection) and builds the HTML
+# (sphinx-build -W: any warning fails) into build/docsite/build/html. The intersphinx inventories of the pages it
+# refers to (docs.ansible.com, Python, Jinja) are written offline by tools/docsite_inventory.py. antsibull-docs and
+# Sphinx live in a virtualenv of their own (tests/docsite/requirements.txt); ansible-doc comes from the .venv.
+DOCSITE_VENV := $(BUILD)/docsite-venv
+$(DOCSITE_VENV)/.stamp: tests/docsite/requirements.txt
+> $(PYTHON) -m venv $(DOCSITE_VENV)
+> $(DOCSITE_VENV)/bin/pip install -q -r tests/docsite/requirements.txt
+> touch $@
+
+docsite-venv: venv $(DOCSITE_VENV)/.stamp
+
+docsite: docsite-venv layout
+> rm -rf $(BUILD)/docsite && mkdir -m 700 $(BUILD)/docsite
+> PATH=$(DOCSITE_VENV)/bin:$(VENV)/bin:$$PATH $(DOCSITE_VENV)/bin/antsibull-docs sphinx-init --use-current --dest-dir $(BUILD)/docsite converge.virt
+> $(VPY) tools/docsite_inventory.py $(BUILD)/docsite
+> PATH=$(DOCSITE_VENV)/bin:$(VENV)/bin:$$PATH $(BUILD)/docsite/build.sh
+
 # ansible-test units: the unit tests as ansible-test runs them (collection loader, controller python)
 units: venv layout
 > mkdir -p $(ANSIBLE_TEST_HOME)
@@ -74,13 +94,17 @@ units: venv layout
 # ansible-test installs each sanity test's pinned requirements from PyPI into
 # its own virtual environment; only its pip bootstrap (a download from its CI
 # file host, unreachable here) is replaced by tools/ansible_test_pip_bootstrap.py.
-sanity: venv layout
+sanity: venv layout docsite-venv
 > @v=$$(grep -hoE "pip='[0-9.]+'" $(VENV)/lib/python3*/site-packages/ansible_test/_internal/python_requirements.py | grep -oE '[0-9.]+'); \
   mkdir -p $(ANSIBLE_TEST_HOME)/.ansible/test/cache && cp tools/ansible_test_pip_bootstrap.py $(ANSIBLE_TEST_HOME)/.ansible/test/cache/get_pip_$${v//./_}.py; \
   old=$$HOME/.ansible/test/cache/get_pip_$${v//./_}.py; if cmp -s tools/ansible_test_pip_bootstrap.py $$old; then rm -f $$old; fi
 > cd $(COLL_COPY) && HOME=$(ANSIBLE_TEST_HOME) PATH=$(VENV)/bin:$$PATH $(VENV)/bin/ansible-test sanity --color no \
     --python $$($(VPY) -c 'import sys; print("%d.%d" % sys.version_info[:2])') \
     
+# the plugins' and roles' documentation as the docsite renders it: markup, references (to this collection and to
+# others), option names and the generated RST (rstcheck); ansible-doc from the project's .venv
+> cd $(COLL_LINK) && PATH=$(DOCSITE_VENV)/bin:$(VENV)/bin:$$PATH $(DOCSITE_VENV)/bin/antsibull-docs lint-collection-docs --plugin-docs \
+    --validate-collection-refs all --disallow-unknown-collection-refs --check-extra-docs-refs .
 
 lint: venv layout
 > cd $(COLL_COPY) && $(VENV)/bin/ansible-lint --profile production --offline -q
