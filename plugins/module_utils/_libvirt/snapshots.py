@@ -263,6 +263,10 @@ def plan_action(steps):
     return 'snapshot' if phase.CREATE in ops else 'delete_snapshot'
 
 
+# fields of the converge metadata that describe the definition, not the task: a revert brings the snapshot's back
+REVERTED_FIELDS = ('pending_restart',)
+
+
 def _run_step(observer, task, step):
     detail = dict(step.detail)
     dom = observer.dom
@@ -279,6 +283,14 @@ def _run_step(observer, task, step):
             # a revert brings that record back, so ours (this restore's task) is written again over it
             record = taskstore.read_metadata(dom)
             dom.revertToSnapshot(snap, 0)
+            # ... but what describes the definition comes from the snapshot's time with it: the revert brought back that
+            # definition (live and persistent), so a restart pending now (a change made after the snapshot) is gone
+            reverted = taskstore.read_metadata(dom)
+            for key in REVERTED_FIELDS:
+                if key in reverted:
+                    record[key] = reverted[key]
+                else:
+                    record.pop(key, None)
             with taskstore.DomainMutex(observer.connection.conn, dom.UUIDString(), task.owner, name=observer.vm):
                 taskstore.write_metadata(dom, record)
             task.vm_state_after = phase.vm_state_after_restore(at_snapshot, task.store.load()[0].vm_state)
