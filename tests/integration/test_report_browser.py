@@ -192,7 +192,8 @@ def test_report_renders_in_headless_chromium(libvirt_hosts, tmp_path):
 
         page = Page(profile)
         # the checker sees a broken page: a console error, an exception, a request to the network and a blank screen
-        broken = page.load('data:text/html,<body><script>console.error("boom"); undefined_call();</script><link rel="stylesheet" href="http://192.0.2.1/x.css"></body>')
+        broken = page.load('data:text/html,<body><script>console.error("boom"); undefined_call();</script>'
+                           '<link rel="stylesheet" href="http://192.0.2.1/x.css"></body>')
         assert any(p.startswith('console error') for p in broken) and any(p.startswith('exception') for p in broken), broken
         assert any(p.startswith('network') for p in broken), broken
         assert pixel_variety(page.screenshot({'x': 0, 'y': 0, 'width': 400, 'height': 300}, scale=0.5))[0] <= 2
