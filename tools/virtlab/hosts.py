@@ -100,7 +100,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 
-from . import netns
+from . import netns, sshd
 from ..procs import boot_id, pid_alive, reap, start_time  # noqa: F401  (boot_id, pid_alive: part of this module's API)
 
 HOSTS_FILE = "hosts.json"
@@ -149,6 +149,9 @@ class HostInfo:  # pylint: disable=too-many-instance-attributes
     started: dict = field(default_factory=dict)
     # (st_dev, st_ino) of dirs["etc"]: what /proc/<pid>/root/etc/libvirt is for a process of this host
     etc_identity: list = field(default_factory=list)
+    # the host's own sshd (start_hosts(ssh=True)): port on `address` (0: no sshd), the login's private home
+    ssh_port: int = 0
+    ssh_home: str = ""
 
     @property
     def socket_path(self):
@@ -525,10 +528,14 @@ def _abort_start(state_dir, hosts, procs):
 
 def start_hosts(count, state_dir, first_address=DEFAULT_FIRST_ADDRESS, *, name_prefix=DEFAULT_NAME_PREFIX,  # pylint: disable=too-many-arguments,too-many-locals
                 first_tcp_port=DEFAULT_FIRST_TCP_PORT, first_migration_port=DEFAULT_FIRST_MIGRATION_PORT,
-                migration_ports_per_host=DEFAULT_MIGRATION_PORTS_PER_HOST, timeout=60.0):
+                migration_ports_per_host=DEFAULT_MIGRATION_PORTS_PER_HOST, timeout=60.0, ssh=False,
+                ssh_port=sshd.DEFAULT_PORT, ssh_public_key=None, ssh_python=None):
     """Start count private libvirt hosts under state_dir (stopping any recorded there first).
 
-    Returns the list of HostInfo, also written to <state_dir>/hosts.json.
+    Returns the list of HostInfo, also written to <state_dir>/hosts.json.  With ``ssh=True`` every host also
+    runs its own sshd (see :mod:`tools.virtlab.sshd`) on ``<address>:<ssh_port>`` accepting root with the
+    public key file ``ssh_public_key`` (default: a key pair the lab makes, ``<state_dir>/ssh/id_ed25519``),
+    and the lab writes ``<state_dir>/inventory.json`` (managed nodes use ``ssh_python``, default this Python).
     """
     if count < 1:
         raise ValueError("count must be at least 1")
@@ -558,11 +565,33 @@ def start_hosts(count, state_dir, first_address=DEFAULT_FIRST_ADDRESS, *, name_p
         deadline = time.monotonic() + timeout
         for host, proc in zip(hosts, procs):
             _wait_ready(host, proc, deadline)
+        if ssh:
+            try:
+                _start_sshds(state_dir, hosts, procs, ssh_port, ssh_public_key, ssh_python, deadline)
+            except (sshd.SshdError, subprocess.CalledProcessError, OSError) as err:
+                raise LabError(f"sshd: {err}") from err
         _write_hosts(state_dir, hosts)
     except BaseException:
         _abort_start(state_dir, hosts[:len(procs)], procs)
         raise
     return hosts
+
+
+def _start_sshds(state_dir, hosts, procs, port, public_key, python, deadline):  # pylint: disable=too-many-arguments
+    """Give every (ready) host its sshd inside its namespaces; write the inventory and known_hosts."""
+    client_key, public_key = sshd.client_key(state_dir, public_key)
+    for host, proc in zip(hosts, procs):
+        host.ssh_port = port
+        host.ssh_home = os.path.join(host.root, "home")
+        config = sshd.prepare(host.root, host.address, port, public_key, host.ssh_home)
+        host.pids["sshd"] = sshd.launch(_which("nsenter"), proc.pid, config, os.path.join(host.root, "daemon.log"))
+        host.started["sshd"] = start_time(host.pids["sshd"])
+        _write_hosts(state_dir, hosts)
+    for host in hosts:
+        sshd.wait_listening(host.address, port, host.pids["sshd"], deadline, lambda host=host: _log_tail(host))
+    sshd.write_known_hosts(state_dir, [(host.address, port, host.root) for host in hosts])
+    sshd.write_inventory(state_dir, [{"name": host.name, "address": host.address, "port": port, "home": host.ssh_home} for host in hosts],
+                         client_key, python or sys.executable)
 
 
 def host_processes(host):
