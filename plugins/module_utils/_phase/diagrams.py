@@ -263,6 +263,9 @@ def layout(edges):
     rows = {}
     for node in nodes:
         rows.setdefault(layer[node], []).append(node)
+    # a graph with more transitions per state (vm_state) is spread wider, for its labels
+    density = max(1.0, min(1.6, len(merged) / (1.5 * len(nodes))))
+    node_gap = _NODE_GAP * density
     position = {}
     for index in sorted(rows):
         if index:
@@ -274,13 +277,13 @@ def layout(edges):
         for node in rows[index]:
             width = _node_size(node)[0]
             position[node] = x + width / 2
-            x += width + _NODE_GAP
+            x += width + node_gap
     tallest = max([len(_label_lines(labels)) for labels in merged.values()] + [1])
-    layer_gap = _LAYER_GAP + _LABEL_LINE_H * max(0, tallest - 2)
-    widest = max(sum(_node_size(n)[0] for n in row) + _NODE_GAP * (len(row) - 1) for row in rows.values())
+    layer_gap = _LAYER_GAP * density + _LABEL_LINE_H * max(0, tallest - 2)
+    widest = max(sum(_node_size(n)[0] for n in row) + node_gap * (len(row) - 1) for row in rows.values())
     boxes = {}
     for index, row in rows.items():
-        span = sum(_node_size(n)[0] for n in row) + _NODE_GAP * (len(row) - 1)
+        span = sum(_node_size(n)[0] for n in row) + node_gap * (len(row) - 1)
         for node in row:
             width, height = _node_size(node)
             boxes[node] = (position[node] + (widest - span) / 2, index * layer_gap, width, height)
@@ -301,6 +304,20 @@ def _clip(box, towards):
 
 def _fmt(value):
     return '%.1f' % value
+
+
+def _control(sx, sy, tx, ty, bow, normal):
+    """The control point of a quadratic curve whose middle lies ``bow`` away from the straight line."""
+    return (sx + tx) / 2 + 2 * bow * normal[0], (sy + ty) / 2 + 2 * bow * normal[1]
+
+
+def _bezier(sx, sy, control, tx, ty, t):
+    return ((1 - t) ** 2 * sx + 2 * t * (1 - t) * control[0] + t * t * tx, (1 - t) ** 2 * sy + 2 * t * (1 - t) * control[1] + t * t * ty)
+
+
+def _near(point, box, margin=8.0):
+    cx, cy, width, height = box
+    return abs(point[0] - cx) < width / 2 + margin and abs(point[1] - cy) < height / 2 + margin
 
 
 def _edge_geometry(boxes, merged, source, target):
@@ -324,13 +341,21 @@ def _edge_geometry(boxes, merged, source, target):
     normal = (-dy / length, dx / length)
     if abs(dy) > _LAYER_GAP * 1.5 and abs(dx) > 1 and (normal[0] > 0) != (dx > 0):
         normal = (-normal[0], -normal[1])
-    control = ((sx + tx) / 2 + 2 * bow * normal[0], (sy + ty) / 2 + 2 * bow * normal[1])
+    # the least bow (from the one above, then wider on either side) whose curve passes by every other state
+    others = [box for node, box in boxes.items() if node not in (source, target)]
+    candidates = [bow] + [value for step in (30.0, 60.0, 90.0, 130.0, 180.0) for value in (bow + step, -(bow + step))]
+    for candidate in candidates:
+        control = _control(sx, sy, tx, ty, candidate, normal)
+        if not any(_near(_bezier(sx, sy, control, tx, ty, t / 10.0), box) for t in range(2, 9) for box in others):
+            break
+    else:
+        control = _control(sx, sy, tx, ty, bow, normal)
     start, end = _clip(boxes[source], control), _clip(boxes[target], control)
     data = 'M%s,%s Q%s,%s %s,%s' % (_fmt(start[0]), _fmt(start[1]), _fmt(control[0]), _fmt(control[1]), _fmt(end[0]), _fmt(end[1]))
     points = []
-    for t in (0.5, 0.38, 0.62, 0.28, 0.72, 0.2, 0.8):
-        points.append(((1 - t) ** 2 * start[0] + 2 * t * (1 - t) * control[0] + t * t * end[0],
-                       (1 - t) ** 2 * start[1] + 2 * t * (1 - t) * control[1] + t * t * end[1], 'middle'))
+    for t in (0.5, 0.4, 0.6, 0.3, 0.7, 0.22, 0.78, 0.15, 0.85):
+        x, y = _bezier(start[0], start[1], control, end[0], end[1], t)
+        points.append((x, y, 'middle'))
     return data, points
 
 
@@ -397,6 +422,7 @@ def render_svg(name):
             ET.SubElement(text, 'tspan', {'x': _fmt(lx if anchor == 'middle' else lx + 4), 'y': _fmt(top + 2 + _LABEL_LINE_H * (index + 0.8))}).text = line
         extend(left, top)
         extend(left + width, top + height)
+    svg.append(label_group)
     node_group = ET.SubElement(svg, 'g', {'class': 'states', 'font-family': 'sans-serif', 'font-size': '12'})
     for node, (cx, cy, width, height) in boxes.items():
         extend(cx - width / 2, cy - height / 2)
@@ -412,7 +438,6 @@ def render_svg(name):
         ET.SubElement(node_group, 'rect', {'x': _fmt(cx - width / 2), 'y': _fmt(cy - height / 2), 'width': _fmt(width), 'height': _fmt(height),
                                            'rx': '8', 'fill': '#e3eefb', 'stroke': '#2b5d96', 'stroke-width': '1.3', 'class': 'state'})
         ET.SubElement(node_group, 'text', {'x': _fmt(cx), 'y': _fmt(cy + 4), 'text-anchor': 'middle', 'fill': '#13324f'}).text = node
-    svg.append(label_group)
     left, top = min(bounds[0]) - 12, min(bounds[1]) - 12
     width, height = max(bounds[0]) - left + 12, max(bounds[1]) - top + 12
     svg.set('viewBox', '%s %s %s %s' % (_fmt(left), _fmt(top), _fmt(width), _fmt(height)))
