@@ -9,6 +9,7 @@ virt-controller writes (VMIs from VMs, launcher and target pods, printableStatus
 the controller side, stop and restart handling) is left to the real virt-controller.  This agent writes only:
 
 - the node heartbeat (annotation ``kubevirt.io/heartbeat``) virt-controller's node controller watches;
+- the image digests of a launcher pod's containers (what the kubelet reports; kwok leaves them empty);
 - a VMI on one of its nodes in phase Scheduled whose launcher pod is Ready -> phase Running (the domain started), with
   the guest interfaces (pod IP) and the LiveMigratable condition;
 - a VMI being deleted (virt-controller deletes it to stop a VM) -> phase Succeeded (the domain shut down);
@@ -23,6 +24,7 @@ It imports nothing from plugins/.  SIGTERM/SIGINT stop it.
 """
 
 import argparse
+import hashlib
 import logging
 import signal
 import sys
@@ -76,6 +78,9 @@ class NodeAgent:
         self.provision()
         pods = {}
         for pod in self.store.items(self.t_pod):
+            if (pod['spec'].get('nodeName') in self.nodes and pod['metadata'].get('labels', {}).get('kubevirt.io') == 'virt-launcher'
+                    and any(not c.get('imageID') for c in pod.get('status', {}).get('containerStatuses') or [])):
+                pod = self.store.mutate(self.t_pod, pod['metadata']['namespace'], pod['metadata']['name'], _image_digests) or pod
             pods[(pod['metadata'].get('namespace'), pod['metadata']['name'])] = pod
             pods[pod['metadata']['uid']] = pod         # status.activePods is keyed by pod UID
         written = 0
@@ -126,7 +131,8 @@ class NodeAgent:
             return _shut_down
         migration = status.get('migrationState') or {}
         if phase == 'Running' and migration and not migration.get('completed') and not migration.get('failed'):
-            return _migration_step(migration, pods.get((ns, migration.get('targetPod'))))
+            target_pod = migration.get('targetPod') or (migration.get('targetState') or {}).get('pod')
+            return _migration_step(migration, pods.get((ns, target_pod)))
         if phase == 'Running' and any(v.get('hotplugVolume') and v.get('phase') in ('AttachedToNode', 'MountedToPod')
                                       for v in status.get('volumeStatus') or []):
             return _mount_hotplugged
@@ -137,6 +143,16 @@ class NodeAgent:
         if not ready:
             return None
         return lambda obj: _start_domain(obj, ready[0])
+
+
+def _image_digests(pod):
+    """The image digests a kubelet reports for a launcher pod's containers (kwok leaves imageID empty; virt-controller
+    refuses to migrate a VM whose container disks have no reproducible digest)."""
+    for entry in pod.get('status', {}).get('containerStatuses') or []:
+        if not entry.get('imageID'):
+            image = entry.get('image') or ''
+            entry['imageID'] = '%s@sha256:%s' % (image.rsplit(':', 1)[0] if '/' in image.rsplit(':', 1)[-1] or ':' in image else image,
+                                                 hashlib.sha256(image.encode()).hexdigest())
 
 
 def _set_phase(vmi, phase):
@@ -170,6 +186,7 @@ def _start_domain(vmi, pod):
     status['interfaces'] = interfaces
     status.setdefault('machine', {'type': 'q35'})
     status['migrationMethod'] = 'LiveMigration'
+    status['selinuxContext'] = 'none'       # no SELinux on the node (virt-controller needs it set to migrate)
     now = now_iso()
     if cond_get(vmi, 'LiveMigratable') is None:
         cond_set(vmi, 'LiveMigratable', 'True', '', '', now)
@@ -188,15 +205,18 @@ def _mount_hotplugged(vmi):
 
 def _migration_step(migration, target_pod):
     """The next step of the handlers' side of a live migration, or None while the controller has a step to take."""
-    if not migration.get('targetNode') or not _pod_ready(target_pod):
+    target_node = migration.get('targetNode') or (migration.get('targetState') or {}).get('node')
+    if not target_node or not _pod_ready(target_pod):
         return None
 
     def step(vmi):
         state = vmi['status'].get('migrationState') or {}
         now = now_iso()
         if not state.get('targetNodeAddress'):           # the target handler prepared the target domain
-            state['targetNodeAddress'] = target_pod['status'].get('hostIP') or '127.0.0.1'
+            address = target_pod['status'].get('hostIP') or '127.0.0.1'
+            state['targetNodeAddress'] = address
             state['targetDirectMigrationNodePorts'] = {'49152': 0}
+            state.setdefault('targetState', {}).update(nodeAddress=address, directMigrationNodePorts={'49152': 0})
         elif not state.get('startTimestamp'):            # the source handler started the migration
             state['startTimestamp'] = now
         elif not state.get('targetNodeDomainDetected'):  # the domain runs on the target
@@ -204,8 +224,8 @@ def _migration_step(migration, target_pod):
             state['targetNodeDomainReadyTimestamp'] = now
             state['endTimestamp'] = now
             state['completed'] = True
-            vmi['status']['nodeName'] = state['targetNode']
-            vmi['metadata'].setdefault('labels', {})['kubevirt.io/nodeName'] = state['targetNode']
+            vmi['status']['nodeName'] = target_node
+            vmi['metadata'].setdefault('labels', {})['kubevirt.io/nodeName'] = target_node
         vmi['status']['migrationState'] = state
     return step
 

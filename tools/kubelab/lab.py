@@ -669,7 +669,8 @@ def _kwok_node(name):
                                     # what virt-handler's node labeller writes and launcher pods select on
                                     "machine-type.node.kubevirt.io/q35": "true",
                                     "cpu-model.node.kubevirt.io/Skylake-Client-IBRS": "true",
-                                    "host-model-cpu.node.kubevirt.io/Skylake-Client-IBRS": "true"}},
+                                    "host-model-cpu.node.kubevirt.io/Skylake-Client-IBRS": "true",
+                                    "cpu-model-migration.node.kubevirt.io/Skylake-Client-IBRS": "true"}},
             "spec": {},
             "status": {"capacity": NODE_CAPACITY, "allocatable": NODE_CAPACITY}}
 
