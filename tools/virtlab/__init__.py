@@ -13,6 +13,8 @@ Modules:
   :func:`load_hosts`, :func:`hosts_status`, :func:`kvm_usable`, :class:`HostInfo`;
   its docstring records the migration calls and flags that work.
 * :mod:`tools.virtlab.nsinit` -- what runs inside each host's namespaces.
+* :mod:`tools.virtlab.sshd` -- ``start_hosts(ssh=True)``: an sshd per host in its namespaces, the lab's
+  known_hosts, ssh_config and Ansible inventory, and :func:`~tools.virtlab.sshd.controller_argv`.
 * :mod:`tools.virtlab.guest` -- :func:`build_guest`: Debian kernel + busybox
   initramfs built from Debian packages into a cache directory.
 * :mod:`tools.virtlab.domains` -- ElementTree builders of the diskless and the

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m tools.virtlab hosts start --count 2 --state-dir build/lab
+    python -m tools.virtlab hosts start --count 2 --state-dir build/lab [--ssh]
     python -m tools.virtlab hosts status --state-dir build/lab
     python -m tools.virtlab hosts stop --state-dir build/lab
     python -m tools.virtlab guest build --cache-dir build/guest
@@ -36,6 +36,7 @@ def _parser():
     start.add_argument("--name-prefix", default=hosts.DEFAULT_NAME_PREFIX)
     start.add_argument("--first-tcp-port", type=int, default=hosts.DEFAULT_FIRST_TCP_PORT)
     start.add_argument("--first-migration-port", type=int, default=hosts.DEFAULT_FIRST_MIGRATION_PORT)
+    start.add_argument("--ssh", action="store_true", help="every host also runs its own sshd; writes <state-dir>/inventory.json")
     for name in ("stop", "status"):
         action = hosts_sub.add_parser(name, help=f"{name} the hosts recorded in the state dir")
         action.add_argument("--state-dir", default=DEFAULT_STATE_DIR)
@@ -67,7 +68,7 @@ def _run(args):
     if args.area == "hosts":
         if args.action == "start":
             started = hosts.start_hosts(args.count, args.state_dir, first_address=args.first_address, name_prefix=args.name_prefix,
-                                        first_tcp_port=args.first_tcp_port, first_migration_port=args.first_migration_port)
+                                        first_tcp_port=args.first_tcp_port, first_migration_port=args.first_migration_port, ssh=args.ssh)
             print(json.dumps([host.to_dict() for host in started], indent=2))
         elif args.action == "stop":
             pids = hosts.stop_hosts(args.state_dir)

@@ -13,7 +13,8 @@ and UTS namespace (``unshare --mount --uts --propagation private``, see
     cache/        -> /var/cache/libvirt
     hosts         -> /etc/hosts          (every lab host's name -> its loopback address)
     nsinit.json   what nsinit.py mounts and runs
-    daemon.log    stdout/stderr of the namespace launcher, virtlogd and libvirtd
+    daemon.log    stdout/stderr of the namespace launcher, virtlogd and libvirtd (and sshd)
+    ssh/, home/   only with start_hosts(ssh=True): the host's sshd (see :mod:`tools.virtlab.sshd`)
 
 The directories are reachable from the root namespace at their real paths, so a
 client reaches host N through ``qemu+unix:///system?socket=<state_dir>/<name>/run/libvirt-sock``
