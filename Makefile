@@ -16,7 +16,7 @@ COLL_LINK := $(BUILD)/collections/ansible_collections/converge/virt
 COLL_COPY := $(BUILD)/ansible-test/ansible_collections/converge/virt
 ANSIBLE_TEST_REQS = $(VENV)/lib/python3*/site-packages/ansible_test/_data/requirements
 APT_PACKAGES := libvirt-daemon-system libvirt-clients libvirt-dev pkg-config gcc python3-dev qemu-system-x86 qemu-utils openjdk-17-jre-headless \
-                busybox-static cpio kmod xz-utils zstd git openssh-server chromium
+                busybox-static cpio kmod xz-utils zstd git openssh-server chromium dnsmasq-base
 export PYTHONPATH := $(BUILD)/collections
 export ANSIBLE_COLLECTIONS_PATH := $(BUILD)/collections
 export ANSIBLE_NOCOLOR := 1
@@ -113,6 +113,7 @@ lint: venv layout
 guest: venv
 > @[ -f $(BUILD)/guest/initrd.img ] || apt-cache depends linux-image-amd64 2>/dev/null | grep -q 'Depends: linux-image-' || apt-get update -q
 > $(VPY) -m tools.virtlab guest build --cache-dir $(BUILD)/guest
+> $(VPY) -m tools.virtlab guest build --login --cache-dir $(BUILD)/guest
 
 # etcd, kube-apiserver, kube-controller-manager and KubeVirt's/CDI's generated CRDs, built from Go modules
 # (with virt-api, virt-controller, kube-scheduler and kwok for `up --controllers real`)

@@ -6,6 +6,7 @@ Usage::
     python -m tools.virtlab hosts status --state-dir build/lab
     python -m tools.virtlab hosts stop --state-dir build/lab
     python -m tools.virtlab guest build --cache-dir build/guest
+    python -m tools.virtlab guest build --login --cache-dir build/guest
     python -m tools.virtlab kvm
     python -m tools.virtlab netns [--new] -- COMMAND [ARG...]
 
@@ -18,7 +19,7 @@ import argparse
 import json
 import sys
 
-from . import guest, hosts, netns
+from . import guest, hosts, loginguest, netns
 
 DEFAULT_STATE_DIR = "build/lab"
 
@@ -46,6 +47,7 @@ def _parser():
     build = guest_sub.add_parser("build", help="build the guest from Debian packages (skipped if already built)")
     build.add_argument("--cache-dir", default=guest.DEFAULT_CACHE_DIR)
     build.add_argument("--force", action="store_true", help="rebuild even if the outputs exist")
+    build.add_argument("--login", action="store_true", help="the guest you can log into (dropbear, Python, guest agent, NoCloud reader)")
 
     sub.add_parser("kvm", help="print the domain type usable for a diskless guest (kvm or qemu)")
     netns_parser = sub.add_parser("netns", help="run a command in a private network namespace (where lab hosts must run)")
@@ -80,7 +82,8 @@ def _run(args):
     elif args.area == "netns":
         netns.main((["--new"] if args.new else []) + args.command)
     elif args.area == "guest":
-        image = guest.build_guest(args.cache_dir, force=args.force)
+        build_image = loginguest.build_login_guest if args.login else guest.build_guest
+        image = build_image(args.cache_dir, force=args.force)
         print(json.dumps({"kernel": image.kernel, "initrd": image.initrd, "cmdline": image.cmdline, "ready_marker": image.ready_marker}, indent=2))
     else:
         print(hosts.diskless_domain_type())

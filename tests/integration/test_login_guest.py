@@ -1,0 +1,155 @@
+"""A guest Ansible can log into: converge.virt.vm with cloud_init on a private host, then Ansible over SSH inside it.
+
+The login guest (tools/virtlab/loginguest.py: Debian's kernel, busybox, dropbear, Python 3.11 and
+qemu-guest-agent from Debian's packages, a tiny NoCloud reader) boots from the seed ``converge.virt.vm``
+writes. Its NIC is on an isolated libvirt network (dnsmasq) of the private host, inside the test's own
+network namespace: nothing reaches any address outside it. The test finds the guest's address in the
+network's DHCP leases by the host name the seed gave it, and runs Ansible modules inside the guest over SSH
+with a key the test made: the host name the guest reports is the declared one, a file written by
+``ansible.builtin.copy`` reads back, and a second guest from the same declaration with another host name
+answers with its own name.
+"""
+
+import json
+import os
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+
+import libvirt
+import pytest
+
+from tests.integration.ansible_run import BIN, ansible_env, ok, run_module
+from tools.virtlab import domains, loginguest, netns
+
+POOL = 'loginpool'
+NETWORK = 'cvlogin'
+BRIDGE = 'cvlogin0'
+GATEWAY = '192.168.231.1'
+NAMES = ('login-web-1', 'login-web-2')
+
+
+@pytest.fixture(scope='module')
+def login_image():
+    return loginguest.build_login_guest(os.environ.get('VIRTLAB_GUEST_CACHE') or None)
+
+
+@pytest.fixture(scope='module')
+def host(libvirt_hosts):
+    return libvirt_hosts[1]
+
+
+@pytest.fixture(scope='module')
+def conn(host):
+    c = libvirt.open(host.uri)
+    yield c
+    c.close()
+
+
+def network_xml():
+    """An isolated network (no <forward>): dnsmasq hands out addresses of a subnet that exists only in this namespace."""
+    net = ET.Element('network')
+    ET.SubElement(net, 'name').text = NETWORK
+    ET.SubElement(net, 'bridge', name=BRIDGE)
+    ip = ET.SubElement(net, 'ip', address=GATEWAY, netmask='255.255.255.0')
+    dhcp = ET.SubElement(ip, 'dhcp')
+    ET.SubElement(dhcp, 'range', start='192.168.231.10', end='192.168.231.60')
+    return ET.tostring(net, encoding='unicode')
+
+
+@pytest.fixture(scope='module')
+def network(conn):
+    assert netns.in_private_network_namespace(), 'the guest network must live in the test network namespace'
+    net = conn.networkDefineXML(network_xml())
+    net.create()
+    yield net
+    try:
+        net.destroy()
+    finally:
+        net.undefine()
+
+
+@pytest.fixture(scope='module')
+def ssh_key(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp('loginkey') / 'id_ed25519')
+    subprocess.run(['ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-C', 'converge-test', '-f', path], check=True)
+    with open(path + '.pub', encoding='utf-8') as handle:
+        return path, handle.read().strip()
+
+
+def vm_args(host, image, name, public_key, **extra):
+    out = {'uri': host.uri, 'name': name, 'memory': '448MiB', 'vcpus': 1, 'domain_type': 'qemu', 'state': 'running',
+           'shutdown_timeout': 1, 'serial': domains.console_log_path(host, name), 'boot': {'kernel': image.kernel, 'initrd': image.initrd, 'cmdline': image.cmdline},
+           'disks': [], 'interfaces': [{'network': NETWORK}],
+           'cloud_init': {'meta_data': {'local-hostname': name}, 'ssh_authorized_keys': [public_key], 'pool': POOL}}
+    out.update(extra)
+    return out
+
+
+def lease_of(net, hostname, timeout=180.0):
+    """The IPv4 address dnsmasq leased to the guest that sent ``hostname``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for lease in net.DHCPLeases():
+            if lease.get('hostname') == hostname and lease.get('type') == libvirt.VIR_IP_ADDR_TYPE_IPV4:
+                return lease['ipaddr']
+        time.sleep(1)
+    raise AssertionError(f'no DHCP lease for {hostname} within {timeout:.0f} s: {net.DHCPLeases()}')
+
+
+def ssh_ad_hoc(inventory, module, module_args, timeout=150):
+    """Run an ad-hoc module on every guest of ``inventory`` over SSH; return {host: result} (results_json callback)."""
+    cmd = [os.path.join(BIN, 'ansible'), 'all', '-i', inventory, '-m', module, '-a', json.dumps(module_args)]
+    proc = subprocess.run(cmd, env=ansible_env({'ANSIBLE_PYTHON_INTERPRETER': '/usr/bin/python3', 'ANSIBLE_TIMEOUT': '60'}),
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    try:
+        data = json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError('ansible printed no JSON (rc %d):\n%s\n%s' % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+    return data['plays'][0]['tasks'][0]['hosts']
+
+
+def wait_ssh(address, key, timeout=120.0):
+    """Wait until dropbear in the guest accepts the key (host keys are made at the first connection)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = subprocess.run(['ssh', '-i', key, '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null',
+                               '-o', 'ConnectTimeout=10', 'root@' + address, 'true'], capture_output=True, text=True, timeout=60, check=False)
+        if last.returncode == 0:
+            return
+        time.sleep(2)
+    raise AssertionError(f'ssh root@{address} never succeeded: {last.stderr if last else ""}')
+
+
+def test_guests_from_one_declaration_are_reachable_and_configurable_over_ssh(host, conn, network, login_image, ssh_key, tmp_path):
+    key_path, public_key = ssh_key
+    ok(run_module('volume', {'uri': host.uri, 'pool': POOL, 'pool_path': str(tmp_path / 'pool'), 'name': 'login-scratch.raw',
+                             'capacity': '1MiB'}))
+    for name in NAMES:
+        result = ok(run_module('vm', vm_args(host, login_image, name, public_key)))
+        assert result['changed'] and result['vm']['vm_state'] == 'ACTIVE', result
+    for name in NAMES:
+        domains.wait_for_console(domains.console_log_path(host, name), login_image.ready_marker, timeout=150)
+    addresses = {name: lease_of(network, name) for name in NAMES}
+    assert len(set(addresses.values())) == len(NAMES), addresses
+    for address in addresses.values():
+        wait_ssh(address, key_path)
+    inventory = tmp_path / 'guests.ini'
+    inventory.write_text(''.join(
+        f'{name} ansible_host={address} ansible_user=root ansible_ssh_private_key_file={key_path} '
+        'ansible_ssh_common_args="-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null" ansible_ssh_transfer_method=piped\n'
+        for name, address in addresses.items()))
+
+    hostnames = ssh_ad_hoc(str(inventory), 'ansible.builtin.command', {'argv': ['hostname']})
+    assert {name: (result.get('rc'), result.get('stdout')) for name, result in hostnames.items()} == {name: (0, name) for name in NAMES}
+
+    written = ssh_ad_hoc(str(inventory), 'ansible.builtin.copy', {'dest': '/root/converged', 'content': 'written by ansible\n', 'mode': '0600'})
+    assert all(result.get('changed') and not result.get('failed') for result in written.values()), written
+    read = ssh_ad_hoc(str(inventory), 'ansible.builtin.slurp', {'src': '/root/converged'})
+    assert {name: result.get('content') for name, result in read.items()} == {name: 'd3JpdHRlbiBieSBhbnNpYmxlCg==' for name in NAMES}
+
+    again = ok(run_module('vm', vm_args(host, login_image, NAMES[0], public_key)))
+    assert not again['changed'], again
+    for name in NAMES:
+        ok(run_module('vm', {'uri': host.uri, 'name': name, 'state': 'absent', 'shutdown_timeout': 1}))
