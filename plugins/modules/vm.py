@@ -497,8 +497,9 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 bytecache.install()
 
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields, secret_forms
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import secret_forms
+from ansible_collections.converge.virt.plugins.module_utils._common.driver import finish_fleet, run_fleet
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import (
     BEHAVIOUR_ARGS, DEFINITION_ARGS, LIBVIRT_CONNECTION_ARGS, STATE_CHOICES, WAIT_ARGS, other_connection_option, spec_of)
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
@@ -747,32 +748,6 @@ def fleet_items(module, make):
     return items
 
 
-def run_fleet(module, connection, options):
-    """Converge every item of ``vms``; return (changed, results)."""
-    items = fleet_items(module, declaration)
-
-    bulk = bulk_snapshot(connection)
-
-    def one(item):
-        decl, spec, name = item
-        try:
-            changed, result = converge_vm(LibvirtVm(connection, name), decl, spec, options, module.check_mode, tasks.new_task_id(), bulk=bulk)
-            result.update(name=name, changed=changed, failed=False)
-        except ConvergeError as exc:
-            result = dict(name=name, changed=False, failed=True, **_error_result(connection, exc))
-        return result
-
-    from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel  # fleets only
-    with ThreadPoolExecutor(max_workers=min(module.params['parallel'], max(1, len(items)))) as pool:
-        results = list(pool.map(one, items))
-    return any(r['changed'] for r in results), results
-
-
-def _error_result(connection, exc):
-    result = exc.to_result()
-    return redact_fields(result, connection.redact) if connection is not None else result
-
-
 def kubevirt_options(params):
     """Execution options on kubevirt, validated."""
     base = options_from(params)
@@ -795,13 +770,7 @@ def main_kubevirt(module):
             single = kubevirt_declaration(module.params, namespace)
         with session.connect() as client:
             if module.params['vms']:
-                results = kubevirt_backend.converge_fleet(client, namespace, items, options, module.check_mode, module.params['parallel'])
-                changed = any(r['changed'] for r in results)
-                failed = [r['name'] for r in results if r['failed']]
-                if failed:
-                    module.fail_json(msg='%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed)), changed=changed,
-                                     results=results)
-                module.exit_json(changed=changed, results=results, steps=[], changes=[])
+                finish_fleet(module, *kubevirt_backend.converge_fleet(client, namespace, items, options, module.check_mode, module.params['parallel']))
             decl, declared, name = single
             changed, result = kubevirt_backend.converge_vm(kubevirt_backend.KubevirtVm(client, namespace, name), decl, declared, options,
                                                            module.check_mode)
@@ -825,12 +794,9 @@ def main():
         single = None if module.params['vms'] else declaration(module.params)
         with session.connect() as connection:
             if single is None:
-                changed, results = run_fleet(module, connection, options)
-                failed = [r['name'] for r in results if r['failed']]
-                if failed:
-                    module.fail_json(msg='%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed)), changed=changed,
-                                     results=results)
-                module.exit_json(changed=changed, results=results, steps=[], changes=[])
+                items = fleet_items(module, declaration)
+                finish_fleet(module, *run_fleet(items, lambda name: LibvirtVm(connection, name), options, module.check_mode, module.params['parallel'],
+                                                snapshot=bulk_snapshot(connection), redact=connection.redact))
             decl, spec, name = single
             changed, result = converge_vm(LibvirtVm(connection, name), decl, spec, options, module.check_mode)
     module.exit_json(changed=changed, **result)

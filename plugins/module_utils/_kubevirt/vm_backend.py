@@ -23,19 +23,19 @@ from __future__ import annotations
 import copy
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused, WaitTimeout)
+from ansible_collections.converge.virt.plugins.module_utils._common import driver
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_change, redact_fields
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_change
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import cloud_init as kcloud_init
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, KUBEVIRT_API, Conflict, NotFound
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import DNS_LABEL as _DNS_LABEL, DNS_SUBDOMAIN as _DNS_SUBDOMAIN
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore, annotations_from_record
 from ansible_collections.converge.virt.plugins.module_utils._common.units import parse_size
-from ansible_collections.converge.virt.plugins.module_utils._phase import prediction, tasks, views, vm_plan
+from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
@@ -53,18 +53,14 @@ _QUANTITY_FACTORS = {None: 1, 'Ki': 1024, 'Mi': 1024 ** 2, 'Gi': 1024 ** 3, 'Ti'
                      'k': 1000, 'M': 1000 ** 2, 'G': 1000 ** 3, 'T': 1000 ** 4, 'P': 1000 ** 5, 'E': 1000 ** 6, 'm': 0.001}
 
 
-class KubevirtOptions:  # pylint: disable=too-few-public-methods
-    """Execution options of the vm module on KubeVirt."""
+class KubevirtOptions(driver.VmOptions):  # pylint: disable=too-few-public-methods
+    """Execution options of the vm module on KubeVirt: the shared ones and ``delete_volumes``."""
 
     def __init__(self, wait=True, wait_timeout=300, shutdown_timeout=60, force_stop=True, lock_timeout=0, delete_volumes=False,
-                 lease_seconds=None):
-        self.wait = wait
-        self.wait_timeout = wait_timeout
-        self.shutdown_timeout = shutdown_timeout
-        self.force_stop = force_stop
-        self.lock_timeout = lock_timeout
+                 lease_seconds=None):  # pylint: disable=too-many-arguments
+        super().__init__(wait=wait, wait_timeout=wait_timeout, shutdown_timeout=shutdown_timeout, force_stop=force_stop,
+                         lock_timeout=lock_timeout, lease_seconds=lease_seconds)
         self.delete_volumes = delete_volumes
-        self.lease_seconds = lease_seconds or max(120.0, float(wait_timeout) + float(shutdown_timeout) + 30.0)
 
 
 # ------------------------------------------------------------------ manifest
@@ -343,8 +339,8 @@ def deletion_blockers(view):
 
 
 # ---------------------------------------------------------------- one VM
-class KubevirtVm:
-    """One VirtualMachine in one namespace."""
+class KubevirtVm(driver.VmBackend):
+    """One VirtualMachine in one namespace: the hooks of the shared converge driver (:mod:`.._common.driver`)."""
 
     def __init__(self, client, namespace, name):
         self.client = client
@@ -352,8 +348,9 @@ class KubevirtVm:
         self.name = name
         self.owner = owner_id()
 
-    def observe(self, declared=None, snapshot=None):
-        """The observation dict (with ``diff`` against ``declared`` when given)."""
+    def observe(self, spec=None, snapshot=None):
+        """The observation dict (with ``diff`` against the declared manifest ``spec`` when given)."""
+        declared = spec
         obs = snapshot.observe(self.name) if snapshot is not None else kobserve.observe_vm(self.client, self.namespace, self.name)
         if declared is not None and obs['exists']:
             obs['diff'] = declared_differences(declared['spec'], obs['vm'].get('spec'))
@@ -382,24 +379,63 @@ class KubevirtVm:
         """Write ``vm_state`` into an idle VM's record (compare-and-swap on the annotations)."""
         tasks.record_vm_state(self.store(obs), vm_state, name=self.name)
 
-    def wait_idle(self, obs, options, declared=None):
+    def wait_idle(self, obs, options, spec=None):
         """Wait for another task in flight to end (``lock_timeout``), or fail naming it."""
-        if obs.get('task_state') is None:
-            return obs
-        if options.lock_timeout <= 0:
-            raise TaskConflict(self.name, obs.get('task_id'), obs.get('task_state'), owner=obs.get('task_owner'))
+        return driver.wait_until_idle(self.name, obs, options, lambda: self.observe(spec), lambda value: value.get('task_state') is None or
+                                      not value.get('exists'), describe=_brief)
 
-        def idle(value):
-            return value.get('task_state') is None or not value.get('exists')
-        try:
-            return wait_for(lambda: self.observe(declared), idle, options.lock_timeout, 'the task in flight on %s to end' % self.name,
-                            describe=_brief)
-        except WaitTimeout:
-            raise TaskConflict(self.name, obs.get('task_id'), obs.get('task_state'), owner=obs.get('task_owner'), waited=options.lock_timeout)
+    # ------------------------------------------------- the driver's hooks
+    def public_view(self, obs):
+        return kobserve.public_view(obs)
+
+    def diffable(self, view):
+        return _diffable(view)
+
+    def changes(self, obs):
+        # the changes name declared fields and their values: cloud-init user data and import URLs are masked (never shown)
+        return [redact_change(c) for c in obs.get('diff') or []] if obs['exists'] else []
+
+    def recorded_drift(self, obs):
+        return recorded_drift(obs)
+
+    def plan_autostart(self, obs):
+        return None
+
+    def deleting(self, obs):
+        return bool(obs['exists'] and ((obs.get('vm') or {}).get('metadata') or {}).get('deletionTimestamp'))
+
+    def validate_steps(self, steps, spec, obs):
+        if steps and steps[0].action == 'create':
+            self.validate_create(spec)
+        if any(s.action == 'update' for s in steps):
+            self.validate_update(spec, obs['vm'])
+
+    def settle(self, decl, obs, options):
+        """The declared power is carried out by KubeVirt: wait until the status shows it (error words fail at once)."""
+        targets = settle_targets(decl.state)
+        if not options.wait or not targets:
+            return None
+        if obs.get('status') in targets:
+            return obs
+        predicate = (lambda o: o.get('vmi') is None) if decl.state == 'stopped' else None
+        return self.wait_status(targets, options.wait_timeout, '/'.join(targets), fail_fast=decl.state != 'stopped', predicate=predicate)
+
+    def converge(self, decl, spec, options, check_mode, task_id=None, snapshot=None):  # pylint: disable=too-many-arguments
+        """Plan and (unless ``check_mode``) execute; return (changed, result dict).
+
+        A declared cloud-init seed (:mod:`.cloud_init`) is written into its Secret first (a new VM starts with it);
+        its digest annotation in the template makes a changed seed a definition change that needs a restart. The
+        Secret is owned by the VM (ownerReferences), so it goes with the VM.
+        """
+        declared, seed = kcloud_init.split(spec)
+        if seed is None or decl.state == 'absent':
+            return driver.converge_vm(self, decl, declared, options, check_mode, task_id, snapshot)
+        return _converge_with_seed(self, decl, declared, seed, options, check_mode, task_id, snapshot)
 
     # ----------------------------------------------------------- execution
-    def run_step(self, step, declared, obs, options, task_id):
-        """Execute one planned step under the task protocol; return the new observation."""
+    def run_step(self, step, spec, obs, options, task_id):
+        """Execute one planned step under the task protocol (``spec``: the declared manifest); return the new observation."""
+        declared = spec
         if step.action == 'create':
             return self._create(declared, options)
         store = self.store(obs)
@@ -619,15 +655,11 @@ def _diffable(view):
 
 
 def converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=None):  # pylint: disable=too-many-arguments
-    """Plan and (unless ``check_mode``) execute; return (changed, result dict).
+    """Plan and (unless ``check_mode``) execute on the :class:`KubevirtVm` ``vm``; return (changed, result dict) (see :meth:`KubevirtVm.converge`)."""
+    return vm.converge(decl, declared, options, check_mode, task_id, snapshot)
 
-    A declared cloud-init seed (:mod:`.cloud_init`) is written into its Secret first (a new VM starts with it);
-    its digest annotation in the template makes a changed seed a definition change that needs a restart. The
-    Secret is owned by the VM (ownerReferences), so it goes with the VM.
-    """
-    declared, seed = kcloud_init.split(declared)
-    if seed is None or decl.state == 'absent':
-        return _converge_vm(vm, decl, declared, options, check_mode, task_id, snapshot)
+
+def _converge_with_seed(vm, decl, declared, seed, options, check_mode, task_id, snapshot):  # pylint: disable=too-many-arguments
     seen = {}
 
     def bring_seed(obs):
@@ -635,7 +667,8 @@ def converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=
         secret = seen['secret'] = kcloud_init.observed_secret(vm.client, vm.namespace, seed)
         if kcloud_init.secret_differs(secret, seed) and not check_mode:
             kcloud_init.write_secret(vm.client, vm.namespace, seed, secret, obs.get('vm') if obs.get('exists') else None)
-    changed, result = _converge_vm(vm, decl, declared, options, check_mode, task_id, snapshot, before_plan=bring_seed)
+        return False, obs
+    changed, result = driver.converge_vm(vm, decl, declared, options, check_mode, task_id, snapshot, before_plan=bring_seed)
     secret = seen['secret']
     secret_changed = kcloud_init.secret_differs(secret, seed)
     owned = False
@@ -648,96 +681,7 @@ def converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=
     return changed or secret_changed or owned, result
 
 
-def _converge_vm(vm, decl, declared, options, check_mode, task_id=None, snapshot=None, before_plan=None):  # pylint: disable=too-many-arguments
-    obs = vm.observe(declared if decl.state != 'absent' else None, snapshot=snapshot)
-    notes = {}
-    if obs['exists'] and obs.get('task_state') and not check_mode:
-        recovered = vm.recover_stale(obs, time.time())
-        if recovered:
-            notes['recovered'] = recovered
-        obs = vm.observe(declared if decl.state != 'absent' else None)
-        if decl.state != 'absent':
-            obs = vm.wait_idle(obs, options, declared)
-    if before_plan is not None:
-        before_plan(obs)
-    before = kobserve.public_view(obs)
-    diff = obs.get('diff') or []
-    plan_obs = vm_plan.VmObservation(
-        exists=obs['exists'], vm_state=obs.get('effective_vm_state') or 'DELETED', task_state=obs.get('task_state'),
-        definition_differs=bool(diff), restart_needed=bool(obs.get('pending_restart')), autostart=None,
-        deleting=bool(obs['exists'] and ((obs.get('vm') or {}).get('metadata') or {}).get('deletionTimestamp')))
-    steps = vm_plan.plan_vm(decl, plan_obs)
-    # the changes name declared fields and their values: cloud-init user data and import URLs are masked (never shown)
-    result = {'steps': [s.as_dict() for s in steps], 'changes': [redact_change(c) for c in diff] if obs['exists'] else []}
-    result.update(notes)
-    drift = recorded_drift(obs) if decl.state != 'absent' else None
-    if drift:
-        # KubeVirt contradicts the idle VM's record (the instance stopped or was
-        # started behind our back): record what it carries out first, as on libvirt
-        result['steps'] = [{'action': 'record', 'task_state': None, 'vm_state_before': drift[0], 'vm_state_after': drift[1]}] + result['steps']
-        if not check_mode:
-            vm.record_vm_state(obs, drift[1])
-            obs = vm.observe(declared)
-            if not steps:
-                after = kobserve.public_view(obs)
-                if options.wait and settle_targets(decl.state):
-                    after = kobserve.public_view(_settle(vm, decl, obs, options))
-                result['vm'] = after
-                result['diff'] = {'before': _diffable(before), 'after': _diffable(after)}
-                return True, result
-    if check_mode or not steps:
-        if check_mode and steps and steps[0].action == 'create':
-            vm.validate_create(declared)
-        if check_mode and any(s.action == 'update' for s in steps):
-            vm.validate_update(declared, obs['vm'])
-        predicted = dict(before)
-        if check_mode:
-            # every word predicted from the plan (none left over from the observation); what was observed is returned apart
-            predicted = prediction.predict_view(before, steps, drift[1] if drift and not steps else None)
-            result['observed'] = before
-        if not check_mode and options.wait and obs['exists'] and settle_targets(decl.state):
-            after = kobserve.public_view(_settle(vm, decl, obs, options))
-            predicted = after
-        if not check_mode and options.wait and plan_obs.deleting and decl.state == 'absent':
-            # an earlier run's delete is still being finished (a finalizer holds the VM): wait for it, do not repeat it
-            predicted = kobserve.public_view(vm.wait_deleted(options))
-        result['vm'] = predicted
-        result['diff'] = {'before': _diffable(before), 'after': _diffable(predicted)}
-        return bool(steps) or bool(drift), result
-    task_id = task_id or tasks.new_task_id()
-    for step in steps:
-        obs = vm.run_step(step, declared, obs, options, task_id + '-' + step.action)
-    if options.wait and obs.get('exists') and settle_targets(decl.state):
-        obs = _settle(vm, decl, obs, options)
-    after = kobserve.public_view(obs)
-    result['vm'] = after
-    result['diff'] = {'before': _diffable(before), 'after': _diffable(after)}
-    return True, result
-
-
-def _settle(vm, decl, obs, options):
-    """The declared power is carried out by KubeVirt: wait until the status shows it (error words fail at once)."""
-    targets = settle_targets(decl.state)
-    if obs.get('status') in targets:
-        return obs
-    predicate = (lambda o: o.get('vmi') is None) if decl.state == 'stopped' else None
-    return vm.wait_status(targets, options.wait_timeout, '/'.join(targets), fail_fast=decl.state != 'stopped', predicate=predicate)
-
-
 def converge_fleet(client, namespace, items, options, check_mode, parallel):
-    """Converge every (VmDeclaration, declared manifest, name) of ``items``; one namespace snapshot for all."""
-    snapshot = kobserve.NamespaceSnapshot(client, namespace)
-
-    def one(item):
-        decl, declared, name = item
-        try:
-            changed, result = converge_vm(KubevirtVm(client, namespace, name), decl, declared, options, check_mode, tasks.new_task_id(),
-                                          snapshot=snapshot)
-            result.update(name=name, changed=changed, failed=False)
-        except ConvergeError as exc:
-            result = dict(name=name, changed=False, failed=True)
-            result.update(redact_fields(exc.to_result(), client.redact))
-        return result
-
-    with ThreadPoolExecutor(max_workers=min(parallel, max(1, len(items)))) as pool:
-        return list(pool.map(one, items))
+    """Converge every (VmDeclaration, declared manifest, name) of ``items``; one namespace snapshot for all; (changed, results)."""
+    return driver.run_fleet(items, lambda name: KubevirtVm(client, namespace, name), options, check_mode, parallel,
+                            snapshot=kobserve.NamespaceSnapshot(client, namespace), redact=client.redact)

@@ -35,6 +35,7 @@ import re
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError, InvalidDeclaration, WaitTimeout
+from ansible_collections.converge.virt.plugins.module_utils._common import volume_driver
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
@@ -874,52 +875,74 @@ def release_task(store, task_id, name, finish=True):
 def converge_volumes(client, namespace, specs, force=False, check_mode=False, wait_timeout=DEFAULT_WAIT_TIMEOUT, owner=None):
     """Converge normalized declarations (:func:`normalize_volume`) in ``namespace``; return the result dict.
 
-    The same shape as the libvirt backend's: operations, refusals, deferred,
-    uncertain, volumes, diff, changed and error (the first failure, after
-    which nothing else is run).
+    The same shape as the libvirt backend's (one driver, :mod:`.._common.volume_driver`): operations, refusals,
+    deferred, uncertain, volumes, diff, changed and error (the first failure, after which nothing else is run).
     """
-    world = NamespaceVolumes(client, namespace)
-    result_plan, refusals, operations = plan(specs, world, force)
-    by_key = dict((s['key'], s) for s in specs)
-    actual_vols = [v for v in (world.actual_volume(s['key']) for s in specs) if v is not None]
-    scoped = [a for a in world.attachments if a.volume in by_key]
-    before = summary(actual_vols, scoped)
-    result = {'pool_operations': [], 'refusals': refusals, 'deferred': result_plan.deferred, 'uncertain': list(result_plan.uncertain)}
-    executor = Executor(client, namespace, world, specs, wait_timeout=wait_timeout, dry_run=check_mode, owner=owner)
-    done, error = [], None
-    for group in group_operations(operations):
-        items = [op.as_dict() for op in group]
-        try:
-            extra = executor.run_group(group)
-        except ConvergeError as exc:
-            error = exc
+    backend = KubevirtVolumes(client, namespace, wait_timeout, owner)
+    return volume_driver.converge_volumes(backend, specs, force=force, check_mode=check_mode)
+
+
+class KubevirtVolumes(volume_driver.VolumeBackend):
+    """The claims and DataVolumes of one namespace: the hooks of the shared volume driver.
+
+    In check mode the executor runs too, without writing (``dry_run``): its answers are the returned operations.
+    """
+
+    executes_in_check_mode = True
+
+    def __init__(self, client, namespace, wait_timeout=DEFAULT_WAIT_TIMEOUT, owner=None):
+        self.client = client
+        self.namespace = namespace
+        self.wait_timeout = wait_timeout
+        self.owner = owner
+        self.world = self.executor = None
+        self.by_key = {}
+
+    def plan(self, specs, force, check_mode):
+        world = self.world = NamespaceVolumes(self.client, self.namespace)
+        result_plan, refusals, operations = plan(specs, world, force)
+        self.by_key = dict((s['key'], s) for s in specs)
+        actual_vols = [v for v in (world.actual_volume(s['key']) for s in specs) if v is not None]
+        scoped = [a for a in world.attachments if a.volume in self.by_key]
+        self.executor = Executor(self.client, self.namespace, world, specs, wait_timeout=self.wait_timeout, dry_run=check_mode, owner=self.owner)
+        return volume_driver.PlannedVolumes(actual_vols, scoped, operations, refusals, result_plan.deferred, result_plan.uncertain)
+
+    def summary(self, volumes, attachments):
+        return summary(volumes, attachments)
+
+    def execute(self, operations, check_mode):
+        done = []
+        for group in group_operations(operations):
+            items = [op.as_dict() for op in group]
+            try:
+                extra = self.executor.run_group(group)
+            except ConvergeError as exc:
+                for item in items:
+                    item['failed'] = True
+                done.extend(items)
+                return done, exc
             for item in items:
-                item['failed'] = True
+                item.update(extra)
             done.extend(items)
-            break
-        for item in items:
-            item.update(extra)
-        done.extend(items)
-    if error is None and not check_mode:
+        return done, None
+
+    def settle(self):
         try:
-            executor.settle()
+            self.executor.settle()
         except ConvergeError as exc:
-            error = exc
-    if isinstance(error, WaitTimeout) and error.details.get('vm'):
-        result['uncertain'].append('%s:%s' % (error.details['vm'], error.details['target']))
-    if check_mode:
-        vols, atts = actual_vols, scoped
-        for op in operations:
-            vols, atts = phase.apply_operation(vols, atts, op)
-        result.update(operations=done, changed=bool(operations), error=error, diff={'before': before, 'after': summary(vols, atts)})
-        result['volumes'] = [world.public(s['key']) for s in specs]
-        return result
-    world.refresh()
-    after_vols = [v for v in (world.actual_volume(s['key']) for s in specs) if v is not None]
-    result.update(operations=done, changed=executor.writes > 0,
-                  error=error, diff={'before': before, 'after': summary(after_vols, [a for a in world.attachments if a.volume in by_key])})
-    result['volumes'] = [world.public(s['key']) for s in specs]
-    return result
+            return exc
+        return None
+
+    def observe_after(self, specs, done):
+        self.world.refresh()
+        return ([v for v in (self.world.actual_volume(s['key']) for s in specs) if v is not None],
+                [a for a in self.world.attachments if a.volume in self.by_key])
+
+    def changed(self, done, planned):
+        return self.executor.writes > 0
+
+    def public(self, specs):
+        return [self.world.public(s['key']) for s in specs]
 
 
 def report(client, namespace, names=None):

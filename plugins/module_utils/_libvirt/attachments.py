@@ -25,6 +25,7 @@ import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, WaitTimeout)
+from ansible_collections.converge.virt.plugins.module_utils._common import volume_driver
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_build, domain_read, domain_spec, storage
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
@@ -377,108 +378,124 @@ def _summary(vols, atts):
 
 
 def converge_volumes(connection, specs, force=False, check_mode=False, detach_timeout=DETACH_TIMEOUT, owner=None):
-    """Converge normalized volume declarations (:func:`storage.normalize_volume`); return the result dict.
+    """Converge normalized volume declarations (:func:`storage.normalize_volume`); return the result dict (see :class:`LibvirtVolumes`)."""
+    return volume_driver.converge_volumes(LibvirtVolumes(connection, detach_timeout, owner), specs, force=force, check_mode=check_mode)
+
+
+class LibvirtVolumes(volume_driver.VolumeBackend):
+    """The volumes of one libvirt connection: the hooks of the shared volume driver (:mod:`.._common.volume_driver`).
 
     Observe pools, volumes and every domain's live and persistent XML; plan
     with :func:`plan_volumes`; drop every operation of a refused volume (so a
     refused volume is never half changed); execute the rest in order (or only
     report them in check mode).
     """
-    observer = storage.StorageObserver(connection)
-    pool_ops = []
-    missing_pools = set()
-    pool_paths = {}
-    for spec in specs:
-        if spec['pool_path']:
-            if pool_paths.setdefault(spec['pool'], spec['pool_path']) != spec['pool_path']:
-                raise InvalidDeclaration('pool_path', 'pool %s is declared with two paths' % spec['pool'])
-    for pool in sorted(set(s['pool'] for s in specs)):
-        # a missing pool is created only once the plan needs it (a refused declaration changes nothing);
-        # an inactive one is started now, since its volumes must be observed
-        note = storage.ensure_pool(connection, observer, pool, pool_paths.get(pool), True)
-        if note and note['op'] == 'start_pool' and not check_mode:
-            note = storage.ensure_pool(connection, observer, pool, pool_paths.get(pool), False)
-        if note:
-            pool_ops.append(note)
-            if check_mode or note['op'] == 'create_pool':
-                missing_pools.add(pool)
-    views = observe_domains(connection)
-    all_atts = actual_attachments(views, observer)
-    users = users_of(all_atts)
-    by_key = dict((s['key'], s) for s in specs)
-    actual_vols, observed = [], {}
-    refusals, recovered = [], []
-    for spec in specs:
-        info = None if spec['pool'] in missing_pools else observer.volume(spec['key'])
-        if info is not None and info.get('partial') and spec['state'] == 'present':
-            info = _partial_import(connection, observer, spec, users.get(spec['key']), check_mode, refusals, recovered)
-        observed[spec['key']] = info
-        if info is not None:
-            actual_vols.append(ActualVolume(spec['key'], info['capacity'], info['format'], frozenset(users.get(spec['key'], ()))))
-            if spec['format'] and spec['state'] == 'present' and info['format'] != spec['format']:
-                refusals.append({'volume': spec['key'], 'field': 'format', 'reason': 'volume %s exists as %s, declared %s; converting formats is not done'
-                                 % (spec['key'], info['format'], spec['format'])})
-    desired_vols, desired_atts = storage.desired_world(specs)
-    kept_atts = []
-    for att in desired_atts:
-        if att.vm not in views:
-            refusals.append({'volume': att.volume, 'vm': att.vm, 'field': 'attachments', 'reason': 'VM %s does not exist on this connection' % att.vm})
-        else:
-            kept_atts.append(att)
-    managed_keys = set(s['key'] for s in specs if s['attachments'] is not None)
-    plan_atts = [a for a in all_atts if a.volume in managed_keys]
-    managed_vms = set(a.vm for a in plan_atts) | set(a.vm for a in kept_atts)
-    plan = phase.plan_volumes(desired_vols, actual_vols, kept_atts, plan_atts, force_detach=force, managed_vms=managed_vms,
-                              vms_running=dict((name, view.running) for name, view in views.items()))
-    for op in plan.operations:
-        spec = by_key.get(op.volume)
-        if op.kind == phase.CREATE and spec and spec['capacity'] is None and not storage.desired_source(spec):
-            refusals.append({'volume': op.volume, 'field': 'capacity', 'reason': 'capacity is required to create volume %s' % op.volume})
-        for field in ('clone_from', 'backing_volume'):
-            source = spec[field] if op.kind == phase.CREATE and spec else None
-            # a source declared present in the same task is made first
-            if source and observer.volume(source) is None and not (source in by_key and by_key[source]['state'] == 'present'):
-                refusals.append({'volume': op.volume, 'field': field, 'reason': '%s: volume %s does not exist' % (field, source)})
-    refusals.extend(plan.refusals)
-    refused = set(r['volume'] for r in refusals)
-    operations = [op for op in plan.operations if op.volume not in refused]
-    needed_pools = set(by_key[op.volume]['pool'] for op in operations if op.volume in by_key)
-    pool_ops = [note for note in pool_ops if note['op'] != 'create_pool' or note['pool'] in needed_pools]
-    if not check_mode:
-        for note in pool_ops:
-            if note['op'] == 'create_pool':
-                storage.ensure_pool(connection, observer, note['pool'], note['path'], False)
-    before = _summary(actual_vols, [a for a in all_atts if a.volume in by_key])
-    formats = dict((k, (observed.get(k) or {}).get('format') or by_key[k]['format']) for k in by_key)
-    result = {'pool_operations': pool_ops, 'refusals': refusals, 'deferred': plan.deferred, 'uncertain': plan.uncertain}
-    if check_mode:
-        vols, atts = actual_vols, [a for a in all_atts if a.volume in by_key]
-        for op in operations:
-            vols, atts = phase.apply_operation(vols, atts, op)
-        result.update(operations=recovered + [op.as_dict() for op in operations], changed=bool(operations or pool_ops or recovered), error=None,
-                      diff={'before': before, 'after': _summary(vols, atts)})
-        result['volumes'] = [_public(observed.get(s['key']), s, all_atts) for s in specs]
-        return result
-    done, error = execute_plan(connection, observer, views, operations, by_key, all_atts, formats, detach_timeout, owner)
-    if isinstance(error, WaitTimeout) and error.details.get('vm'):
-        result['uncertain'] = list(result['uncertain']) + ['%s:%s' % (error.details['vm'], error.details['target'])]
-    done = recovered + done
-    changed = bool(pool_ops) or any(not (item.get('already') or item.get('rolled_back')) for item in done if not item.get('failed'))
-    # the world after the run, observed again
-    observer = storage.StorageObserver(connection)
-    views = observe_domains(connection) if any(item['op'] in ATTACH_KINDS + DETACH_KINDS for item in done) else views
-    all_atts = actual_attachments(views, observer)
-    users = users_of(all_atts)
-    after_vols = []
-    for spec in specs:
-        info = observer.volume(spec['key'])
-        observed[spec['key']] = info
-        if info is not None:
-            after_vols.append(ActualVolume(spec['key'], info['capacity'], info['format'], frozenset(users.get(spec['key'], ()))))
-    result.update(operations=done, changed=changed, error=error, diff={'before': before,
-                  'after': _summary(after_vols, [a for a in all_atts if a.volume in by_key])})
-    result['volumes'] = [_public(observed.get(s['key']), s, all_atts) for s in specs]
-    return result
+
+    def __init__(self, connection, detach_timeout=DETACH_TIMEOUT, owner=None):
+        self.connection = connection
+        self.detach_timeout = detach_timeout
+        self.owner = owner
+        self.observer = self.views = None
+        self.all_atts, self.observed, self.by_key, self.formats = [], {}, {}, {}
+
+    def plan(self, specs, force, check_mode):  # pylint: disable=too-many-locals,too-many-branches
+        connection = self.connection
+        observer = self.observer = storage.StorageObserver(connection)
+        pool_ops = []
+        missing_pools = set()
+        pool_paths = {}
+        for spec in specs:
+            if spec['pool_path']:
+                if pool_paths.setdefault(spec['pool'], spec['pool_path']) != spec['pool_path']:
+                    raise InvalidDeclaration('pool_path', 'pool %s is declared with two paths' % spec['pool'])
+        for pool in sorted(set(s['pool'] for s in specs)):
+            # a missing pool is created only once the plan needs it (a refused declaration changes nothing);
+            # an inactive one is started now, since its volumes must be observed
+            note = storage.ensure_pool(connection, observer, pool, pool_paths.get(pool), True)
+            if note and note['op'] == 'start_pool' and not check_mode:
+                note = storage.ensure_pool(connection, observer, pool, pool_paths.get(pool), False)
+            if note:
+                pool_ops.append(note)
+                if check_mode or note['op'] == 'create_pool':
+                    missing_pools.add(pool)
+        views = self.views = observe_domains(connection)
+        all_atts = self.all_atts = actual_attachments(views, observer)
+        users = users_of(all_atts)
+        by_key = self.by_key = dict((s['key'], s) for s in specs)
+        actual_vols, observed = [], self.observed
+        refusals, recovered = [], []
+        for spec in specs:
+            info = None if spec['pool'] in missing_pools else observer.volume(spec['key'])
+            if info is not None and info.get('partial') and spec['state'] == 'present':
+                info = _partial_import(connection, observer, spec, users.get(spec['key']), check_mode, refusals, recovered)
+            observed[spec['key']] = info
+            if info is not None:
+                actual_vols.append(ActualVolume(spec['key'], info['capacity'], info['format'], frozenset(users.get(spec['key'], ()))))
+                if spec['format'] and spec['state'] == 'present' and info['format'] != spec['format']:
+                    refusals.append({'volume': spec['key'], 'field': 'format', 'reason': 'volume %s exists as %s, declared %s; converting formats is not done'
+                                     % (spec['key'], info['format'], spec['format'])})
+        desired_vols, desired_atts = storage.desired_world(specs)
+        kept_atts = []
+        for att in desired_atts:
+            if att.vm not in views:
+                refusals.append({'volume': att.volume, 'vm': att.vm, 'field': 'attachments', 'reason': 'VM %s does not exist on this connection' % att.vm})
+            else:
+                kept_atts.append(att)
+        managed_keys = set(s['key'] for s in specs if s['attachments'] is not None)
+        plan_atts = [a for a in all_atts if a.volume in managed_keys]
+        managed_vms = set(a.vm for a in plan_atts) | set(a.vm for a in kept_atts)
+        plan = phase.plan_volumes(desired_vols, actual_vols, kept_atts, plan_atts, force_detach=force, managed_vms=managed_vms,
+                                  vms_running=dict((name, view.running) for name, view in views.items()))
+        for op in plan.operations:
+            spec = by_key.get(op.volume)
+            if op.kind == phase.CREATE and spec and spec['capacity'] is None and not storage.desired_source(spec):
+                refusals.append({'volume': op.volume, 'field': 'capacity', 'reason': 'capacity is required to create volume %s' % op.volume})
+            for field in ('clone_from', 'backing_volume'):
+                source = spec[field] if op.kind == phase.CREATE and spec else None
+                # a source declared present in the same task is made first
+                if source and observer.volume(source) is None and not (source in by_key and by_key[source]['state'] == 'present'):
+                    refusals.append({'volume': op.volume, 'field': field, 'reason': '%s: volume %s does not exist' % (field, source)})
+        refusals.extend(plan.refusals)
+        refused = set(r['volume'] for r in refusals)
+        operations = [op for op in plan.operations if op.volume not in refused]
+        needed_pools = set(by_key[op.volume]['pool'] for op in operations if op.volume in by_key)
+        pool_ops = [note for note in pool_ops if note['op'] != 'create_pool' or note['pool'] in needed_pools]
+        if not check_mode:
+            for note in pool_ops:
+                if note['op'] == 'create_pool':
+                    storage.ensure_pool(connection, observer, note['pool'], note['path'], False)
+        self.formats = dict((k, (observed.get(k) or {}).get('format') or by_key[k]['format']) for k in by_key)
+        return volume_driver.PlannedVolumes(actual_vols, [a for a in all_atts if a.volume in by_key], operations, refusals, plan.deferred,
+                                            plan.uncertain, pool_ops, tuple(recovered))
+
+    def summary(self, volumes, attachments):
+        return _summary(volumes, attachments)
+
+    def execute(self, operations, check_mode):
+        del check_mode
+        return execute_plan(self.connection, self.observer, self.views, operations, self.by_key, self.all_atts, self.formats, self.detach_timeout,
+                            self.owner)
+
+    def observe_after(self, specs, done):
+        # the world after the run, observed again
+        observer = self.observer = storage.StorageObserver(self.connection)
+        if any(item['op'] in ATTACH_KINDS + DETACH_KINDS for item in done):
+            self.views = observe_domains(self.connection)
+        all_atts = self.all_atts = actual_attachments(self.views, observer)
+        users = users_of(all_atts)
+        after_vols = []
+        for spec in specs:
+            info = observer.volume(spec['key'])
+            self.observed[spec['key']] = info
+            if info is not None:
+                after_vols.append(ActualVolume(spec['key'], info['capacity'], info['format'], frozenset(users.get(spec['key'], ()))))
+        return after_vols, [a for a in all_atts if a.volume in self.by_key]
+
+    def changed(self, done, planned):
+        return bool(planned.pool_operations) or any(not (item.get('already') or item.get('rolled_back')) for item in done if not item.get('failed'))
+
+    def public(self, specs):
+        return [_public(self.observed.get(s['key']), s, self.all_atts) for s in specs]
 
 
 def _partial_import(connection, observer, spec, users, check_mode, refusals, recovered):  # pylint: disable=too-many-arguments

@@ -16,11 +16,13 @@ import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, WaitTimeout)
+from ansible_collections.converge.virt.plugins.module_utils._common import driver
+from ansible_collections.converge.virt.plugins.module_utils._common.driver import VmOptions  # pylint: disable=unused-import  # the module's options
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init, domain_build, domain_diff, domain_merge, domain_spec, metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import is_no_domain, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, audit, metadata_from_record
-from ansible_collections.converge.virt.plugins.module_utils._phase import prediction, tasks, views, vm_plan
+from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
@@ -31,20 +33,8 @@ PAUSED_STATE = 3
 SHUTOFF_STATES = (0, 5, 6)    # nostate, shutoff, crashed (treated as off)
 
 
-class VmOptions:
-    """Execution options of the vm module (not part of the declaration's identity)."""
-
-    def __init__(self, wait=True, wait_timeout=300, shutdown_timeout=60, force_stop=True, lock_timeout=0, lease_seconds=None):
-        self.wait = wait
-        self.wait_timeout = wait_timeout
-        self.shutdown_timeout = shutdown_timeout
-        self.force_stop = force_stop
-        self.lock_timeout = lock_timeout
-        self.lease_seconds = lease_seconds or max(120.0, float(wait_timeout) + float(shutdown_timeout) + 30.0)
-
-
-class LibvirtVm:
-    """One VM on one libvirt connection."""
+class LibvirtVm(driver.VmBackend):
+    """One VM on one libvirt connection: the hooks of the shared converge driver (:mod:`.._common.driver`)."""
 
     def __init__(self, connection, name):
         self.connection = connection
@@ -62,14 +52,14 @@ class LibvirtVm:
                 return None
             raise self.connection.error(exc, 'cannot look up VM %r' % self.name)
 
-    def observe(self, spec=None, bulk=None):
+    def observe(self, spec=None, snapshot=None):
         """Everything the planner and the result need, as a dict.
 
-        ``bulk`` (from :func:`bulk_snapshot`) carries what one bulk call read for
+        ``snapshot`` (from :func:`bulk_snapshot`) carries what one bulk call read for
         every domain of the connection, so a fleet needs one XML read per VM.
         """
         try:
-            return self._observe(spec, bulk)
+            return self._observe(spec, snapshot)
         except libvirt.libvirtError as exc:
             raise self.connection.error(exc, 'cannot read VM %r' % self.name)
 
@@ -136,21 +126,59 @@ class LibvirtVm:
         """Write ``vm_state`` into an idle VM's record (compare-and-swap)."""
         tasks.record_vm_state(self.store(obs), vm_state, name=self.name)
 
-    def wait_idle(self, obs, options):
-        """Wait for another task in flight to end (``lock_timeout``), or fail naming it."""
-        if obs.get('task_state') is None:
-            return obs
-        if options.lock_timeout <= 0:
-            raise TaskConflict(self.name, obs.get('task_id'), obs.get('task_state'), owner=obs.get('task_owner'))
+    def wait_idle(self, obs, options, spec=None):
+        """Wait for another task in flight to end (``lock_timeout``; a lease run out or a run gone ends it too), or fail naming it."""
+        del spec
 
         def idle_or_stale(value):
             return value.get('task_state') is None or not value.get('exists') or tasks.lease_expired(value.get('lease_until'), time.time()) \
                 or owner_gone(value.get('task_owner'))
-        try:
-            return wait_for(self.observe, idle_or_stale, options.lock_timeout, 'the task in flight on %s to end' % self.name,
-                            describe=_brief)
-        except WaitTimeout:
-            raise TaskConflict(self.name, obs.get('task_id'), obs.get('task_state'), owner=obs.get('task_owner'), waited=options.lock_timeout)
+        return driver.wait_until_idle(self.name, obs, options, self.observe, idle_or_stale, describe=_brief)
+
+    # ------------------------------------------------------ the driver's hooks
+    def public_view(self, obs):
+        return public_view(obs)
+
+    def diffable(self, view):
+        return _diffable(view)
+
+    def changes(self, obs):
+        diff = obs.get('diff')
+        return diff.as_list() if diff else []
+
+    def recorded_drift(self, obs):
+        return _recorded_drift(obs)
+
+    def without_steps(self, decl, spec, obs, check_mode, result, view):  # pylint: disable=too-many-arguments
+        disks_changed = _live_disks(self, spec, obs, check_mode, result, view) if decl.state != 'absent' else False
+        if disks_changed and not check_mode:
+            view = public_view(self.observe(spec))
+            if result.get('disk_refusals'):
+                view['pending_restart'] = True
+        return disks_changed, view
+
+    def after_steps(self, decl, spec, obs, result, view):  # pylint: disable=too-many-arguments
+        if obs.get('exists') and obs.get('diff') and obs['diff'].needs_restart and obs.get('power_state') != 'SHUTDOWN':
+            view['pending_restart'] = True
+        if decl.state != 'absent' and _live_disks(self, spec, obs, False, result, view):
+            view = dict(public_view(self.observe(spec)), pending_restart=view.get('pending_restart') or bool(result.get('disk_refusals')))
+        return view
+
+    def converge(self, decl, spec, options, check_mode, task_id=None, snapshot=None):  # pylint: disable=too-many-arguments
+        """Plan and (unless ``check_mode``) execute; return (changed, result dict).
+
+        ``snapshot``: what :func:`bulk_snapshot` read for a fleet. A declared cloud-init seed (``spec['cloud_init']``,
+        a :class:`cloud_init.Seed`) is brought in place first: its volume is compared with the declared files (read back
+        through libvirt), and a changed seed is written before any step (a new VM boots with it) and is a change that needs
+        a restart of a running guest. With ``state: absent`` the seed volume the domain carries goes with the VM (only the
+        seed, never other volumes).
+        """
+        if decl.state == 'absent':
+            return _converge_absent(self, decl, spec, options, check_mode, task_id, snapshot)
+        seed = spec.get(cloud_init.SPEC_KEY) if isinstance(spec, dict) else None
+        if seed is None:
+            return driver.converge_vm(self, decl, spec, options, check_mode, task_id, snapshot)
+        return _converge_with_seed(self, decl, spec, seed, options, check_mode, task_id, snapshot)
 
     # -------------------------------------------------------------- execution
     def run_step(self, step, spec, obs, options, task_id):
@@ -388,18 +416,11 @@ def bulk_snapshot(connection):
 
 
 def converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None):  # pylint: disable=too-many-arguments
-    """Plan and (unless ``check_mode``) execute; return (changed, result dict).
+    """Plan and (unless ``check_mode``) execute on the :class:`LibvirtVm` ``vm``; return (changed, result dict) (see :meth:`LibvirtVm.converge`)."""
+    return vm.converge(decl, spec, options, check_mode, task_id, bulk)
 
-    A declared cloud-init seed (``spec['cloud_init']``, a :class:`cloud_init.Seed`) is brought in place first:
-    its volume is compared with the declared files (read back through libvirt), and a changed seed is
-    written before any step (a new VM boots with it) and is a change that needs a restart of a running guest.
-    With ``state: absent`` the seed volume the domain carries goes with the VM (only the seed, never other volumes).
-    """
-    seed = spec.get(cloud_init.SPEC_KEY) if isinstance(spec, dict) and decl.state != 'absent' else None
-    if decl.state == 'absent':
-        return _converge_absent(vm, decl, spec, options, check_mode, task_id, bulk)
-    if seed is None:
-        return _converge_vm(vm, decl, spec, options, check_mode, task_id, bulk)
+
+def _converge_with_seed(vm, decl, spec, seed, options, check_mode, task_id, bulk):  # pylint: disable=too-many-arguments
     seen = {}
 
     def bring_seed(obs):
@@ -416,7 +437,7 @@ def converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None):  
             return actual != seed.digest and runs, obs
         except libvirt.libvirtError as exc:
             raise vm.connection.error(exc, 'cannot bring the cloud-init seed %s of VM %r in place' % (seed.volume, vm.name))
-    changed, result = _converge_vm(vm, decl, spec, options, check_mode, task_id, bulk, before_plan=bring_seed)
+    changed, result = driver.converge_vm(vm, decl, spec, options, check_mode, task_id, bulk, before_plan=bring_seed)
     actual, runs = seen['actual'], seen['runs']
     seed_changed = actual != seed.digest
     result['cloud_init'] = {'digest': seed.digest, 'pool': seed.pool, 'volume': seed.volume, 'changed': seed_changed,
@@ -436,7 +457,7 @@ def _converge_absent(vm, decl, spec, options, check_mode, task_id, bulk):  # pyl
         where = cloud_init.seed_in_domain(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), vm.name) if dom is not None else None
     except libvirt.libvirtError as exc:
         raise vm.connection.error(exc, 'cannot read VM %r' % vm.name)
-    changed, result = _converge_vm(vm, decl, spec, options, check_mode, task_id, bulk)
+    changed, result = driver.converge_vm(vm, decl, spec, options, check_mode, task_id, bulk)
     if where is None:
         return changed, result
     removed = True
@@ -447,68 +468,6 @@ def _converge_absent(vm, decl, spec, options, check_mode, task_id, bulk):  # pyl
             raise vm.connection.error(exc, 'VM %r was undefined but its cloud-init seed %s could not be deleted' % (vm.name, where[1]))
     result['cloud_init'] = {'pool': where[0], 'volume': where[1], 'removed': removed}
     return changed or removed, result
-
-
-def _converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None, before_plan=None):  # pylint: disable=too-many-arguments
-    now = time.time()
-    obs = vm.observe(spec if decl.state != 'absent' else None, bulk=bulk)
-    notes = {}
-    if obs['exists'] and obs.get('task_state') and not check_mode:
-        recovered = vm.recover_stale(obs, now)
-        if recovered:
-            notes['recovered'] = recovered
-        obs = vm.observe(spec if decl.state != 'absent' else None)
-        if decl.state != 'absent':
-            obs = vm.wait_idle(obs, options)
-    before = public_view(obs)
-    restart_needed = False
-    if before_plan is not None:
-        restart_needed, obs = before_plan(obs)
-    diff = obs.get('diff')
-    plan_obs = vm_plan.VmObservation(
-        exists=obs['exists'], vm_state=obs.get('effective_vm_state') or 'DELETED', task_state=obs.get('task_state'),
-        definition_differs=bool(diff), restart_needed=bool(obs.get('pending_restart')) or restart_needed, autostart=obs.get('autostart'))
-    steps = vm_plan.plan_vm(decl, plan_obs)
-    result = {'steps': [s.as_dict() for s in steps], 'changes': diff.as_list() if diff else []}
-    result.update(notes)
-    drift = _recorded_drift(obs) if decl.state != 'absent' else None
-    if drift:
-        # the hypervisor contradicts the idle VM's record (the guest stopped
-        # itself, or was started behind our back): record what it says first
-        # (Nova _sync_power_states), so every action is checked against it
-        result['steps'] = [{'action': 'record', 'task_state': None, 'vm_state_before': drift[0], 'vm_state_after': drift[1]}] + result['steps']
-        if not check_mode:
-            vm.record_vm_state(obs, drift[1])
-            obs = vm.observe(spec if decl.state != 'absent' else None)
-            if not steps:
-                result['vm'] = public_view(obs)
-                result['diff'] = {'before': _diffable(before), 'after': _diffable(result['vm'])}
-                return True, result
-    if check_mode or not steps:
-        predicted = dict(before)
-        if check_mode:
-            # every word predicted from the plan (none left over from the observation); what was observed is returned apart
-            predicted = prediction.predict_view(before, steps, drift[1] if drift and not steps else None)
-            result['observed'] = before
-        disks_changed = _live_disks(vm, spec, obs, check_mode, result, predicted) if decl.state != 'absent' else False
-        if disks_changed and not check_mode:
-            predicted = public_view(vm.observe(spec))
-            if result.get('disk_refusals'):
-                predicted['pending_restart'] = True
-        result['vm'] = predicted
-        result['diff'] = {'before': _diffable(before), 'after': _diffable(predicted)}
-        return bool(steps) or bool(drift) or disks_changed, result
-    task_id = task_id or tasks.new_task_id()
-    for step in steps:
-        obs = vm.run_step(step, spec, obs, options, task_id + '-' + step.action)
-    after = public_view(obs)
-    if obs.get('exists') and obs.get('diff') and obs['diff'].needs_restart and obs.get('power_state') != 'SHUTDOWN':
-        after['pending_restart'] = True
-    if decl.state != 'absent' and _live_disks(vm, spec, obs, False, result, after):
-        after = dict(public_view(vm.observe(spec)), pending_restart=after.get('pending_restart') or bool(result.get('disk_refusals')))
-    result['vm'] = after
-    result['diff'] = {'before': _diffable(before), 'after': _diffable(after)}
-    return True, result
 
 
 def _live_disks(vm, spec, obs, check_mode, result, view):

@@ -1,0 +1,261 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The converge driver of the vm module, written once for every backend, and the fleet runner.
+
+A backend implements :class:`VmBackend` (the hooks: observe, recover a stale
+task, wait until idle, run one step, record a vm_state, settle, the public
+view) beside its :class:`.._phase.tasks.TaskStore`; :func:`converge_vm` is
+the one loop that plans with ``_phase.vm_plan`` and calls those hooks.
+:func:`run_fleet` converges the items of ``vms:`` on a thread pool and
+:func:`finish_fleet` gives the one failure summary ("N of M VMs failed").
+
+The protocol is proven complete by the in-memory backend of the unit tests
+(``tests/unit/plugins/module_utils/_common/inmemory_backend.py``).
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, TaskConflict, WaitTimeout
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
+from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
+from ansible_collections.converge.virt.plugins.module_utils._phase import prediction, tasks, vm_plan
+
+
+def default_lease_seconds(wait_timeout, shutdown_timeout):
+    """The lease of a vm task: long enough for the longest wait of one step, at least two minutes."""
+    return max(120.0, float(wait_timeout) + float(shutdown_timeout) + 30.0)
+
+
+class VmOptions:  # pylint: disable=too-few-public-methods
+    """Execution options of the vm module (not part of the declaration's identity), the same on every backend.
+
+    A backend with options of its own subclasses it (KubeVirt: ``delete_volumes``).
+    """
+
+    def __init__(self, wait=True, wait_timeout=300, shutdown_timeout=60, force_stop=True, lock_timeout=0,
+                 lease_seconds=None):  # pylint: disable=too-many-arguments
+        self.wait = wait
+        self.wait_timeout = wait_timeout
+        self.shutdown_timeout = shutdown_timeout
+        self.force_stop = force_stop
+        self.lock_timeout = lock_timeout
+        self.lease_seconds = lease_seconds or default_lease_seconds(wait_timeout, shutdown_timeout)
+
+
+class VmBackend(abc.ABC):
+    """One VM on one backend: the hooks :func:`converge_vm` calls.
+
+    ``obs`` is the backend's observation (a dict); the driver reads only these
+    keys of it: ``exists``, ``effective_vm_state``, ``task_state``,
+    ``pending_restart``, ``diff`` (truthy when the definition differs) and
+    ``status``.
+    """
+
+    name = None
+
+    # ------------------------------------------------------------ observation
+    @abc.abstractmethod
+    def observe(self, spec=None, snapshot=None):
+        """The VM now (``spec``: compare the definition with it; ``snapshot``: what a fleet read in bulk)."""
+
+    @abc.abstractmethod
+    def public_view(self, obs):
+        """The VM as a module returns it: no handles, no raw objects."""
+
+    @abc.abstractmethod
+    def diffable(self, view):
+        """The keys of a view that the result's ``diff`` shows."""
+
+    @abc.abstractmethod
+    def changes(self, obs):
+        """The definition changes of ``obs`` as the result's ``changes`` list (secrets masked)."""
+
+    @abc.abstractmethod
+    def recorded_drift(self, obs):
+        """(recorded, effective) when an idle VM's record disagrees with the backend, else None."""
+
+    def plan_autostart(self, obs):
+        """The autostart flag the planner compares with the declared one (None: the backend has none)."""
+        return obs.get('autostart')
+
+    def deleting(self, obs):
+        """True when the VM's deletion was already requested and the backend finishes it."""
+        del obs
+        return False
+
+    # ----------------------------------------------------------- task control
+    @abc.abstractmethod
+    def recover_stale(self, obs, now):
+        """Clear a task left by a killed run; return the ``recovered`` note or None."""
+
+    @abc.abstractmethod
+    def wait_idle(self, obs, options, spec=None):
+        """Wait for another task in flight to end (``lock_timeout``), or raise TaskConflict naming it; return the new observation."""
+
+    @abc.abstractmethod
+    def record_vm_state(self, obs, vm_state):
+        """Write ``vm_state`` into an idle VM's record (compare-and-swap)."""
+
+    # -------------------------------------------------------------- execution
+    @abc.abstractmethod
+    def run_step(self, step, spec, obs, options, task_id):
+        """Execute one planned step under the task protocol; return the new observation."""
+
+    def validate_steps(self, steps, spec, obs):
+        """Check mode: refuse a plan the backend would refuse (nothing is written)."""
+
+    def settle(self, decl, obs, options):
+        """Wait until the backend carries out the declared power; the new observation, or None when there is nothing to wait for."""
+        del decl, obs, options
+
+    def wait_deleted(self, options):
+        """Wait until a deletion requested earlier is finished (only called when :meth:`deleting` says so)."""
+        del options
+        return self.observe()
+
+    def without_steps(self, decl, spec, obs, check_mode, result, view):  # pylint: disable=too-many-arguments
+        """What the backend brings in place besides the plan when it has no steps (or in check mode): (changed, view)."""
+        del decl, spec, obs, check_mode, result
+        return False, view
+
+    def after_steps(self, decl, spec, obs, result, view):  # pylint: disable=too-many-arguments
+        """The returned view once the steps ran (the backend adds what it knows more); ``view`` is ``public_view(obs)``."""
+        del decl, spec, obs, result
+        return view
+
+    def converge(self, decl, spec, options, check_mode, task_id=None, snapshot=None):  # pylint: disable=too-many-arguments
+        """Plan and (unless ``check_mode``) execute; (changed, result). A backend wraps :func:`converge_vm` here (cloud-init seeds)."""
+        return converge_vm(self, decl, spec, options, check_mode, task_id, snapshot)
+
+
+def wait_until_idle(name, obs, options, observe, idle, describe=None, **wait):  # pylint: disable=too-many-arguments
+    """The task in flight of ``obs`` ended (``idle(observation)``), within ``options.lock_timeout``: the new observation.
+
+    No task in flight: ``obs``. ``lock_timeout`` 0, or still busy at its end: :class:`TaskConflict` naming the task and
+    its owner (with ``waited`` after a wait). ``wait``: :func:`wait_for`'s clock and sleep (tests).
+    """
+    if obs.get('task_state') is None:
+        return obs
+    if options.lock_timeout <= 0:
+        raise TaskConflict(name, obs.get('task_id'), obs.get('task_state'), owner=obs.get('task_owner'))
+    try:
+        return wait_for(observe, idle, options.lock_timeout, 'the task in flight on %s to end' % name, describe=describe, **wait)
+    except WaitTimeout:
+        raise TaskConflict(name, obs.get('task_id'), obs.get('task_state'), owner=obs.get('task_owner'), waited=options.lock_timeout)
+
+
+def converge_vm(vm, decl, spec, options, check_mode, task_id=None, snapshot=None, before_plan=None):  # pylint: disable=too-many-arguments,too-many-locals
+    """Plan and (unless ``check_mode``) execute the declaration on ``vm`` (a :class:`VmBackend`); return (changed, result dict).
+
+    ``before_plan(obs) -> (restart_needed, obs)`` runs once a task in flight ended, before the plan (a backend brings a
+    cloud-init seed in place there).
+    """
+    present = decl.state != 'absent'
+    obs = vm.observe(spec if present else None, snapshot)
+    notes = {}
+    if obs['exists'] and obs.get('task_state') and not check_mode:
+        recovered = vm.recover_stale(obs, time.time())
+        if recovered:
+            notes['recovered'] = recovered
+        obs = vm.observe(spec if present else None)
+        if present:
+            obs = vm.wait_idle(obs, options, spec)
+    before = vm.public_view(obs)
+    restart_needed = False
+    if before_plan is not None:
+        restart_needed, obs = before_plan(obs)
+    plan_obs = vm_plan.VmObservation(
+        exists=obs['exists'], vm_state=obs.get('effective_vm_state') or 'DELETED', task_state=obs.get('task_state'),
+        definition_differs=bool(obs.get('diff')), restart_needed=bool(obs.get('pending_restart')) or restart_needed,
+        autostart=vm.plan_autostart(obs), deleting=vm.deleting(obs))
+    steps = vm_plan.plan_vm(decl, plan_obs)
+    result = {'steps': [s.as_dict() for s in steps], 'changes': vm.changes(obs)}
+    result.update(notes)
+    drift = vm.recorded_drift(obs) if present else None
+    if drift:
+        # the backend contradicts the idle VM's record (the guest stopped itself, or was started behind our back):
+        # record what it says first (Nova _sync_power_states), so every action is checked against it
+        result['steps'] = [{'action': 'record', 'task_state': None, 'vm_state_before': drift[0], 'vm_state_after': drift[1]}] + result['steps']
+        if not check_mode:
+            vm.record_vm_state(obs, drift[1])
+            obs = vm.observe(spec if present else None)
+            if not steps:
+                after = vm.public_view(obs)
+                settled = vm.settle(decl, obs, options)
+                if settled is not None:
+                    after = vm.public_view(settled)
+                result['vm'] = after
+                result['diff'] = {'before': vm.diffable(before), 'after': vm.diffable(after)}
+                return True, result
+    if check_mode or not steps:
+        if check_mode:
+            vm.validate_steps(steps, spec, obs)
+        predicted = dict(before)
+        if check_mode:
+            # every word predicted from the plan (none left over from the observation); what was observed is returned apart
+            predicted = prediction.predict_view(before, steps, drift[1] if drift and not steps else None)
+            result['observed'] = before
+        extra_changed, predicted = vm.without_steps(decl, spec, obs, check_mode, result, predicted)
+        if not check_mode and obs['exists']:
+            settled = vm.settle(decl, obs, options)
+            if settled is not None:
+                predicted = vm.public_view(settled)
+        if not check_mode and options.wait and plan_obs.deleting and not present:
+            # an earlier run's delete is still being finished (a finalizer holds the VM): wait for it, do not repeat it
+            predicted = vm.public_view(vm.wait_deleted(options))
+        result['vm'] = predicted
+        result['diff'] = {'before': vm.diffable(before), 'after': vm.diffable(predicted)}
+        return bool(steps) or bool(drift) or extra_changed, result
+    task_id = task_id or tasks.new_task_id()
+    for step in steps:
+        obs = vm.run_step(step, spec, obs, options, task_id + '-' + step.action)
+    if obs.get('exists'):
+        settled = vm.settle(decl, obs, options)
+        if settled is not None:
+            obs = settled
+    after = vm.after_steps(decl, spec, obs, result, vm.public_view(obs))
+    result['vm'] = after
+    result['diff'] = {'before': vm.diffable(before), 'after': vm.diffable(after)}
+    return True, result
+
+
+# ------------------------------------------------------------------- fleets
+def run_fleet(items, make_vm, options, check_mode, parallel, snapshot=None, redact=None):  # pylint: disable=too-many-arguments
+    """Converge every (VmDeclaration, spec, name) of ``items`` on ``make_vm(name)``, ``parallel`` at a time; (changed, results).
+
+    A VM that fails is a result with ``failed`` and the error's fields (redacted with ``redact``); the others still run.
+    """
+    def one(item):
+        decl, spec, name = item
+        try:
+            changed, result = make_vm(name).converge(decl, spec, options, check_mode, tasks.new_task_id(), snapshot)
+            result.update(name=name, changed=changed, failed=False)
+        except ConvergeError as exc:
+            result = dict(name=name, changed=False, failed=True)
+            result.update(redact_fields(exc.to_result(), redact) if redact is not None else exc.to_result())
+        return result
+
+    from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel  # fleets only
+    with ThreadPoolExecutor(max_workers=min(parallel, max(1, len(items)))) as pool:
+        results = list(pool.map(one, items))
+    return any(r['changed'] for r in results), results
+
+
+def fleet_failure(results, noun='VMs'):
+    """The one failure summary of a fleet ("N of M VMs failed: a, b"), or None when none failed."""
+    failed = [r['name'] for r in results if r['failed']]
+    if not failed:
+        return None
+    return '%d of %d %s failed: %s' % (len(failed), len(results), noun, ', '.join(failed))
+
+
+def finish_fleet(module, changed, results, noun='VMs'):
+    """exit_json / fail_json of a module that converged a fleet."""
+    failure = fleet_failure(results, noun)
+    if failure:
+        module.fail_json(msg=failure, changed=changed, results=results)
+    module.exit_json(changed=changed, results=results, steps=[], changes=[])

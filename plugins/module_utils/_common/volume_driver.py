@@ -1,0 +1,100 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The converge driver of the volume module, written once for every backend.
+
+A backend implements :class:`VolumeBackend`: observe and plan (with the shared
+planner ``_phase.volumes``), execute the operations (stopping at the first
+failure), settle, observe again, the diff summary and the public view.
+:func:`converge_volumes` is the one loop that calls them and builds the result
+(operations, pool_operations, refusals, deferred, uncertain, volumes, diff,
+changed and error: the first failure, after which nothing else runs).
+
+The in-memory backend of the unit tests (``tests/unit/plugins/module_utils/_common/inmemory_backend.py``) proves the
+protocol complete.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import NamedTuple, Tuple
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import WaitTimeout
+from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
+
+
+class PlannedVolumes(NamedTuple):
+    """What a backend observed and planned: the declared volumes and their attachments now, and the plan."""
+
+    volumes: list                       # ActualVolume of each declared volume that exists
+    attachments: list                   # Attachment of the declared volumes
+    operations: list                    # the Operations to run (those of refused volumes dropped)
+    refusals: list
+    deferred: list
+    uncertain: list
+    pool_operations: list = []          # pools started or created (libvirt)
+    recovered: Tuple[dict, ...] = ()    # operation items done while observing (an unfinished import removed)
+
+
+class VolumeBackend(abc.ABC):
+    """The hooks :func:`converge_volumes` calls, on one connection (libvirt) or namespace (KubeVirt)."""
+
+    #: the executor runs in check mode too, without writing (its dry-run answers are the returned operations)
+    executes_in_check_mode = False
+
+    @abc.abstractmethod
+    def plan(self, specs, force, check_mode):
+        """Observe the declared volumes (and what they are attached to) and plan; a :class:`PlannedVolumes`."""
+
+    @abc.abstractmethod
+    def summary(self, volumes, attachments):
+        """The diff view of volumes and attachments: key -> exists, capacity, attachments."""
+
+    @abc.abstractmethod
+    def execute(self, operations, check_mode):
+        """Run ``operations`` in order; ``(done, error)``: their result items and the first failure (None when all ran)."""
+
+    def settle(self):
+        """After every operation ran: wait for what the backend carries out later; the error, or None."""
+        return None
+
+    @abc.abstractmethod
+    def observe_after(self, specs, done):
+        """The declared volumes and their attachments after the run, read again: ``(volumes, attachments)``."""
+
+    @abc.abstractmethod
+    def changed(self, done, planned):
+        """True when the run wrote anything."""
+
+    @abc.abstractmethod
+    def public(self, specs):
+        """The result's ``volumes``: each declared volume as last observed."""
+
+
+def converge_volumes(backend, specs, force=False, check_mode=False):
+    """Converge normalized declarations on ``backend`` (a :class:`VolumeBackend`); return the result dict."""
+    planned = backend.plan(specs, force, check_mode)
+    before = backend.summary(planned.volumes, planned.attachments)
+    result = {'pool_operations': planned.pool_operations, 'refusals': planned.refusals, 'deferred': planned.deferred,
+              'uncertain': list(planned.uncertain)}
+    if check_mode and not backend.executes_in_check_mode:
+        done, error = [op.as_dict() for op in planned.operations], None
+    else:
+        done, error = backend.execute(planned.operations, check_mode)
+        if error is None and not check_mode:
+            error = backend.settle()
+    if isinstance(error, WaitTimeout) and error.details.get('vm'):
+        # a hot-plug that did not finish in time: that attachment may or may not be there now
+        result['uncertain'].append('%s:%s' % (error.details['vm'], error.details['target']))
+    done = list(planned.recovered) + done
+    if check_mode:
+        volumes, attachments = planned.volumes, planned.attachments
+        for op in planned.operations:
+            volumes, attachments = phase.apply_operation(volumes, attachments, op)
+        changed = bool(planned.operations or planned.pool_operations or planned.recovered)
+    else:
+        volumes, attachments = backend.observe_after(specs, done)
+        changed = backend.changed(done, planned)
+    result.update(operations=done, changed=changed, error=error, diff={'before': before, 'after': backend.summary(volumes, attachments)})
+    result['volumes'] = backend.public(specs)
+    return result
