@@ -1,0 +1,287 @@
+"""Modules on remote hypervisors (issue 22): over SSH, and through qemu+ssh:// from one controller.
+
+Two private hosts with their own sshd (``start_hosts(ssh=True)``, :mod:`tools.virtlab.sshd`).
+One playbook (vm in its fleet form, volume, host, drift then reconcile, a live migration
+between the two hosts, vm_info) runs three times, at the same time, with three inventories
+of the same two hypervisors (each run with its own VM and pool names):
+
+* ``local``  -- connection local, ``uri`` the host's unix socket (how every other test runs);
+* ``ssh``    -- the lab's own inventory: Ansible's ssh connection to each hypervisor, the
+  module runs there with its Python and ``uri: qemu:///system``, which inside an SSH
+  session on host N is host N's daemon; the target of the migration is host 2's TCP URI;
+* ``qemu+ssh`` -- connection local on one controller, ``uri: qemu+ssh://root@<address>/system?keyfile=...&no_verify=1``
+  (libvirt's ssh transport; the controller's ssh reads the lab's ssh_config, not ~/.ssh).
+
+The results are compared task by task after removing what is different by nature (URIs,
+timings, free memory, the other runs' VMs, each run's own names); the key path never appears in any result of the qemu+ssh run, nor in
+the libvirt inventory plugin's output over the two qemu+ssh URIs.  What the SSH runs leave on
+the managed hosts (their private $HOME) is checked: no Ansible temporary directory, a
+bytecode cache of at most one file per module_utils module, owner-only.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import time
+
+import libvirt
+import pytest
+import yaml
+
+from tests.integration.ansible_run import BIN, ROOT, ansible_env
+from tools.procs import pid_alive
+from tools.virtlab import domains, hosts as virtlab_hosts
+from tools.virtlab import sshd as virtlab_sshd
+
+POOL = 'rhpool'
+VMS = ('rh-a', 'rh-m')
+# what differs by nature between runs of the same scenario: timings, ids, URIs, the mode's own words
+VOLATILE = {'duration', 'elapsed', 'started', 'finished', 'start', 'end', 'delta', 'time_elapsed', 'task_id', 'lease_until', 'progress',
+            'timestamp', 'took', 'invocation', 'uri', 'target_uri', 'libvirt_uri', 'source_uri', 'uuid', 'updated_at',
+            '_ansible_no_log', 'ansible_facts', 'discovered_interpreter_python', 'last_change', 'since',
+            'phase_times', 'downtime_ms', 'timings', 'elapsed_s', 'seconds', 'free_memory'}
+DRIFT = 'drift behind the collection'   # a virsh command, not the collection: its stderr/cmd differ by transport
+
+
+@pytest.fixture(scope='module')
+def lab(tmp_path_factory, virtlab_layout):
+    state_dir = str(tmp_path_factory.mktemp('sshlab'))
+    began = time.monotonic()
+    started = virtlab_hosts.start_hosts(2, state_dir, ssh=True, **virtlab_layout(4))
+    print('\nlab with sshd: 2 hosts ready in %.2f s' % (time.monotonic() - began))
+    try:
+        yield state_dir, started
+    finally:
+        virtlab_hosts.stop_hosts(state_dir)
+
+
+def _play(pool_dir, sfx):
+    """The scenario, on every hypervisor of group virtlab (hv_uri / hv_target_uri come from the inventory); sfx ends every name."""
+    vm = {'uri': '{{ hv_uri }}', 'memory': '64MiB', 'domain_type': 'qemu', 'shutdown_timeout': 0}
+    vm_a, vm_m = 'rh-a' + sfx, 'rh-m' + sfx
+    first = "inventory_hostname == groups['virtlab'][0]"
+    second = "inventory_hostname == groups['virtlab'][1]"
+    volume = {'uri': '{{ hv_uri }}', 'pool': POOL + sfx, 'pool_path': pool_dir + '/{{ inventory_hostname }}', 'name': 'disk.raw', 'capacity': '1MiB'}
+    tasks = [
+        # the fleet form: rh-a on every host, rh-m (to migrate) on the first as well
+        {'name': 'vms created',
+         'converge.virt.vm': dict(vm, state='running', vms="{{ [{'name': '%s'}] + ([{'name': '%s'}] if %s else []) }}" % (vm_a, vm_m, first))},
+        {'name': 'volume created', 'converge.virt.volume': volume},
+        {'name': 'host', 'converge.virt.host': {'uri': '{{ hv_uri }}'}},
+        {'name': DRIFT, 'ansible.builtin.command': {'argv': ['virsh', '-q', '-c', '{{ hv_uri }}', 'destroy', vm_a]}},
+        {'name': 'reconcile fix', 'converge.virt.reconcile': {'uri': '{{ hv_uri }}', 'name': [vm_a], 'fix': True}},
+        {'name': 'migration', 'when': first, 'converge.virt.migration': {'uri': '{{ hv_uri }}', 'name': vm_m, 'target_uri': '{{ hv_target_uri }}',
+                                                                         'peer_to_peer': False}},
+        {'name': 'vm_info after migration', 'when': second, 'converge.virt.vm_info': {'uri': '{{ hv_uri }}', 'name': [vm_m]}},
+    ]
+    return [{'hosts': 'virtlab', 'gather_facts': False, 'tasks': tasks}]
+
+
+def _inventory(path, members):
+    with open(path, 'w', encoding='utf-8') as handle:
+        json.dump({'all': {'children': {'virtlab': {'hosts': members}}}}, handle)
+    return str(path)
+
+
+def _start(argv, env=None):
+    return subprocess.Popen(argv, env=ansible_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # pylint: disable=consider-using-with
+
+
+def _finish(proc, began, timeout=600):
+    out, err = proc.communicate(timeout=timeout)
+    took = time.monotonic() - began
+    try:
+        return out, err, json.loads(out), took
+    except ValueError:
+        raise AssertionError('no JSON (rc %d):\n%s\n%s' % (proc.returncode, out[-3000:], err[-3000:]))
+
+
+def _results(data):
+    """{(task name, host): result} of a playbook run."""
+    found = {}
+    for task in data['plays'][0]['tasks']:
+        for host, result in task['hosts'].items():
+            found[(task['task']['name'] if isinstance(task.get('task'), dict) else task['name'], host)] = result
+    return found
+
+
+def _normal(value, words, foreign):
+    """value without the keys that differ by nature and without the other modes' VMs, the mode's own strings replaced by placeholders."""
+    if isinstance(value, dict):
+        return {key: _normal(item, words, foreign) for key, item in value.items() if key not in VOLATILE and not key.startswith('_ansible')}
+    if isinstance(value, list):
+        return [_normal(item, words, foreign) for item in value if (item.get('name') if isinstance(item, dict) else item) not in foreign]
+    if isinstance(value, str):
+        for word, placeholder in words:
+            value = value.replace(word, placeholder)
+        return value
+    return value
+
+
+def _where(value, needle, path=''):
+    """Paths (a.b[0].c) in value whose string contains needle."""
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in _where(item, needle, '%s.%s' % (path, key))]
+    if isinstance(value, list):
+        return [found for index, item in enumerate(value) for found in _where(item, needle, '%s[%d]' % (path, index))]
+    return [path] if isinstance(value, str) and needle in value else []
+
+
+def _strings(value, needle):
+    """Every string in value that contains needle."""
+    if isinstance(value, dict):
+        return [found for item in value.values() for found in _strings(item, needle)]
+    if isinstance(value, list):
+        return [found for item in value for found in _strings(item, needle)]
+    return [value] if isinstance(value, str) and needle in value else []
+
+
+def _clean(started, sfx):
+    """Remove what the scenario of one mode made (directly, through the unix socket)."""
+    for host in started:
+        conn = libvirt.open(host.uri)
+        try:
+            for name in VMS:
+                domains.remove_domain(conn, name + sfx)
+            pool = conn.storagePoolLookupByName(POOL + sfx)
+            for volume in pool.listAllVolumes():
+                volume.delete()
+            if pool.isActive():
+                pool.destroy()
+            pool.undefine()
+        except libvirt.libvirtError:
+            pass
+        finally:
+            conn.close()
+
+
+def test_same_scenarios_local_over_ssh_and_over_qemu_ssh(lab, tmp_path):  # pylint: disable=too-many-locals
+    """The three runs go at the same time (own VM and pool names per mode, as three teams would), against the same two hosts."""
+    state_dir, started = lab
+    key = os.path.join(state_dir, 'ssh', 'id_ed25519')
+    with open(os.path.join(state_dir, virtlab_sshd.INVENTORY_FILE), encoding='utf-8') as handle:
+        lab_inventory = json.load(handle)['all']['children']['virtlab']['hosts']
+    assert sorted(lab_inventory) == [host.name for host in started]
+    query = '?keyfile=%s&no_verify=1' % key
+    modes = {
+        'local': {host.name: {'ansible_connection': 'local', 'hv_uri': host.uri, 'hv_target_uri': started[1].uri} for host in started},
+        'ssh': {host.name: dict(lab_inventory[host.name], hv_uri='qemu:///system', hv_target_uri=started[1].tcp_uri) for host in started},
+        'qemu+ssh': {host.name: {'ansible_connection': 'local', 'hv_uri': lab_inventory[host.name]['virtlab_qemu_ssh_uri'] + query,
+                                 'hv_target_uri': lab_inventory[started[1].name]['virtlab_qemu_ssh_uri'] + query} for host in started},
+    }
+    suffix = {'local': '-l', 'ssh': '-s', 'qemu+ssh': '-q'}
+    running = {}
+    for mode, members in modes.items():
+        tag = mode.replace('+', '_')
+        pool_dir = str(tmp_path / 'pools' / tag)
+        os.makedirs(pool_dir)
+        playbook = tmp_path / ('%s.yml' % tag)
+        playbook.write_text(yaml.safe_dump(_play(pool_dir, suffix[mode])))
+        argv = [os.path.join(BIN, 'ansible-playbook'), '-i', _inventory(tmp_path / ('%s.json' % tag), members), '-f', '2', str(playbook)]
+        if mode == 'qemu+ssh':  # the controller's ssh client trusts the lab's known_hosts, never touches ~/.ssh
+            argv = virtlab_sshd.controller_argv(state_dir, argv)
+        env = {'ANSIBLE_HOST_KEY_CHECKING': '1', 'ANSIBLE_PYTHON_INTERPRETER': 'auto_silent'} if mode == 'ssh' else None
+        running[mode] = (_start(argv, env), time.monotonic(), pool_dir)
+    outcome, times = {}, {}
+    for mode, (proc, began, pool_dir) in running.items():
+        out, err, data, times[mode] = _finish(proc, began)
+        results = _results(data)
+        assert proc.returncode == 0 and not any(r.get('failed') or r.get('unreachable') for r in results.values()), \
+            (mode, {k: r.get('msg') for k, r in results.items() if r.get('failed') or r.get('unreachable')}, err[-2000:])
+        if mode == 'qemu+ssh':  # (the virsh command task echoes its own argv: not a result of the collection)
+            collection = [r for (task, _host), r in results.items() if task != DRIFT]
+            assert len(collection) > 10 and not _where(collection, key), _where(collection, key)
+            assert all('keyfile=********&' in uri for uri in _strings(collection, 'keyfile')), 'the key path is masked'
+            assert key not in err, [line for line in err.splitlines() if key in line]
+            assert key not in json.dumps([r for task in data['plays'][0]['tasks'] if task['task']['name'] != DRIFT for r in task['hosts'].values()])
+        members, sfx = modes[mode], suffix[mode]
+        words = {(member['hv_uri'], '<uri>') for member in members.values()} | {(started[1].tcp_uri, '<target>'), (started[1].uri, '<target>'),
+                                                                                (members[started[1].name]['hv_target_uri'], '<target>')}
+        words |= {(name + sfx, name) for name in VMS} | {(POOL + sfx, POOL), (pool_dir, '<pools>')}
+        foreign = {name + other for name in VMS for other in suffix.values() if other != sfx}
+        outcome[mode] = {k: _normal(r, sorted(words, key=lambda w: -len(w[0])), foreign) for k, r in results.items() if k[0] != DRIFT}
+        _clean(started, sfx)
+    print('\nscenario wall time, the three at once (s): ' + ', '.join('%s %.1f' % item for item in times.items()))
+
+    # the scenario did what it says, on the right daemon each time
+    for mode, results in outcome.items():
+        first, second = (host.name for host in started)
+        assert sorted(vm['name'] for vm in results[('vms created', first)]['results'] if vm['changed']) == ['rh-a', 'rh-m'], mode
+        assert results[('volume created', second)]['changed'], mode
+        assert results[('host', second)]['host']['hostname'] == second and results[('host', second)]['host']['running_vms'] == ['rh-a'], mode
+        fixed = results[('reconcile fix', first)]['disagreements']
+        assert [(d['name'], d['decision'], d['done']) for d in fixed] == [('rh-a', 'record STOPPED', True)], (mode, fixed)
+        assert results[('migration', first)]['changed'] and results[('migration', first)]['phase'] == 'Succeeded', mode
+        assert results[('vm_info after migration', second)]['vms'][0]['host'] == second, mode
+    for mode in ('ssh', 'qemu+ssh'):
+        differences = {k: (outcome['local'][k], outcome[mode][k]) for k in outcome['local'] if outcome['local'][k] != outcome[mode].get(k)}
+        assert not differences and set(outcome[mode]) == set(outcome['local']), (mode, differences)
+
+    # what the SSH runs left on each managed host: its private $HOME
+    for host in started:
+        home = host.ssh_home
+        leftovers = os.listdir(os.path.join(home, '.ansible', 'tmp')) if os.path.isdir(os.path.join(home, '.ansible', 'tmp')) else []
+        assert leftovers == [], (host.name, leftovers)
+        cache = os.path.join(home, '.cache', 'converge.virt', 'bytecode')
+        assert os.stat(cache).st_mode & 0o077 == 0
+        utils = [name for _dir, _subdirs, files in os.walk(os.path.join(ROOT, 'plugins', 'module_utils')) for name in files if name.endswith('.py')]
+        entries = os.listdir(cache)
+        assert entries and len(entries) <= len(utils), (len(utils), entries)  # at most one entry per module_utils source
+        print('%s: bytecode cache %d files, %d bytes' % (host.name, len(entries), sum(os.path.getsize(os.path.join(cache, n)) for n in entries)))
+
+
+def test_inventory_plugin_over_two_qemu_ssh_uris(lab, tmp_path):
+    state_dir, started = lab
+    key = os.path.join(state_dir, 'ssh', 'id_ed25519')
+    for host in started:
+        conn = libvirt.open(host.uri)
+        try:
+            domains.remove_domain(conn, 'inv-' + host.name)
+            conn.defineXML(domains.diskless_domain_xml('inv-' + host.name, domain_type='qemu', memory_mib=32))
+        finally:
+            conn.close()
+    config = tmp_path / 'hv.converge_libvirt.yml'
+    uris = [virtlab_sshd.qemu_ssh_uri(host.address) + '?keyfile=%s&no_verify=1' % key for host in started]
+    config.write_text(yaml.safe_dump({'plugin': 'converge.virt.libvirt', 'uris': uris}))
+    proc = subprocess.run(virtlab_sshd.controller_argv(state_dir, [os.path.join(BIN, 'ansible-inventory'), '-i', str(config), '--list']),
+                          env=ansible_env(), capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    listed = json.loads(proc.stdout)
+    hostvars = listed['_meta']['hostvars']
+    assert {'inv-' + host.name for host in started} <= set(hostvars), sorted(hostvars)
+    for host in started:
+        variables = {key: value.get('__ansible_unsafe', value) if isinstance(value, dict) else value for key, value in hostvars['inv-' + host.name].items()}
+        assert variables['host'] == host.name and 'keyfile=********' in variables['libvirt_uri'], variables
+    assert not _where(listed, key) and key not in proc.stdout, ('the key path must never be shown', _where(listed, key))
+    assert key not in proc.stderr, [line for line in proc.stderr.splitlines() if key in line]
+
+
+def _ssh(state_dir, host, key, *command):
+    argv = ['ssh', '-i', key, '-p', str(host.ssh_port), *virtlab_sshd.ssh_args(state_dir), 'root@' + host.address, '--', *command]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_each_sshd_is_its_host_and_takes_only_the_lab_key(lab, tmp_path, virtlab_layout):
+    state_dir, started = lab
+    key = os.path.join(state_dir, 'ssh', 'id_ed25519')
+    for host in started:
+        seen = _ssh(state_dir, host, key, 'virsh', '-q', '-c', 'qemu:///system', 'hostname')
+        assert seen.returncode == 0 and seen.stdout.strip() == host.name, (host.name, seen.stdout, seen.stderr)
+        assert _ssh(state_dir, host, key, 'printenv', 'HOME').stdout.strip() == host.ssh_home
+    other = str(tmp_path / 'other_key')
+    subprocess.run(['ssh-keygen', '-q', '-t', 'ed25519', '-N', '', '-f', other], check=True)
+    refused = _ssh(state_dir, started[0], other, 'true')
+    assert refused.returncode == 255 and 'Permission denied' in refused.stderr, refused.stderr
+
+    own_dir = str(tmp_path / 'one')  # stop_hosts ends the sshd (and its sessions) with the host
+    one = virtlab_hosts.start_hosts(1, own_dir, ssh=True, ssh_public_key=other + '.pub', **virtlab_layout(3))[0]
+    try:
+        assert _ssh(own_dir, one, other, 'true').returncode == 0
+        with open(os.path.join(own_dir, virtlab_sshd.INVENTORY_FILE), encoding='utf-8') as handle:
+            assert 'ansible_ssh_private_key_file' not in json.load(handle)['all']['children']['virtlab']['hosts'][one.name]
+    finally:
+        virtlab_hosts.stop_hosts(own_dir)
+    assert not pid_alive(one.pids['sshd'])  # gone or a zombie of this process
+    with pytest.raises(OSError):
+        socket.create_connection((one.address, one.ssh_port), timeout=2).close()
