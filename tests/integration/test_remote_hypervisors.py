@@ -242,7 +242,8 @@ def test_inventory_plugin_over_two_qemu_ssh_uris(lab, tmp_path):
         finally:
             conn.close()
     config = tmp_path / 'hv.converge_libvirt.yml'
-    uris = [virtlab_sshd.qemu_ssh_uri(host.address) + '?keyfile=%s&no_verify=1' % key for host in started]
+    # the first host's key is checked against the lab's known_hosts (strict), the second is not (no_verify)
+    uris = [virtlab_sshd.qemu_ssh_uri(started[0].address) + '?keyfile=%s' % key, virtlab_sshd.qemu_ssh_uri(started[1].address) + '?keyfile=%s&no_verify=1' % key]
     config.write_text(yaml.safe_dump({'plugin': 'converge.virt.libvirt', 'uris': uris}))
     proc = subprocess.run(virtlab_sshd.controller_argv(state_dir, [os.path.join(BIN, 'ansible-inventory'), '-i', str(config), '--list']),
                           env=ansible_env(), capture_output=True, text=True, timeout=120, check=False)
@@ -253,6 +254,8 @@ def test_inventory_plugin_over_two_qemu_ssh_uris(lab, tmp_path):
     for host in started:
         variables = {key: value.get('__ansible_unsafe', value) if isinstance(value, dict) else value for key, value in hostvars['inv-' + host.name].items()}
         assert variables['host'] == host.name and 'keyfile=********' in variables['libvirt_uri'], variables
+    with open(os.path.join(state_dir, 'ssh', 'known_hosts'), encoding='utf-8') as handle:  # what made the strict check pass
+        assert handle.read().startswith(started[0].address + ' ssh-ed25519 ')
     assert not _where(listed, key) and key not in proc.stdout, ('the key path must never be shown', _where(listed, key))
     assert key not in proc.stderr, [line for line in proc.stderr.splitlines() if key in line]
 
@@ -285,3 +288,17 @@ def test_each_sshd_is_its_host_and_takes_only_the_lab_key(lab, tmp_path, virtlab
     assert not pid_alive(one.pids['sshd'])  # gone or a zombie of this process
     with pytest.raises(OSError):
         socket.create_connection((one.address, one.ssh_port), timeout=2).close()
+
+
+def test_a_key_ssh_refuses_is_masked_in_the_error(lab, tmp_path):
+    """ssh names the key file in its own error text (Load key "<path>": ...), which libvirt passes on: masked too."""
+    state_dir, started = lab
+    garbage = str(tmp_path / 'not_a_key')
+    with open(os.open(garbage, os.O_WRONLY | os.O_CREAT, 0o600), 'w', encoding='utf-8') as handle:
+        handle.write('not a key\n')
+    uri = virtlab_sshd.qemu_ssh_uri(started[0].address) + '?keyfile=%s&no_tty=1' % garbage
+    argv = [os.path.join(BIN, 'ansible'), 'localhost', '-c', 'local', '-i', 'localhost,', '-m', 'converge.virt.vm_info', '-a', json.dumps({'uri': uri})]
+    proc = subprocess.run(virtlab_sshd.controller_argv(state_dir, argv), env=ansible_env(), capture_output=True, text=True, timeout=120, check=False)
+    result = json.loads(proc.stdout)['plays'][0]['tasks'][0]['hosts']['localhost']
+    assert proc.returncode != 0 and result['failed'] and 'Load key "********"' in result['msg'], result.get('msg')
+    assert garbage not in proc.stdout + proc.stderr
