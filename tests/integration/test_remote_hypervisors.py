@@ -243,7 +243,8 @@ def test_inventory_plugin_over_two_qemu_ssh_uris(lab, tmp_path):
             conn.close()
     config = tmp_path / 'hv.converge_libvirt.yml'
     # the first host's key is checked against the lab's known_hosts (strict), the second is not (no_verify)
-    uris = [virtlab_sshd.qemu_ssh_uri(started[0].address) + '?keyfile=%s' % key, virtlab_sshd.qemu_ssh_uri(started[1].address) + '?keyfile=%s&no_verify=1' % key]
+    uris = [virtlab_sshd.qemu_ssh_uri(started[0].address) + '?keyfile=%s' % key,
+            virtlab_sshd.qemu_ssh_uri(started[1].address) + '?keyfile=%s&no_verify=1' % key]
     config.write_text(yaml.safe_dump({'plugin': 'converge.virt.libvirt', 'uris': uris}))
     proc = subprocess.run(virtlab_sshd.controller_argv(state_dir, [os.path.join(BIN, 'ansible-inventory'), '-i', str(config), '--list']),
                           env=ansible_env(), capture_output=True, text=True, timeout=120, check=False)
