@@ -49,9 +49,22 @@ options:
     choices: [libvirt, kubevirt]
     default: libvirt
   vm:
-    description: Name of the VM (libvirt domain, or KubeVirt C(VirtualMachine)).
+    description:
+      - Name of the VM (libvirt domain, or KubeVirt C(VirtualMachine)).
+      - One of O(vm) and O(vms) is required.
     type: str
-    required: true
+  vms:
+    description:
+      - The fleet form - the same snapshot declaration (O(name), O(state) and the other options) for each of these VMs, in one
+        task; up to O(parallel) VMs at a time over one connection. Each VM holds its own task while its steps run.
+      - Returns RV(results), one per VM (vm, changed, failed, msg, operations, snapshots, snapshot); the task fails when one VM
+        failed, naming them, and the others are done as declared. Mutually exclusive with O(vm).
+    type: list
+    elements: str
+  parallel:
+    description: With O(vms), how many VMs are worked on at the same time.
+    type: int
+    default: 8
   name:
     description: Name of the snapshot (on O(backend=kubevirt) a DNS subdomain name, the C(VirtualMachineSnapshot)'s name).
     type: str
@@ -108,6 +121,21 @@ options:
       - An existing snapshot is never changed.
     type: str
     choices: [delete, retain]
+  target_vm:
+    description:
+      - kubevirt only, with O(state=restored). Restore into this new C(VirtualMachine) instead of O(vm) (the
+        C(VirtualMachineRestore)'s C(spec.target)); KubeVirt creates it, halted, from the snapshot (its disks from the snapshot's
+        volume snapshots). The VM O(vm) is not changed, so it may run, and no safety snapshot is taken (O(safety_snapshot) is not used).
+      - Idempotent - once a restore of this snapshot made O(target_vm) (KubeVirt's C(restore.kubevirt.io/lastRestoreUID)
+        annotation names it), a run changes nothing. A O(target_vm) that exists otherwise is refused before anything changes.
+    type: str
+  failure_deadline:
+    description:
+      - kubevirt only. C(spec.failureDeadline) of a new C(VirtualMachineSnapshot) (also its safety snapshot), a duration
+        (V(90s), V(5m), V(1h); a bare number is seconds). KubeVirt fails a snapshot not done by then (its default is 5 minutes);
+        the module stops waiting for one still in progress past its deadline, with that reason.
+      - An existing snapshot is never changed.
+    type: str
 requirements:
   - libvirt-python (backend libvirt)
   - kubernetes (backend kubevirt)
@@ -126,6 +154,12 @@ EXAMPLES = r'''
     name: before-upgrade-{{ ansible_date_time.date }}
     description: before the kernel upgrade
     keep_last: 3
+
+- name: Snapshot twenty VMs in one task, four at a time
+  converge.virt.snapshot:
+    vms: "{{ groups['web'] }}"
+    name: before-upgrade
+    parallel: 4
 
 - name: Roll back (a safety snapshot of the current state is taken first)
   converge.virt.snapshot:
@@ -148,6 +182,15 @@ EXAMPLES = r'''
     name: nightly-{{ ansible_date_time.date }}
     keep_last: 5
     wait_timeout: 600
+
+- name: Restore a KubeVirt snapshot into a new VM (the source keeps running)
+  converge.virt.snapshot:
+    backend: kubevirt
+    namespace: demo
+    vm: db-1
+    name: nightly-2026-11-25
+    state: restored
+    target_vm: db-1-clone
 
 - name: Roll a stopped KubeVirt VM back to a snapshot
   converge.virt.snapshot:
@@ -173,6 +216,7 @@ snapshot:
     indications: {description: "C(status.indications) (Online, GuestAgent, NoGuestAgent, Paused).", type: list, returned: when present on kubevirt}
     content: {description: Name of its VirtualMachineSnapshotContent., type: str, returned: when present on kubevirt}
     deletion_policy: {description: Its C(spec.deletionPolicy)., type: str, returned: when present on kubevirt}
+    failure_deadline: {description: "Its C(spec.failureDeadline) in seconds (KubeVirt's default 300 when unset).", type: float, returned: when present on kubevirt}
     error: {description: "C(status.error.message) KubeVirt reported, or none.", type: str, returned: when present on kubevirt}
     created: {description: "Creation time (UTC, ISO 8601).", type: str, returned: when present}
     creation_time: {description: Creation time (seconds since the epoch)., type: float, returned: when present}
@@ -192,7 +236,7 @@ operations:
     - The steps taken (planned, in check mode), each with op (create_snapshot, restore_snapshot, delete_snapshot) and snapshot.
     - On libvirt, a run with no step that finds the task of a killed snapshot run on the VM (its step had finished in libvirtd)
       clears it and reports op C(clear_stale_task) with its task_state and task_id (and C(changed)).
-    - On kubevirt a restore step also names its C(restore) (the VirtualMachineRestore).
+    - On kubevirt a restore step also names its C(restore) (the VirtualMachineRestore), and its C(target) when O(target_vm) is set.
   returned: always
   type: list
   elements: dict
@@ -201,6 +245,15 @@ snapshots:
   returned: always
   type: list
   elements: str
+target_vm:
+  description: The new VM the snapshot was restored into (kubevirt, O(target_vm)).
+  returned: when target_vm is set and differs from vm
+  type: str
+results:
+  description: With O(vms), one result per VM, in the order given (vm, changed, failed, msg when failed, and the keys above).
+  returned: when vms is set
+  type: list
+  elements: dict
 safety_snapshot:
   description: Name of the safety snapshot taken (or planned) before a restore.
   returned: when state is restored and safety_snapshot
@@ -218,7 +271,7 @@ import re
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS
@@ -231,7 +284,9 @@ def argument_spec():
     """The module's argument spec."""
     spec = dict(
         backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
-        vm=dict(type='str', required=True),
+        vm=dict(type='str'),
+        vms=dict(type='list', elements='str'),
+        parallel=dict(type='int', default=8),
         name=dict(type='str', required=True),
         state=dict(type='str', choices=list(phase.STATES), default='present'),
         description=dict(type='str'),
@@ -242,6 +297,8 @@ def argument_spec():
         safety_snapshot=dict(type='bool', default=True),
         wait_timeout=dict(type='int'),
         deletion_policy=dict(type='str', choices=['delete', 'retain']),
+        target_vm=dict(type='str'),
+        failure_deadline=dict(type='str'),
     )
     spec.update(LIBVIRT_CONNECTION_ARGS)
     spec.update(KUBEVIRT_CONNECTION_ARGS)
@@ -250,7 +307,8 @@ def argument_spec():
 
 # options of one backend that the other refuses, naming them (nothing is silently ignored); namespace has a default
 LIBVIRT_ONLY = ('uri', 'username', 'password', 'memory')
-KUBEVIRT_ONLY = ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs', 'wait_timeout', 'deletion_policy')
+KUBEVIRT_ONLY = ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs', 'wait_timeout', 'deletion_policy', 'target_vm',
+                 'failure_deadline')
 MAX_WAIT = 86400
 
 
@@ -297,13 +355,13 @@ DURATION = re.compile(r'^\s*(\d+)\s*([smhdw]?)\s*$')
 UNIT_SECONDS = {'': 1, 's': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}
 
 
-def parse_older_than(value):
+def parse_older_than(value, field='older_than'):
     """Seconds of an ``older_than`` duration (``7d``, ``12h``, ``30m``, ``90s``, ``2w``, a bare number of seconds); None when unset."""
     if value is None:
         return None
     match = DURATION.match(str(value))
     if not match or int(match.group(1)) < 1:
-        raise InvalidDeclaration('older_than', 'must be a duration of 1 or more with unit s, m, h, d or w (such as 7d or 12h), got %r' % value)
+        raise InvalidDeclaration(field, 'must be a duration of 1 or more with unit s, m, h, d or w (such as 7d or 12h), got %r' % value)
     return int(match.group(1)) * UNIT_SECONDS[match.group(2)]
 
 
@@ -397,17 +455,29 @@ def run_kubevirt(client, params, check_mode, now=None):
     check_kubernetes_name('name', params['name'])
     check_kubernetes_name('namespace', namespace)
     parse_older_than(params.get('older_than'))
+    failure_deadline = parse_older_than(params.get('failure_deadline'), field='failure_deadline')
+    target = params.get('target_vm')
+    if target is not None:
+        check_kubernetes_name('target_vm', target)
+        if params['state'] != 'restored':
+            raise InvalidDeclaration('target_vm', 'applies with state=restored only')
+        if target == params['vm']:
+            target = None
     observer = backend.SnapshotObserver(client, namespace, params['vm'])
     backend.check_task_free(observer)
     safety = None
-    if params['state'] == 'restored' and params['safety_snapshot']:
+    if params['state'] == 'restored' and params['safety_snapshot'] and target is None:
         safety = safety_name(params['name'], now=now, kubernetes=True)
-    steps, before = backend.refuse_or_plan(observer, dict(params, memory=None), safety)
+    if target is None:
+        steps, before = backend.refuse_or_plan(observer, dict(params, memory=None), safety)
+    else:
+        steps, before = backend.plan_restore_into_new_vm(observer, params['name'], target)
     steps = add_older_than(steps, before, params)
     names_before = sorted(snap.name for snap in before)
     operations = [dict([('op', step.op), ('snapshot', step.name)] + list(step.detail)) for step in steps]
     if not check_mode:
-        runner = backend.Runner(observer, wait_timeout=params.get('wait_timeout') or 300, deletion_policy=params.get('deletion_policy'))
+        runner = backend.Runner(observer, wait_timeout=params.get('wait_timeout') or 300, deletion_policy=params.get('deletion_policy'),
+                                failure_deadline=failure_deadline)
         operations = runner.run(steps)
         if params['state'] == 'present' and params['name'] in names_before:
             # taken by an earlier run that stopped waiting (wait_timeout): KubeVirt is still at it, so this run waits (or
@@ -419,7 +489,7 @@ def run_kubevirt(client, params, check_mode, now=None):
     snapshot = {'phase': phase.ABSENT}
     if found is not None and not (check_mode and params['state'] == 'absent'):
         snapshot = backend.public_snapshot(found)
-        if params['state'] == 'restored' and not check_mode:
+        if params['state'] == 'restored' and not (check_mode and steps):
             snapshot['phase'] = phase.RESTORED
     elif check_mode and params['state'] == 'present':
         snapshot = {'name': params['name'], 'vm': params['vm'], 'namespace': namespace, 'phase': phase.PENDING, 'memory': False,
@@ -428,17 +498,65 @@ def run_kubevirt(client, params, check_mode, now=None):
               'diff': {'before': {'snapshots': names_before}, 'after': {'snapshots': names_after}}}
     if safety:
         result['safety_snapshot'] = safety
+    if target is not None:
+        result['target_vm'] = target
     return result
+
+
+def check_fleet(params):
+    """The names of the fleet form (``vms``), or None for one VM; refuses what cannot be planned per VM."""
+    names = params.get('vms')
+    if names is None:
+        return None
+    if not names:
+        raise InvalidDeclaration('vms', 'is empty: name at least one VM')
+    duplicates = sorted(set(name for name in names if names.count(name) > 1))
+    if duplicates:
+        raise InvalidDeclaration('vms', 'names a VM more than once: %s' % ', '.join(duplicates))
+    if not 1 <= params['parallel'] <= 64:
+        raise InvalidDeclaration('parallel', 'must be between 1 and 64, got %r' % params['parallel'])
+    if params.get('target_vm') is not None:
+        raise InvalidDeclaration('target_vm', 'restores one VM\'s snapshot into one new VM: use vm, not vms')
+    return names
+
+
+def run_fleet(runner, connection, params, check_mode, names):
+    """``runner`` (run or run_kubevirt) for each VM of ``names``, ``parallel`` at a time; (changed, results, failed names)."""
+    from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel
+
+    def one(name):
+        try:
+            result = runner(connection, dict(params, vm=name, vms=None), check_mode)
+        except ConvergeError as exc:
+            return dict(exc.to_result(), vm=name, failed=True, changed=bool(getattr(exc, 'changed', False)))
+        result.update(vm=name, failed=False)
+        return result
+
+    with ThreadPoolExecutor(max_workers=min(params['parallel'], len(names))) as pool:
+        results = list(pool.map(one, names))
+    return any(r['changed'] for r in results), results, [r['vm'] for r in results if r['failed']]
 
 
 def main():
     """Entry point."""
-    module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('vm', 'vms')],
+                            required_one_of=[('vm', 'vms')])
     kubevirt = module.params['backend'] == 'kubevirt'
     with (kubevirt_client.ModuleSession(module) if kubevirt else ModuleSession(module)) as session:
         refuse_other_backend(module.params)
+        names = check_fleet(module.params)
+        runner = run_kubevirt if kubevirt else run
         with session.connect() as connection:
-            result = (run_kubevirt if kubevirt else run)(connection, module.params, module.check_mode)
+            if names is not None:
+                changed, results, failed = run_fleet(runner, connection, module.params, module.check_mode, names)
+                if not module._diff:  # pylint: disable=protected-access
+                    for item in results:
+                        item.pop('diff', None)
+                if failed:
+                    module.fail_json(**session.redact_result({'msg': '%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed)),
+                                                               'changed': changed, 'results': results}))
+                module.exit_json(**session.redact_result({'changed': changed, 'results': results}))
+            result = runner(connection, module.params, module.check_mode)
     if not module._diff:  # pylint: disable=protected-access
         result.pop('diff')
     module.exit_json(**session.redact_result(result))

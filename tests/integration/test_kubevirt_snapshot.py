@@ -5,7 +5,8 @@ snapshot and restore admission webhooks validate every VirtualMachineSnapshot an
 snapshot and restore controllers are the emulation of tests/kubeapi/kubevirt.py. Covers: create (ready, consistency
 word from the indications), idempotence, check mode, restore into a stopped VM (the spec comes back, a safety snapshot
 first), the refusal of a restore into a running VM naming its state, retention (only the oldest, only this VM's), absent
-(with both deletion policies), snapshot_info, the VM's task held and released, and options of the other backend refused.
+(with both deletion policies), snapshot_info, the VM's task held and released, options of the other backend refused, a restore
+into a new VM (target_vm; the emulated restore controller creates it as restore.go does) and failure_deadline.
 """
 
 # pylint: disable=missing-function-docstring,redefined-outer-name,unused-import
@@ -268,3 +269,47 @@ def test_older_than_deletes_only_this_vms_old_snapshots(kube_server):
         ('create_snapshot', 'fresh', None), ('delete_snapshot', 'aged', 'older_than 8s')]
     assert store_names(srv, 'virtualmachinesnapshots') == ['fresh', 'other-aged', 'recent']
     assert failed(snap(srv, 'age', 'fresh', older_than='3 days'))['field'] == 'older_than'
+
+
+def test_restore_into_a_new_vm_leaves_the_source_running(kube_server):
+    srv = kube_server
+    make_vm(srv, 'src', state='running', vcpus=2)
+    ok(snap(srv, 'src', 'base'))
+    make_vm(srv, 'bystander')
+    before_restores = store_names(srv, 'virtualmachinerestores')
+    restored = ok(snap(srv, 'src', 'base', state='restored', target_vm='clone'))
+    assert restored['changed'] and restored['target_vm'] == 'clone' and 'safety_snapshot' not in restored
+    assert restored['snapshots'] == ['base'], 'no safety snapshot: the source is not changed'
+    step = restored['operations'][0]
+    restore = store_obj(srv, 'virtualmachinerestores', step['restore'])
+    assert restore['spec']['target']['name'] == 'clone' and restore['status']['complete']
+    clone = vm_obj(srv, 'clone')
+    assert clone['spec']['runStrategy'] == 'Halted', 'KubeVirt creates the new VM halted'
+    assert clone['spec']['template']['spec']['domain']['cpu']['cores'] == 2
+    assert clone['metadata']['annotations']['restore.kubevirt.io/lastRestoreUID'] == '%s-%s' % (step['restore'], restore['metadata']['uid'])
+    # the annotations of the source at the snapshot's time held the task of the run that took it: the new VM has none
+    assert not task_annotations(srv, 'clone')['task_state']
+    source = vm_obj(srv, 'src')
+    assert source['spec']['runStrategy'] == 'Always' and not task_annotations(srv, 'src')['task_state']
+
+    again = ok(snap(srv, 'src', 'base', state='restored', target_vm='clone'))
+    assert not again['changed'] and again['operations'] == [] and again['snapshot']['phase'] == 'Restored'
+    # a VM that exists and was not made from this snapshot is refused before anything changes
+    refused = failed(snap(srv, 'src', 'base', state='restored', target_vm='bystander'))
+    assert 'bystander' in refused['msg'] and 'not made by a restore of snapshot base' in refused['msg'], refused
+    assert store_names(srv, 'virtualmachinerestores') == sorted(before_restores + [step['restore']])
+
+
+def test_failure_deadline_is_set_and_ends_the_wait(kube_server):
+    srv = kube_server
+    make_vm(srv, 'dl')
+    srv.controller.pause()
+    try:
+        started = time.monotonic()
+        late = failed(snap(srv, 'dl', 'stuck', failure_deadline='2s', wait_timeout=60))
+        assert time.monotonic() - started < 30, 'the wait ended at the failureDeadline, not at wait_timeout'
+        assert 'failureDeadline of 2 s' in late['msg'], late
+        assert store_obj(srv, 'virtualmachinesnapshots', 'stuck')['spec']['failureDeadline'] == '2s'
+        assert not task_annotations(srv, 'dl')['task_state']
+    finally:
+        srv.controller.resume()

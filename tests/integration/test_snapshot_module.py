@@ -215,8 +215,19 @@ def test_raw_disk_and_memory_of_a_stopped_vm_are_refused(host, conn, disk_dir, t
         other = run_module('snapshot', args(host, vm, 'r1', backend='kubevirt'))
         assert other.get('failed') and 'libvirt option' in other['msg'] and other['field'] == 'uri', other
         assert snap_names(dom) == []
+        # the fleet form: one task for several VMs; the raw one fails naming itself, the qcow2 one is snapshotted
+        fine = define_vm(conn, 'snap-fleet-ok', make_disk(disk_dir, 'fleet-ok.qcow2'))
+        fleet = {'uri': host.uri, 'vms': ['snap-fleet-ok', vm], 'name': 'f1', 'parallel': 2}
+        mixed = run_module('snapshot', fleet)
+        assert mixed.get('failed') and mixed['msg'] == '1 of 2 VMs failed: %s' % vm and mixed['changed'], mixed
+        by_vm = dict((r['vm'], r) for r in mixed['results'])
+        assert by_vm['snap-fleet-ok']['changed'] and not by_vm['snap-fleet-ok']['failed'] and by_vm['snap-fleet-ok']['snapshots'] == ['f1']
+        assert by_vm[vm]['failed'] and 'raw' in by_vm[vm]['msg'] and snap_names(fine) == ['f1'] and snap_names(dom) == []
+        again = ok(run_module('snapshot', dict(fleet, vms=['snap-fleet-ok'])))
+        assert not again['changed'] and [r['vm'] for r in again['results']] == ['snap-fleet-ok']
     finally:
         remove_vm(conn, vm)
+        remove_vm(conn, 'snap-fleet-ok')
 
 
 def forge(dom, **fields):

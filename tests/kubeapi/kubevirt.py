@@ -1556,14 +1556,8 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
             return self.store.rtype(group, plural)
         except KeyError:
             pass
-        if hasattr(self.store, 'register'):  # the emulator: VirtualMachineSnapshotContent is not among its types
-            return self.store.register(ResourceType(group, 'v1beta1', plural, kind, custom=True))
-        # a RemoteStore discovers the types it was built for only: ask the real API server for this group's
-        resources = dict((r['name'], r) for r in self.store.request('GET', '/apis/%s/v1beta1' % group).get('resources') or [])
-        rtype = ResourceType(group, 'v1beta1', plural, resources[plural]['kind'], namespaced=resources[plural]['namespaced'],
-                             subresources=('status',) if plural + '/status' in resources else ())
-        self.store.types[(group, plural)] = rtype
-        return rtype
+        # the emulator: VirtualMachineSnapshotContent is not among its types (a RemoteStore discovers them: remote.WANTED)
+        return self.store.register(ResourceType(group, 'v1beta1', plural, kind, custom=True))
 
     def snapshot_types(self):
         """(VirtualMachineSnapshot, VirtualMachineSnapshotContent, VirtualMachineRestore) types of this store."""
@@ -1697,15 +1691,20 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
             self._stepped(restore)
             return self._mutate(t_restore, restore, init)
         snap_status = (snap or {}).get('status') or {}
-        if vm is None or snap_status.get('phase') != 'Succeeded' or not snap_status.get('readyToUse'):
-            return 0  # KubeVirt waits for a ready snapshot (and the target)
+        if snap_status.get('phase') != 'Succeeded' or not snap_status.get('readyToUse'):
+            return 0  # KubeVirt waits for a ready snapshot
+        if vm is None:
+            # restore.go (target Ready when it does not exist): a new VM from the snapshot's, halted, with the restore's mark
+            content = self.store.peek(t_content, ns, snap_status.get('virtualMachineSnapshotContentName') or '')
+            return 0 if content is None else self._restore_new_vm(restore, content, target)
         vmi = self.store.peek(self.t_vmi, ns, target)
         if vmi is not None and not is_final(vmi):
             return 0  # restore.go waits for the target VM to stop
         content = self.store.peek(t_content, ns, snap_status.get('virtualMachineSnapshotContentName') or '')
         if content is None:
             return 0
-        if (vm.get('status') or {}).get('restoreInProgress') != name:
+        made = ((vm['metadata'].get('annotations') or {}).get('restore.kubevirt.io/lastRestoreUID') == '%s-%s' % (name, meta['uid']))
+        if not made and (vm.get('status') or {}).get('restoreInProgress') != name:
             self._stepped(restore)
             return self._set_vm_status_field(ns, target, 'restoreInProgress', name)
         recorded = copy.deepcopy(content['spec']['source']['virtualMachine']['spec'])
@@ -1716,7 +1715,7 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
             o['spec'].pop('running', None)
             o['spec']['runStrategy'] = keep
             o['metadata'].setdefault('annotations', {})['restore.kubevirt.io/lastRestoreUID'] = '%s-%s' % (name, meta['uid'])
-        changes = self._mutate(self.t_vm, vm, restored)
+        changes = 0 if made else self._mutate(self.t_vm, vm, restored)  # Reconcile: a target with this restore's mark is done
         changes += self._set_vm_status_field(ns, target, 'restoreInProgress', None, only_if=name)
 
         def complete(o):
@@ -1725,6 +1724,37 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
             cond_set(o, 'Progressing', 'False', 'Operation complete', now=self.ts())
             cond_set(o, 'Ready', 'True', 'Operation complete', now=self.ts())
         return changes + self._mutate(t_restore, restore, complete)
+
+
+    def _restore_new_vm(self, restore, content, target):
+        """generateRestoredVMSpec for a target that does not exist: the snapshot's VM (labels, annotations, spec) under the
+        new name, runStrategy Halted, each claim a new PVC ``restore-<restore uid>-<volume>`` (RandomizeNames)."""
+        meta = restore['metadata']
+        ns, uid = meta.get('namespace'), meta['uid']
+        source = content['spec']['source']['virtualMachine']
+        spec = copy.deepcopy(source['spec'])
+        if 'running' in spec:
+            spec['running'] = False
+        else:
+            spec['runStrategy'] = 'Halted'
+        backups = dict((b['volumeName'], b) for b in content['spec'].get('volumeBackups') or [])
+        for volume in (spec.get('template') or {}).get('spec', {}).get('volumes') or []:
+            backup = backups.get(volume['name'])
+            if backup is None or 'persistentVolumeClaim' not in volume:
+                continue
+            claim = 'restore-%s-%s' % (uid, volume['name'])
+            pvc_spec = dict((k, v) for k, v in (backup['persistentVolumeClaim'].get('spec') or {}).items() if k != 'volumeName')
+            pvc_spec['dataSource'] = {'apiGroup': 'snapshot.storage.k8s.io', 'kind': 'VolumeSnapshot', 'name': backup['volumeSnapshotName']}
+            if self.store.peek(self.t_pvc, ns, claim) is None:
+                self.store.create(self.t_pvc, ns, {'metadata': {'name': claim, 'namespace': ns}, 'spec': pvc_spec})
+            volume['persistentVolumeClaim'] = {'claimName': claim}
+        annotations = copy.deepcopy(source['metadata'].get('annotations') or {})
+        annotations['restore.kubevirt.io/lastRestoreUID'] = '%s-%s' % (meta['name'], uid)
+        self.store.create(self.t_vm, ns, {'apiVersion': 'kubevirt.io/v1', 'kind': 'VirtualMachine', 'metadata': {
+            'name': target, 'namespace': ns, 'labels': copy.deepcopy(source['metadata'].get('labels') or {}), 'annotations': annotations},
+            'spec': spec})
+        self._stepped(restore)
+        return 1
 
 
 def deny(webhook, rtype, obj, field, message):

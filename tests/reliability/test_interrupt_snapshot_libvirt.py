@@ -5,10 +5,13 @@ known pattern. Each round starts the converge.virt.snapshot module's process (th
 its arguments file, without the ansible CLI's two seconds of start-up) and SIGKILLs it, frozen first, once the VM's
 task for that step is recorded in libvirt (``IMAGE_SNAPSHOT``, ``RESTORING_SNAPSHOT``, ``DELETING_SNAPSHOT``): the
 snapshot with memory, its revert or its deletion is under way in libvirtd, and the run that held the task is gone.
-The next run of the module with the same arguments must converge: the task is cleared (its owner is dead), the snapshot exists / the VM runs the snapshot's data /
-the snapshot is gone, and a second run reports no change (a restore always reverts and reports a change). The volume's data, read as raw (qemu-img, shared read),
-must have the checksum it should have after every round: nothing lost, and a deletion never changes it.
+The next run of the module with the same arguments must converge: the task is cleared (its owner is dead), the
+snapshot exists / the VM runs the snapshot's data / the snapshot is gone, and a second run reports no change (a
+restore always reverts and reports a change). The volume's data, read as raw (qemu-img, shared read), must have the
+checksum it should have after every round: nothing lost, and a deletion never changes it.
 """
+
+# pylint: disable=redefined-outer-name
 
 import hashlib
 import json

@@ -20,6 +20,7 @@ Every plan holds the VM's task (``snapshot`` / ``restore_snapshot`` / ``delete_s
 from __future__ import annotations
 
 import datetime
+import re
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
@@ -97,18 +98,46 @@ def public_snapshot(snap):
         'creation_time': actual.created, 'vm_state_at_snapshot': actual.vm_state_at_snapshot, 'memory': False,
         'description': actual.description, 'content': status.get('virtualMachineSnapshotContentName') or None,
         'deletion_policy': _get(snap, 'spec', 'deletionPolicy') or None, 'error': error.get('message') or None,
+        'failure_deadline': failure_deadline_of(snap),
         'kind': 'VirtualMachineSnapshot',
     }
 
 
-def snapshot_body(name, namespace, vm, description=None, deletion_policy=None):
-    """The VirtualMachineSnapshot to create (a dict: names and descriptions are data)."""
+MICRO = '\u00b5s'  # Go writes microseconds with the micro sign
+GO_DURATION_PART = re.compile(r'(\d+(?:\.\d+)?)(h|ms|us|' + MICRO + r'|ns|m|s)')
+GO_UNITS = {'h': 3600.0, 'm': 60.0, 's': 1.0, 'ms': 1e-3, 'us': 1e-6, MICRO: 1e-6, 'ns': 1e-9}
+DEFAULT_FAILURE_DEADLINE = 300.0  # snapshotv1.DefaultFailureDeadline (5m)
+
+
+def parse_go_duration(value):
+    """Seconds of a Kubernetes (Go) duration such as ``5m0s`` or ``300s``; None when absent or unreadable."""
+    if not value or not isinstance(value, str):
+        return None
+    parts = GO_DURATION_PART.findall(value)
+    if not parts or ''.join(number + unit for number, unit in parts) != value:
+        return None
+    return sum(float(number) * GO_UNITS[unit] for number, unit in parts)
+
+
+def failure_deadline_of(snap):
+    """``spec.failureDeadline`` of a VirtualMachineSnapshot in seconds (KubeVirt's default 5m when unset; 0: none)."""
+    value = _get(snap, 'spec', 'failureDeadline')
+    if value is None:
+        return DEFAULT_FAILURE_DEADLINE
+    seconds = parse_go_duration(value)
+    return DEFAULT_FAILURE_DEADLINE if seconds is None else seconds
+
+
+def snapshot_body(name, namespace, vm, description=None, deletion_policy=None, failure_deadline=None):
+    """The VirtualMachineSnapshot to create (a dict: names and descriptions are data); ``failure_deadline`` in seconds."""
     meta = {'name': name, 'namespace': namespace, 'labels': {'converge.virt/vm': vm}}
     if description:
         meta['annotations'] = {DESCRIPTION_ANNOTATION: description}
     spec = {'source': {'apiGroup': 'kubevirt.io', 'kind': 'VirtualMachine', 'name': vm}}
     if deletion_policy:
         spec['deletionPolicy'] = deletion_policy
+    if failure_deadline is not None:
+        spec['failureDeadline'] = '%ds' % failure_deadline
     return {'apiVersion': SNAPSHOT_GROUP_VERSION, 'kind': 'VirtualMachineSnapshot', 'metadata': meta, 'spec': spec}
 
 
@@ -119,11 +148,59 @@ def restore_name(snapshot, now=None):
     return (snapshot[:253 - len(suffix)] + suffix).lower()
 
 
-def restore_body(name, namespace, vm, snapshot):
-    """The VirtualMachineRestore of ``snapshot`` into the VM it was taken of."""
+def restore_body(name, namespace, vm, snapshot, target=None):
+    """The VirtualMachineRestore of ``snapshot`` (taken of ``vm``) into ``vm``, or into the new VM ``target``."""
+    labels = {'converge.virt/vm': vm}
+    if target and target != vm:
+        labels[TARGET_LABEL] = target
     return {'apiVersion': SNAPSHOT_GROUP_VERSION, 'kind': 'VirtualMachineRestore',
-            'metadata': {'name': name, 'namespace': namespace, 'labels': {'converge.virt/vm': vm}},
-            'spec': {'target': {'apiGroup': 'kubevirt.io', 'kind': 'VirtualMachine', 'name': vm}, 'virtualMachineSnapshotName': snapshot}}
+            'metadata': {'name': name, 'namespace': namespace, 'labels': labels},
+            'spec': {'target': {'apiGroup': 'kubevirt.io', 'kind': 'VirtualMachine', 'name': target or vm},
+                     'virtualMachineSnapshotName': snapshot}}
+
+
+LAST_RESTORE_ANNOTATION = 'restore.kubevirt.io/lastRestoreUID'
+TARGET_LABEL = 'converge.virt/restore-target'
+
+
+def restored_into(client, namespace, vm, snapshot, target):
+    """The VirtualMachineRestore of ``snapshot`` (of ``vm``) that made the VM ``target``, or None.
+
+    KubeVirt writes ``restore.kubevirt.io/lastRestoreUID`` (``<restore name>-<restore uid>``) on the VM it restored."""
+    target_vm = client.get(KUBEVIRT_API, namespace, 'virtualmachines', target)
+    mark = _get(target_vm, 'metadata', 'annotations', LAST_RESTORE_ANNOTATION)
+    if not mark:
+        return None
+    for restore in client.list(SNAPSHOT_API, namespace, 'virtualmachinerestores'):
+        meta = restore.get('metadata') or {}
+        spec = restore.get('spec') or {}
+        if ('%s-%s' % (meta.get('name'), meta.get('uid')) == mark and spec.get('virtualMachineSnapshotName') == snapshot
+                and _get(spec, 'target', 'name') == target):
+            return restore
+    return None
+
+
+def plan_restore_into_new_vm(observer, name, target):
+    """Steps restoring snapshot ``name`` of the observed VM into the new VM ``target`` (pure of changes; raises before any).
+
+    - ``target`` does not exist: one restore step (KubeVirt creates it, halted, from the snapshot; the source VM is not
+      touched, so it may run and no safety snapshot is needed);
+    - ``target`` exists and was made by a restore of this snapshot: nothing to do;
+    - ``target`` exists otherwise: refused (a restore would replace that VM's spec and disks).
+    """
+    snaps, _current = observer.snapshots()
+    if name not in set(snap.name for snap in snaps):
+        raise InvalidDeclaration('name', 'snapshot %r of VM %s does not exist: nothing to restore (existing: %s)'
+                                 % (name, observer.vm, ', '.join(sorted(snap.name for snap in snaps)) or 'none'))
+    existing = observer.client.get(KUBEVIRT_API, observer.namespace, 'virtualmachines', target)
+    if existing is None:
+        return [phase.SnapshotStep(phase.RESTORE, name, (('target', target),))], snaps
+    if restored_into(observer.client, observer.namespace, observer.vm, name, target) is not None:
+        return [], snaps
+    why = ('VirtualMachine %s exists and was not made by a restore of snapshot %s: restoring into it would replace its spec and disks; '
+           'name a VM that does not exist yet, nothing was changed' % (target, name))
+    raise DataSafetyRefusal('restore of snapshot %s of VM %s/%s into %s refused: %s' % (name, observer.namespace, observer.vm, target, why),
+                            reason=why, vm=observer.vm, snapshot=name, target_vm=target)
 
 
 def restore_refusal(power_state, vm_status):
@@ -205,13 +282,14 @@ def refuse_or_plan(observer, declared, safety_name):
 class Runner:
     """Runs the steps of one plan under the VM's task, waiting for KubeVirt (``wait_timeout`` seconds per step)."""
 
-    def __init__(self, observer, wait_timeout=300, deletion_policy=None, owner=None, clock=time.time, sleep=time.sleep):
+    def __init__(self, observer, wait_timeout=300, deletion_policy=None, owner=None, clock=time.time, sleep=time.sleep, failure_deadline=None):  # pylint: disable=too-many-arguments
         self.observer = observer
         self.client = observer.client
         self.namespace = observer.namespace
         self.vm = observer.vm
         self.wait_timeout = wait_timeout
         self.deletion_policy = deletion_policy
+        self.failure_deadline = failure_deadline
         self.owner = owner or owner_id()
         self.clock, self.sleep = clock, sleep
         self.store = None
@@ -254,7 +332,7 @@ class Runner:
 
     def create(self, step):
         detail = dict(step.detail)
-        body = snapshot_body(step.name, self.namespace, self.vm, detail.get('description'), self.deletion_policy)
+        body = snapshot_body(step.name, self.namespace, self.vm, detail.get('description'), self.deletion_policy, self.failure_deadline)
         self.client.create(SNAPSHOT_API, self.namespace, 'virtualmachinesnapshots', body)
         self.await_ready(step.name)
         return {}
@@ -266,9 +344,15 @@ class Runner:
             if snap is None:
                 raise BackendError('VirtualMachineSnapshot %s/%s vanished while it was created' % (self.namespace, name))
             status = snap.get('status') or {}
-            word = phase_from_kubevirt_snapshot(status)
+            # a deadline declared on it (failure_deadline) ends the wait as KubeVirt would fail it; without one KubeVirt's own
+            # default applies on its clock and we see its Failed (no second guess across clocks)
+            deadline = failure_deadline_of(snap) if _get(snap, 'spec', 'failureDeadline') else None
+            word = phase_from_kubevirt_snapshot(status, now=self.clock(), created_at=parse_time(_get(snap, 'metadata', 'creationTimestamp')),
+                                                failure_deadline=deadline or None)
             if word == phase.FAILED:
-                message = _get(status, 'error', 'message') or 'phase Failed'
+                message = _get(status, 'error', 'message') or (
+                    'phase Failed' if status.get('phase') == 'Failed' else
+                    'still %s past its failureDeadline of %d s (KubeVirt fails it)' % (status.get('phase') or 'pending', deadline))
                 raise BackendError('snapshot %s of VM %s/%s failed: %s' % (name, self.namespace, self.vm, message),
                                    snapshot=name, kubevirt_phase=status.get('phase'))
             return word == phase.READY, 'phase %s (KubeVirt %s, readyToUse %s)' % (word, status.get('phase'), bool(status.get('readyToUse')))
@@ -288,7 +372,8 @@ class Runner:
 
     def restore(self, step):
         name = restore_name(step.name)
-        self.client.create(SNAPSHOT_API, self.namespace, 'virtualmachinerestores', restore_body(name, self.namespace, self.vm, step.name))
+        target = dict(step.detail).get('target') or self.vm
+        self.client.create(SNAPSHOT_API, self.namespace, 'virtualmachinerestores', restore_body(name, self.namespace, self.vm, step.name, target))
 
         def probe():
             obj = self.client.get(SNAPSHOT_API, self.namespace, 'virtualmachinerestores', name)
@@ -298,12 +383,25 @@ class Runner:
             if word == phase.FAILED:
                 messages = [c.get('message') for c in _get(obj, 'status', 'conditions') or () if c.get('message')]
                 why = '; '.join(messages) or 'Failure'
-                raise BackendError('restore %s of snapshot %s into VM %s/%s failed: %s' % (name, step.name, self.namespace, self.vm, why),
+                raise BackendError('restore %s of snapshot %s into VM %s/%s failed: %s' % (name, step.name, self.namespace, target, why),
                                    restore=name)
             return word == phase.RESTORED, 'phase %s' % word
         self._wait('restore %s' % name, probe)
-        self._keep_record()
+        if target == self.vm:
+            self._keep_record()
+        else:
+            self._idle_record(target)
         return {'restore': name}
+
+    def _idle_record(self, target):
+        """A new VM gets the annotations of the VM at the snapshot's time, the task record of the run that took it included:
+        the new VM has no task (stopped, as KubeVirt creates it)."""
+        vm = self.client.get(KUBEVIRT_API, self.namespace, 'virtualmachines', target) or {}
+        annotations = _get(vm, 'metadata', 'annotations') or {}
+        idle = annotations_from_record(tasks.TaskRecord(vm_state='STOPPED'))
+        patch = dict((key, value) for key, value in idle.items() if annotations.get(key) != value)
+        if patch:
+            self.client.merge_patch(KUBEVIRT_API, self.namespace, 'virtualmachines', target, {'metadata': {'annotations': patch}})
 
     def _keep_record(self):
         """A restore writes the VM of the snapshot's time back; our task record (annotations) is written again over it."""

@@ -41,3 +41,22 @@ def test_argument_specs_validate(module):
 
 def test_state_choices_are_the_planners():
     assert snapshot.argument_spec()['state']['choices'] == list(sn.STATES)
+
+
+@pytest.mark.parametrize('params, field', [({'vms': []}, 'vms'), ({'vms': ['a', 'b', 'a']}, 'vms'), ({'vms': ['a'], 'parallel': 0}, 'parallel'),
+                                           ({'vms': ['a'], 'target_vm': 'c'}, 'target_vm')])
+def test_fleet_form_refusals_name_the_field(params, field):
+    with pytest.raises(InvalidDeclaration) as err:
+        snapshot.check_fleet(dict({'parallel': 8, 'target_vm': None}, **params))
+    assert err.value.field == field
+
+
+def test_fleet_runs_each_vm_and_reports_failures_per_vm():
+    def runner(_connection, params, _check_mode):
+        if params['vm'] == 'bad':
+            raise InvalidDeclaration('vm', 'VM %r does not exist' % params['vm'])
+        return {'changed': True, 'operations': [{'op': 'create_snapshot', 'snapshot': params['name']}]}
+    changed, results, failed = snapshot.run_fleet(runner, None, {'name': 's1', 'parallel': 2}, False, ['a', 'bad', 'c'])
+    assert changed and failed == ['bad'] and [r['vm'] for r in results] == ['a', 'bad', 'c']
+    assert results[1]['field'] == 'vm' and results[1]['failed'] and not results[1]['changed'] and not results[0]['failed']
+    assert snapshot.check_fleet({'vms': None}) is None

@@ -279,3 +279,73 @@ def test_older_than_deletes_only_observed_older_others_once():
     with pytest.raises(InvalidDeclaration) as err:
         snapshot.add_older_than([], snaps, {'state': 'absent', 'name': 'me', 'older_than': '1d'}, now=now)
     assert err.value.field == 'older_than'
+
+
+@pytest.mark.parametrize('value, seconds', [('5m0s', 300.0), ('300s', 300.0), ('1h2m3s', 3723.0), ('1.5s', 1.5), ('250ms', 0.25),
+                                            ('', None), ('5 minutes', None), ('5m0', None), (None, None), (300, None)])
+def test_go_durations(value, seconds):
+    assert ks.parse_go_duration(value) == seconds
+
+
+def test_failure_deadline_is_written_read_and_ends_the_wait():
+    assert ks.failure_deadline_of(vmsnapshot('s')) == ks.DEFAULT_FAILURE_DEADLINE
+    declared_one = dict(vmsnapshot('s'), spec={'failureDeadline': '90s'})
+    assert ks.failure_deadline_of(declared_one) == 90 and ks.public_snapshot(declared_one)['failure_deadline'] == 90
+    assert ks.snapshot_body('s', 'demo', 'web', failure_deadline=90)['spec']['failureDeadline'] == '90s'
+    assert 'failureDeadline' not in ks.snapshot_body('s', 'demo', 'web')['spec']
+
+    class DeadlineClient(FakeClient):
+        def get(self, _api, _ns, _plural, name):
+            snap = vmsnapshot(name, created='1970-01-01T00:16:40Z', status={'phase': 'InProgress'})  # created at the clock's 1000
+            snap['spec']['failureDeadline'] = '5s'
+            return snap
+    run = runner(DeadlineClient([{}]), timeout=60)
+    run.failure_deadline = 5
+    with pytest.raises(BackendError) as err:
+        run.create(sn.SnapshotStep(sn.CREATE, 's1', ()))
+    assert 'failureDeadline of 5 s' in err.value.message and run.clock() < 1000 + 60, 'ended at the deadline, not at wait_timeout'
+    assert run.client.created[0][1]['spec']['failureDeadline'] == '5s'
+
+
+class TargetClient:
+    """A namespace with VMs (name -> annotations) and VirtualMachineRestores."""
+
+    def __init__(self, vms, restores=()):
+        self.vms, self.restores = vms, list(restores)
+
+    def get(self, _api, _ns, plural, name):
+        assert plural == 'virtualmachines'
+        return None if name not in self.vms else {'metadata': {'name': name, 'annotations': self.vms[name]}}
+
+    def list(self, _api, _ns, plural):
+        assert plural == 'virtualmachinerestores'
+        return self.restores
+
+
+def test_restore_into_a_new_vm_plans_skips_or_refuses():
+    observer = FakeObserver([vmsnapshot('base')], power=states.RUNNING)  # the source may run: it is not changed
+    observer.client = TargetClient({'web': {}})
+    steps, _snaps = ks.plan_restore_into_new_vm(observer, 'base', 'clone')
+    assert steps == [sn.SnapshotStep(sn.RESTORE, 'base', (('target', 'clone'),))]
+    body = ks.restore_body('r1', 'demo', 'web', 'base', 'clone')
+    assert body['spec']['target']['name'] == 'clone' and body['metadata']['labels'][ks.TARGET_LABEL] == 'clone'
+    restore = {'metadata': {'name': 'r1', 'uid': 'u1'}, 'spec': {'virtualMachineSnapshotName': 'base', 'target': {'name': 'clone'}}}
+    observer.client = TargetClient({'web': {}, 'clone': {ks.LAST_RESTORE_ANNOTATION: 'r1-u1'}}, [restore])
+    assert ks.plan_restore_into_new_vm(observer, 'base', 'clone')[0] == []
+    observer.client = TargetClient({'web': {}, 'clone': {ks.LAST_RESTORE_ANNOTATION: 'other-u2'}}, [restore])
+    with pytest.raises(DataSafetyRefusal) as err:
+        ks.plan_restore_into_new_vm(observer, 'base', 'clone')
+    assert 'clone' in err.value.message and 'not made by a restore of snapshot base' in err.value.message
+    with pytest.raises(InvalidDeclaration) as err:
+        ks.plan_restore_into_new_vm(observer, 'ghost', 'clone')
+    assert err.value.field == 'name'
+
+
+@pytest.mark.parametrize('args, field', [({'target_vm': 'clone'}, 'target_vm'), ({'state': 'restored', 'target_vm': 'Not_A_Name'}, 'target_vm'),
+                                         ({'failure_deadline': 'soon'}, 'failure_deadline')])
+def test_target_vm_and_failure_deadline_refused_naming_them(args, field):
+    params = dict(backend='kubevirt', vm='web', name='s1', state='present', namespace='demo', safety_snapshot=True, older_than=None)
+    params.update(args)
+    with pytest.raises(InvalidDeclaration) as err:
+        snapshot.run_kubevirt(None, params, check_mode=True)
+    assert err.value.field == field
