@@ -186,6 +186,11 @@ def _start_domain(vmi, pod):
     status['interfaces'] = interfaces
     status.setdefault('machine', {'type': 'q35'})
     status['migrationMethod'] = 'LiveMigration'
+    # virt-handler reports every volume of the domain with its target (virt-controller's hot-plug patches test the list)
+    if not status.get('volumeStatus'):
+        disks = [d['name'] for d in vmi['spec'].get('domain', {}).get('devices', {}).get('disks') or []]
+        status['volumeStatus'] = [{'name': v['name'], 'target': 'vd' + chr(ord('a') + disks.index(v['name'])) if v['name'] in disks else ''}
+                                  for v in vmi['spec'].get('volumes') or []]
     status['selinuxContext'] = 'none'       # no SELinux on the node (virt-controller needs it set to migrate)
     now = now_iso()
     if cond_get(vmi, 'LiveMigratable') is None:

@@ -202,7 +202,9 @@ def _load_crds(path):
 
 
 def _established(crd):
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in crd.get("status", {}).get("conditions", []))
+    # a CRD read while the server is still busy may come back without a status yet (or an error Status: not a CRD)
+    conditions = ((crd.get("status") if isinstance(crd, dict) else None) or {}).get("conditions") if isinstance(crd, dict) else None
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions or [] if isinstance(c, dict))
 
 
 def _install_crds(client, crds, timeout=60):

@@ -1,0 +1,209 @@
+"""Our KubeVirt state words checked against KubeVirt's own virt-controller (issue 15: the differential check).
+
+One stack for the module: ``lab.up(controllers='real')`` (tools/kubelab): etcd, kube-apiserver,
+kube-controller-manager, KubeVirt's virt-api AND virt-controller, kube-scheduler, kwok's simulated nodes and pods, and
+tests/kubeapi/node_agent.py for what only virt-handler writes (VMI Scheduled -> Running once the launcher pod is
+Ready, interfaces, the handler's side of a migration and of a hot-plug, pause/unpause through virt-api).  Every VMI,
+launcher pod, ``printableStatus``, VM condition and migration phase is written by virt-controller itself.
+
+The scenarios are driven by our modules (converge.virt.vm, migration): create, start, pause, unpause, restart,
+migrate, stop, delete, and a start that cannot be scheduled.  Not yet here: hot-plug (virt-controller's patch of the
+VMI's status is refused by the server once a hot-plugged volume is added on this stack; see docs/states.md) and a
+failing launcher (kwok has no stage for it).  While they run, a sampler reads every VM and
+VMI of the namespace; each *settled* observation (the VM's and VMI's resourceVersions unchanged across two reads
+>= 0.4 s apart, so virt-controller has had its turn) is one observed state, and for it the status word our phase logic
+computes from the objects (``kubevirt_vm_view``: ``status``) is compared with virt-controller's ``printableStatus``,
+and our ``phase`` with the VMI's phase.  The modules' own results are compared too: ``vm.status`` with the
+printableStatus read right after, the migration's ``phase`` with the VirtualMachineInstanceMigration's.  Every disagreement must be one of KNOWN_DISAGREEMENTS (documented in
+docs/states.md with the upstream reason); the agreement counts are printed.  Run inside
+``python -m tools.virtlab netns -- ...``.
+"""
+
+# pylint: disable=missing-function-docstring,redefined-outer-name
+
+import os
+import threading
+import time
+
+import pytest
+
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.views import kubevirt_vm_view
+from tests.integration.ansible_run import run_module
+from tests.kubeapi.real import FEATURE_GATES
+from tools.kubelab import lab
+
+NS = 'default'
+API = '/apis/kubevirt.io/v1/namespaces/%s/' % NS
+# (ours, virt-controller's) pairs that differ for a documented reason (docs/states.md, "Checked against virt-controller")
+KNOWN_DISAGREEMENTS = {}
+
+
+@pytest.fixture(scope='module')
+def reallab(tmp_path_factory):
+    directory = str(tmp_path_factory.mktemp('kubelab-real'))
+    started = time.monotonic()
+    info = lab.up(directory, feature_gates=list(FEATURE_GATES), controllers='real')
+    info['up_seconds'] = time.monotonic() - started
+    with open(os.path.join(directory, 'pki', 'admin.token'), encoding='utf-8') as handle:
+        info['client'] = lab.Client(info['server'], info['ca_file'], handle.read().strip())
+    info['dir'] = directory
+    try:
+        yield info
+    finally:
+        lab.down(directory)
+
+
+class Sampler:
+    """Reads the namespace's VMs and VMIs every ``interval`` seconds in a thread; keeps the settled observations."""
+
+    def __init__(self, client, interval=0.2, settle=0.4):
+        self.client = client
+        self.interval = interval
+        self.settle = settle
+        self.seen = {}          # (vm name, vm rv, vmi rv) -> (first seen, vm, vmi)
+        self.settled = {}       # same key -> observation dict, once settled
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.errors = []
+
+    def _items(self, path):
+        code, body = self.client.request('GET', path)
+        return body.get('items', []) if code == 200 else []
+
+    def _run(self):
+        while not self.stop_event.is_set():
+            try:
+                self.poll()
+            except Exception as exc:  # pylint: disable=broad-except
+                self.errors.append(repr(exc))
+            self.stop_event.wait(self.interval)
+
+    def poll(self):
+        now = time.monotonic()
+        vms = {vm['metadata']['name']: vm for vm in self._items(API + 'virtualmachines')}
+        vmis = {vmi['metadata']['name']: vmi for vmi in self._items(API + 'virtualmachineinstances')}
+        pvcs = self._items('/api/v1/namespaces/%s/persistentvolumeclaims' % NS)
+        for name, vm in vms.items():
+            vmi = vmis.get(name)
+            key = (name, vm['metadata']['resourceVersion'], (vmi or {}).get('metadata', {}).get('resourceVersion'))
+            first = self.seen.setdefault(key, now)
+            if key not in self.settled and now - first >= self.settle:
+                view = kubevirt_vm_view(vm, vmi, [], pvcs)
+                self.settled[key] = {'vm': name, 'ours': view['status'], 'theirs': (vm.get('status') or {}).get('printableStatus'),
+                                     'our_phase': view['phase'], 'vmi_phase': (vmi or {}).get('status', {}).get('phase'),
+                                     'deleting': bool(vm['metadata'].get('deletionTimestamp'))}
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_event.set()
+        self.thread.join(5)
+        self.poll()
+        time.sleep(self.settle)
+        self.poll()
+
+
+def get(reallab, path):
+    code, body = reallab['client'].request('GET', path)
+    return body if code == 200 else None
+
+
+def wait_for(what, check, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError('%s not within %d s' % (what, timeout))
+
+
+def kv(reallab, name, **args):
+    base = dict(backend='kubevirt', kubeconfig=reallab['kubeconfig'], namespace=NS, wait_timeout=60, name=name)  # pylint: disable=use-dict-literal
+    base.update(args)
+    return base
+
+
+def vm_args(reallab, name, **args):
+    return kv(reallab, name, vcpus=1, memory=args.pop('memory', '64Mi'), disks=[{'name': 'root', 'image': 'quay.io/containerdisks/fedora:40'}],
+              **args)
+
+
+def ok(result):
+    assert result['_rc'] == 0 and not result.get('failed'), result.get('msg') or result
+    return result
+
+
+def test_our_words_agree_with_virt_controller(reallab):  # pylint: disable=too-many-locals,too-many-statements
+    client = reallab['client']
+    module_checks = []      # (what, ours, virt-controller's)
+
+    def printable(name):
+        return ((get(reallab, API + 'virtualmachines/' + name) or {}).get('status') or {}).get('printableStatus')
+
+    def vm_step(name, state, **args):
+        result = ok(run_module('vm', vm_args(reallab, name, state=state, **args)))
+        if state != 'absent':
+            module_checks.append(('vm %s %s: status' % (name, state), result['vm']['status'], printable(name)))
+        return result
+
+    started = time.monotonic()
+    with Sampler(client) as sampler:
+        vm_step('life', 'stopped')
+        vm_step('life', 'running')
+        vmi = get(reallab, API + 'virtualmachineinstances/life')
+        assert vmi['status']['phase'] == 'Running' and vmi['metadata']['ownerReferences'][0]['name'] == 'life'
+        assert vmi['metadata']['annotations'].get('kubevirt.io/latest-observed-api-version')     # written by virt-controller
+        vm_step('life', 'paused')
+        vm_step('life', 'running')
+        first_uid = get(reallab, API + 'virtualmachineinstances/life')['metadata']['uid']
+        vm_step('life', 'restarted')
+        assert get(reallab, API + 'virtualmachineinstances/life')['metadata']['uid'] != first_uid
+
+        # migrate to another node (virt-controller: target pod, phases; node_agent: the handlers' part)
+        source = get(reallab, API + 'virtualmachineinstances/life')['status']['nodeName']
+        target = next(n for n in lab.NODES if n != source)
+        moved = ok(run_module('migration', kv(reallab, 'life', target_node=target)))
+        vmims = [m for m in get(reallab, API + 'virtualmachineinstancemigrations')['items'] if m['spec']['vmiName'] == 'life']
+        module_checks.append(('migration: phase', moved['phase'], vmims[-1]['status']['phase']))
+        module_checks.append(('migration: kubevirt_phase', moved['kubevirt_phase'], vmims[-1]['status']['phase']))
+        assert get(reallab, API + 'virtualmachineinstances/life')['status']['nodeName'] == target
+
+        vm_step('life', 'stopped')
+        assert get(reallab, API + 'virtualmachineinstances/life') is None
+
+        # a start that cannot be scheduled: more memory than any node has
+        failed = run_module('vm', vm_args(reallab, 'huge', state='running', memory='1000Gi', wait_timeout=8))
+        assert failed.get('failed'), failed
+        wait_for('ErrorUnschedulable from virt-controller', lambda: printable('huge') == 'ErrorUnschedulable', timeout=20)
+        vm_step('huge', 'absent')
+        vm_step('life', 'absent')
+        wait_for('VMs gone', lambda: not get(reallab, API + 'virtualmachines')['items'], timeout=30)
+    elapsed = time.monotonic() - started
+
+    assert not sampler.errors, sampler.errors
+    observed = [o for o in sampler.settled.values() if o['theirs'] is not None]
+    states = {}
+    for obs in observed:
+        states.setdefault((obs['vm'], obs['ours'], obs['theirs'], obs['our_phase'], obs['vmi_phase']), obs)
+    agree = [k for k in states if k[1] == k[2]]
+    differ = [k for k in states if k[1] != k[2]]
+    phase_agree = [k for k in states if k[3] == k[4]]
+    print('\nreal virt-controller: stack up %.1f s, scenarios %.1f s; %d settled observations, %d distinct states' % (
+        reallab['up_seconds'], elapsed, len(observed), len(states)))
+    for key in sorted(states, key=str):
+        print('  %-5s vm=%s ours=%s virt-controller=%s our_phase=%s vmi_phase=%s' % ('ok' if key[1] == key[2] else 'DIFF', *key))
+    module_agree = [c for c in module_checks if c[1] == c[2]]
+    for what, ours, theirs in module_checks:
+        print('  %-5s %s: ours=%s virt-controller=%s' % ('ok' if ours == theirs else 'DIFF', what, ours, theirs))
+    print('agreement: status %d/%d states, phase %d/%d states, module results %d/%d' % (
+        len(agree), len(states), len(phase_agree), len(states), len(module_agree), len(module_checks)))
+    words = {k[2] for k in states}
+    # the scenarios must have shown virt-controller's words for them, or the check checked nothing
+    assert {'Stopped', 'Running', 'Paused', 'ErrorUnschedulable'} <= words, words
+    unexplained = [k for k in differ if (k[1], k[2]) not in KNOWN_DISAGREEMENTS]
+    assert not unexplained, unexplained
+    assert len(phase_agree) == len(states)
+    assert not [c for c in module_checks if c[1] != c[2]], module_checks
