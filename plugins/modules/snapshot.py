@@ -216,7 +216,10 @@ snapshot:
     indications: {description: "C(status.indications) (Online, GuestAgent, NoGuestAgent, Paused).", type: list, returned: when present on kubevirt}
     content: {description: Name of its VirtualMachineSnapshotContent., type: str, returned: when present on kubevirt}
     deletion_policy: {description: Its C(spec.deletionPolicy)., type: str, returned: when present on kubevirt}
-    failure_deadline: {description: "Its C(spec.failureDeadline) in seconds (KubeVirt's default 300 when unset).", type: float, returned: when present on kubevirt}
+    failure_deadline:
+      description: "Its C(spec.failureDeadline) in seconds (KubeVirt's default 300 when unset)."
+      type: float
+      returned: when present on kubevirt
     error: {description: "C(status.error.message) KubeVirt reported, or none.", type: str, returned: when present on kubevirt}
     created: {description: "Creation time (UTC, ISO 8601).", type: str, returned: when present}
     creation_time: {description: Creation time (seconds since the epoch)., type: float, returned: when present}
@@ -553,8 +556,8 @@ def main():
                     for item in results:
                         item.pop('diff', None)
                 if failed:
-                    module.fail_json(**session.redact_result({'msg': '%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed)),
-                                                               'changed': changed, 'results': results}))
+                    message = '%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed))
+                    module.fail_json(**session.redact_result({'msg': message, 'changed': changed, 'results': results}))
                 module.exit_json(**session.redact_result({'changed': changed, 'results': results}))
             result = runner(connection, module.params, module.check_mode)
     if not module._diff:  # pylint: disable=protected-access

@@ -282,7 +282,8 @@ def refuse_or_plan(observer, declared, safety_name):
 class Runner:
     """Runs the steps of one plan under the VM's task, waiting for KubeVirt (``wait_timeout`` seconds per step)."""
 
-    def __init__(self, observer, wait_timeout=300, deletion_policy=None, owner=None, clock=time.time, sleep=time.sleep, failure_deadline=None):  # pylint: disable=too-many-arguments
+    def __init__(self, observer, wait_timeout=300, deletion_policy=None, owner=None, clock=time.time, sleep=time.sleep,  # pylint: disable=too-many-arguments
+                 failure_deadline=None):
         self.observer = observer
         self.client = observer.client
         self.namespace = observer.namespace
@@ -352,7 +353,7 @@ class Runner:
             if word == phase.FAILED:
                 message = _get(status, 'error', 'message') or (
                     'phase Failed' if status.get('phase') == 'Failed' else
-                    'still %s past its failureDeadline of %d s (KubeVirt fails it)' % (status.get('phase') or 'pending', deadline))
+                    'still %s past its failureDeadline of %d s (KubeVirt fails it)' % (status.get('phase') or 'pending', deadline or 0))
                 raise BackendError('snapshot %s of VM %s/%s failed: %s' % (name, self.namespace, self.vm, message),
                                    snapshot=name, kubevirt_phase=status.get('phase'))
             return word == phase.READY, 'phase %s (KubeVirt %s, readyToUse %s)' % (word, status.get('phase'), bool(status.get('readyToUse')))
