@@ -113,7 +113,7 @@ lint: venv layout
 guest: venv
 > @[ -f $(BUILD)/guest/initrd.img ] || apt-cache depends linux-image-amd64 2>/dev/null | grep -q 'Depends: linux-image-' || apt-get update -q
 > $(VPY) -m tools.virtlab guest build --cache-dir $(BUILD)/guest
-> $(VPY) -m tools.virtlab guest build --login --cache-dir $(BUILD)/guest
+> $(VPY) -m tools.virtlab guest build --login
 
 # etcd, kube-apiserver, kube-controller-manager and KubeVirt's/CDI's generated CRDs, built from Go modules
 # (with virt-api, virt-controller, kube-scheduler and kwok for `up --controllers real`)
@@ -178,6 +178,7 @@ bench: bench-venv
 > $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.volume_converge --volumes 500
 > $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.inventory_libvirt --vms 10000 --floor
 > $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.migration_vs_virsh
+> $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.snapshot_vs_virsh --vms 20
 > $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.kubevirt_fleet --vms 200
 > $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.inventory_kubevirt --vms 5000 --floor
 
