@@ -2,8 +2,8 @@
 
 Usage::
 
-    python -m tools.kubelab build [--only etcd|kubernetes|kubevirt|virt-api ...]
-    python -m tools.kubelab up --dir DIR [--virt-api [--feature-gate GATE ...]] [--controllers emulated]
+    python -m tools.kubelab build [--only etcd|kubernetes|kubevirt|virt-api|virt-controller|kube-scheduler|kwok ...]
+    python -m tools.kubelab up --dir DIR [--virt-api [--feature-gate GATE ...]] [--controllers emulated|real]
     python -m tools.kubelab status --dir DIR
     python -m tools.kubelab down --dir DIR
 
@@ -12,7 +12,9 @@ Usage::
 installs KubeVirt's and CDI's generated CRDs and writes ``DIR/kubeconfig``;
 ``--virt-api`` adds KubeVirt's own virt-api (webhooks and subresources);
 ``--controllers emulated`` adds tests/kubeapi's emulation of virt-controller, virt-handler,
-the scheduler, the kubelet and CDI as a process (VMs then reach Running).  The
+the scheduler, the kubelet and CDI as a process (VMs then reach Running); ``--controllers real`` runs KubeVirt's
+own virt-controller instead, with kube-scheduler, kwok's simulated nodes and pods and tests/kubeapi/node_agent.py for
+what only virt-handler writes (implies ``--virt-api``).  The
 processes keep running until ``down``.  ``status`` exits 3 unless every
 recorded process is running.
 """

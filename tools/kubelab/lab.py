@@ -465,6 +465,11 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint
 
     ``controllers="emulated"``: also run tests/kubeapi's KubeVirt controller emulation as a process
     (``python -m tests.kubeapi.controller``, role ``controllers``) as KubeVirt's own controller service account.
+
+    ``controllers="real"``: KubeVirt's own virt-controller (leader election in namespace kubevirt, as KubeVirt's
+    controller service account), kube-scheduler, kwok (nodes node01-03, annotated kwok.x-k8s.io/node=fake, labelled as
+    virt-handler's node labeller would, with KubeVirt's device resources) and tests/kubeapi/node_agent.py (role
+    ``virt-handler``); implies ``virt_api``.
     """
     directory = os.path.abspath(directory)
     if controllers == "real":
