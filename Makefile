@@ -113,7 +113,7 @@ lint: venv layout
 guest: venv
 > @[ -f $(BUILD)/guest/initrd.img ] || apt-cache depends linux-image-amd64 2>/dev/null | grep -q 'Depends: linux-image-' || apt-get update -q
 > $(VPY) -m tools.virtlab guest build --cache-dir $(BUILD)/guest
-> $(VPY) -m tools.virtlab guest build --login --cache-dir $(BUILD)/guest
+> $(VPY) -m tools.virtlab guest build --login
 
 # etcd, kube-apiserver, kube-controller-manager and KubeVirt's/CDI's generated CRDs, built from Go modules
 # (with virt-api, virt-controller, kube-scheduler and kwok for `up --controllers real`)

@@ -31,7 +31,7 @@ NAMES = ('login-web-1', 'login-web-2')
 
 @pytest.fixture(scope='module')
 def login_image():
-    return loginguest.build_login_guest(os.environ.get('VIRTLAB_GUEST_CACHE') or None)
+    return loginguest.build_login_guest()
 
 
 @pytest.fixture(scope='module')

@@ -6,7 +6,7 @@ Usage::
     python -m tools.virtlab hosts status --state-dir build/lab
     python -m tools.virtlab hosts stop --state-dir build/lab
     python -m tools.virtlab guest build --cache-dir build/guest
-    python -m tools.virtlab guest build --login --cache-dir build/guest
+    python -m tools.virtlab guest build --login [--cache-dir ~/.cache/converge-virt/guest]
     python -m tools.virtlab kvm
     python -m tools.virtlab netns [--new] -- COMMAND [ARG...]
 
@@ -45,7 +45,7 @@ def _parser():
     guest_parser = sub.add_parser("guest", help="build the test guest (kernel + initramfs)")
     guest_sub = guest_parser.add_subparsers(dest="action", required=True)
     build = guest_sub.add_parser("build", help="build the guest from Debian packages (skipped if already built)")
-    build.add_argument("--cache-dir", default=guest.DEFAULT_CACHE_DIR)
+    build.add_argument("--cache-dir", help=f"default: {guest.DEFAULT_CACHE_DIR}; with --login: $CONVERGE_VIRT_GUEST_CACHE or ~/.cache/converge-virt/guest")
     build.add_argument("--force", action="store_true", help="rebuild even if the outputs exist")
     build.add_argument("--login", action="store_true", help="the guest you can log into (dropbear, Python, guest agent, NoCloud reader)")
 
@@ -83,7 +83,7 @@ def _run(args):
         netns.main((["--new"] if args.new else []) + args.command)
     elif args.area == "guest":
         build_image = loginguest.build_login_guest if args.login else guest.build_guest
-        image = build_image(args.cache_dir, force=args.force)
+        image = build_image(args.cache_dir or (None if args.login else guest.DEFAULT_CACHE_DIR), force=args.force)
         print(json.dumps({"kernel": image.kernel, "initrd": image.initrd, "cmdline": image.cmdline, "ready_marker": image.ready_marker}, indent=2))
     else:
         print(hosts.diskless_domain_type())

@@ -24,17 +24,25 @@ dropbear on port 22 and the guest agent, and prints :data:`READY_MARKER` on the 
 understands the JSON-as-YAML seeds ``converge.virt.vm`` writes and simple block YAML; it is a test guest,
 not cloud-init.
 
-The outputs are ``<cache_dir>/login/vmlinuz`` and ``<cache_dir>/login/initrd.img`` (built once, about
-30 MiB compressed); give the guest 384 MiB of RAM or more.  It boots under TCG in about 15 s.
+The outputs are ``<cache_dir>/login-<digest>/vmlinuz`` and ``initrd.img`` (about 20 MiB compressed), where the
+cache directory is outside the checkout (``$CONVERGE_VIRT_GUEST_CACHE``, default ``~/.cache/converge-virt/guest``,
+shared with the downloaded .debs) and the digest is that of this file and :mod:`tools.virtlab.guest`: a
+clean clone reuses a guest built by the same code and never one built by older code.  The standard library
+is precompiled (unchecked hash-based .pyc) so that Python under TCG does not compile it at every start.
+Give the guest 384 MiB of RAM or more; it boots under TCG in about 20 s.
 """
 
 import gzip
+import hashlib
+import importlib.util
 import io
 import json
 import os
 import struct
 import subprocess
+import sys
 import tarfile
+from importlib import _bootstrap_external
 
 from . import guest
 
@@ -374,6 +382,26 @@ def add_libraries(tree, pool):
     return added
 
 
+def add_bytecode(tree):
+    """Compile the guest's standard library into unchecked hash-based .pyc files (PEP 552): a guest under TCG imports
+    without compiling, and the cpio's zero mtimes do not matter.  Only when this Python is the guest's version."""
+    if sys.version_info[:2] != (3, 11):
+        return 0
+    count = 0
+    for path, entry in list(tree.entries.items()):
+        if entry[0] != "file" or not path.startswith("usr/lib/python3.11/") or not path.endswith(".py"):
+            continue
+        try:
+            code = compile(entry[1], "/" + path, "exec", dont_inherit=True)
+        except SyntaxError:
+            continue
+        directory, name = path.rsplit("/", 1)
+        pyc = _bootstrap_external._code_to_hash_pyc(code, importlib.util.source_hash(entry[1]), checked=False)  # pylint: disable=protected-access
+        tree.add_file(f"{directory}/__pycache__/{name[:-3]}.{sys.implementation.cache_tag}.pyc", bytes(pyc))
+        count += 1
+    return count
+
+
 def module_files(kernel_deb):
     """{module name: .ko bytes} of every module in the kernel package (decompressed lazily by the caller)."""
     found = guest._extract_members(kernel_deb, lambda name: name if "/kernel/" in name and ".ko" in os.path.basename(name) else None)  # pylint: disable=protected-access
@@ -416,10 +444,24 @@ def kernel_modules(kernel_deb):
     return ordered
 
 
+def default_cache_dir():
+    """Where login guests and their .debs are kept: ``$CONVERGE_VIRT_GUEST_CACHE`` or ``~/.cache/converge-virt/guest``."""
+    return os.environ.get("CONVERGE_VIRT_GUEST_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "converge-virt", "guest")
+
+
+def source_digest():
+    """A digest of the code that builds the guest (this file and tools/virtlab/guest.py): the key of a built guest."""
+    digest = hashlib.sha256()
+    for module in (__file__, guest.__file__):
+        with open(module, "rb") as handle:
+            digest.update(handle.read())
+    return digest.hexdigest()[:12]
+
+
 def build_login_guest(cache_dir=None, force=False):  # pylint: disable=too-many-locals
-    """Build (or reuse) the login guest in ``<cache_dir>/login`` and return a guest.GuestImage."""
-    cache_dir = os.path.abspath(cache_dir or guest.DEFAULT_CACHE_DIR)
-    out_dir = os.path.join(cache_dir, "login")
+    """Build (or reuse) the login guest in ``<cache_dir>/login-<source digest>`` and return a guest.GuestImage."""
+    cache_dir = os.path.abspath(cache_dir or default_cache_dir())
+    out_dir = os.path.join(cache_dir, "login-" + source_digest())
     kernel_path = os.path.join(out_dir, "vmlinuz")
     initrd_path = os.path.join(out_dir, "initrd.img")
     if not force and os.path.isfile(kernel_path) and os.path.isfile(initrd_path):
@@ -447,6 +489,7 @@ def build_login_guest(cache_dir=None, force=False):  # pylint: disable=too-many-
     tree.add_link("lib", "usr/lib")
     tree.add_link("lib64", "usr/lib64")
     tree.add_link("usr/bin/python3", "python3.11")
+    compiled = add_bytecode(tree)
     pool, lib_packages = library_pool(deb_dir)
     libraries = add_libraries(tree, pool)
     loader = _resolve(pool, "usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2")
@@ -472,7 +515,7 @@ def build_login_guest(cache_dir=None, force=False):  # pylint: disable=too-many-
     guest._atomic_write(initrd_path, tree.cpio())  # pylint: disable=protected-access
     guest._atomic_write(kernel_path, kernel["vmlinuz"])  # pylint: disable=protected-access
     meta = {"packages": {package: os.path.basename(deb) for package, deb in debs.items()}, "library_packages": lib_packages,
-            "libraries": sorted(libraries), "modules": [name for name, _data in modules], "cmdline": KERNEL_CMDLINE,
+            "libraries": sorted(libraries), "compiled_modules": compiled, "modules": [name for name, _data in modules], "cmdline": KERNEL_CMDLINE,
             "ready_marker": READY_MARKER}
     guest._atomic_write(os.path.join(out_dir, "guest.json"), (json.dumps(meta, indent=2) + "\n").encode())  # pylint: disable=protected-access
     return guest.GuestImage(kernel=kernel_path, initrd=initrd_path, cmdline=KERNEL_CMDLINE, ready_marker=READY_MARKER)
