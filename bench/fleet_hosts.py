@@ -1,0 +1,147 @@
+"""Benchmark: a fleet across many private hypervisors, the modules running on each over SSH (issue 22, item 4).
+
+``--hosts`` private libvirt hosts of tools.virtlab, each with its own sshd
+(``start_hosts(ssh=True)``), the lab's inventory (group ``virtlab``), and on each
+host ``--vms`` diskless VMs declared by one converge.virt.vm task in its fleet form
+(``uri: qemu:///system``: local to each hypervisor).  Measured, wall clock and the
+CPU seconds of ansible-playbook and its children (the modules on the hypervisors
+run under their sshd, so their CPU is not in that figure):
+
+* (not measured) one converge.virt.vm_info task per host, so every hypervisor's bytecode cache is warm;
+* ``converge``      -- the fleet defined from nothing with ``forks`` = the number of hosts;
+* ``noop``          -- the same playbook again (must change nothing);
+* ``converge_forks1`` -- from nothing again with ``forks`` 1;
+* ``community``     -- community.libvirt.virt (``command: define``, one loop item per VM; from the
+  ``ansible`` package of the bench venv) from nothing over the same inventory, ``forks`` = hosts.
+
+VMs are ``state: present`` by default (defined, not started: 400 running qemu
+processes do not fit a 2-core machine); ``--state running`` starts them.  Needs
+root, ``make bench-venv`` and a private network namespace:
+
+    python -m tools.virtlab netns -- build/bench-venv/bin/python -m bench.fleet_hosts --hosts 8 --vms 50
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench.common import ROOT, bench_env, lab_layout, load_average, report, results_name
+from tools.virtlab import domains, hosts as virtlab_hosts
+from tools.virtlab import sshd as virtlab_sshd
+
+
+def _names(count):
+    return ['fleet-%03d' % index for index in range(1, count + 1)]
+
+
+def _converge_play(count, state):
+    return [{'name': 'fleet', 'hosts': 'virtlab', 'gather_facts': False, 'tasks': [{
+        'name': 'the fleet of this hypervisor', 'converge.virt.vm': {
+            'uri': 'qemu:///system', 'state': state, 'memory': '64MiB', 'domain_type': 'qemu', 'shutdown_timeout': 0,
+            'vms': [{'name': name} for name in _names(count)]}}]}]
+
+
+def _community_play(count, state):
+    xml = {name: domains.diskless_domain_xml(name, domain_type='qemu', memory_mib=64) for name in _names(count)}
+    tasks = [{'name': 'define', 'community.libvirt.virt': {'uri': 'qemu:///system', 'command': 'define', 'xml': '{{ item.value }}'},
+              'loop': '{{ fleet_xml | dict2items }}', 'loop_control': {'label': '{{ item.key }}'}}]
+    if state == 'running':
+        tasks.append({'name': 'start', 'community.libvirt.virt': {'uri': 'qemu:///system', 'name': '{{ item }}', 'state': 'running'},
+                      'loop': _names(count)})
+    return [{'name': 'fleet (community.libvirt)', 'hosts': 'virtlab', 'gather_facts': False, 'vars': {'fleet_xml': xml}, 'tasks': tasks}]
+
+
+def _run(bin_dir, inventory, plays, forks, env):
+    with tempfile.NamedTemporaryFile('w', suffix='.yml', delete=False) as handle:
+        json.dump(plays, handle)
+        path = handle.name
+    try:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        proc = subprocess.run([os.path.join(bin_dir, 'ansible-playbook'), '-i', inventory, '-f', str(forks), path],
+                              env=env, capture_output=True, text=True, check=False)
+        elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    finally:
+        os.unlink(path)
+    if proc.returncode != 0:
+        raise RuntimeError('playbook failed:\n%s\n%s' % (proc.stdout[-4000:], proc.stderr[-2000:]))
+    changed = 'changed=0' not in proc.stdout.split('PLAY RECAP')[-1]
+    return {'wall_s': round(elapsed, 2), 'cpu_s': round((after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime), 2),
+            'changed': changed}
+
+
+def _wipe(started, count):
+    import libvirt  # pylint: disable=import-outside-toplevel
+    for host in started:
+        conn = libvirt.open(host.uri)
+        try:
+            for name in _names(count):
+                domains.remove_domain(conn, name)
+        finally:
+            conn.close()
+
+
+def _count(started):
+    import libvirt  # pylint: disable=import-outside-toplevel
+    found = []
+    for host in started:
+        conn = libvirt.open(host.uri)
+        try:
+            found.append(len([dom for dom in conn.listAllDomains() if dom.name().startswith('fleet-')]))
+        finally:
+            conn.close()
+    return found
+
+
+def main(argv=None):  # pylint: disable=too-many-locals
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
+    parser.add_argument('--hosts', type=int, default=8)
+    parser.add_argument('--vms', type=int, default=50)
+    parser.add_argument('--state', choices=['present', 'running'], default='present')
+    parser.add_argument('--venv', default=os.path.join(ROOT, 'build', 'bench-venv'))
+    parser.add_argument('--skip-community', action='store_true')
+    parser.add_argument('--results-name')
+    args = parser.parse_args(argv)
+    bin_dir = os.path.join(os.path.abspath(args.venv), 'bin')
+    env = bench_env(bin_dir)
+    env['ANSIBLE_HOST_KEY_CHECKING'] = '1'
+    state_dir = tempfile.mkdtemp(prefix='fleet-hosts-')
+    began = time.perf_counter()
+    started = virtlab_hosts.start_hosts(args.hosts, state_dir, ssh=True, ssh_python=os.path.join(bin_dir, 'python'),
+                                        **lab_layout('127.0.40.11', 'fleet-hv', 17100, 51000))
+    results = {'hosts': args.hosts, 'vms_per_host': args.vms, 'state': args.state, 'lab_start_s': round(time.perf_counter() - began, 2),
+               'load_before': load_average()}
+    inventory = os.path.join(state_dir, virtlab_sshd.INVENTORY_FILE)
+    try:
+        # warm-up, not measured: each hypervisor's first module run fills its bytecode cache (docs/hypervisors.md)
+        _run(bin_dir, inventory, [{'hosts': 'virtlab', 'gather_facts': False, 'tasks': [{'converge.virt.vm_info': {'uri': 'qemu:///system'}}]}],
+             args.hosts, env)
+        results['converge'] = _run(bin_dir, inventory, _converge_play(args.vms, args.state), args.hosts, env)
+        results['vms_defined'] = _count(started)
+        results['noop'] = _run(bin_dir, inventory, _converge_play(args.vms, args.state), args.hosts, env)
+        if results['noop']['changed']:
+            raise RuntimeError('the no-op re-run changed something')
+        _wipe(started, args.vms)
+        results['converge_forks1'] = _run(bin_dir, inventory, _converge_play(args.vms, args.state), 1, env)
+        if not args.skip_community:
+            _wipe(started, args.vms)
+            results['community'] = _run(bin_dir, inventory, _community_play(args.vms, args.state), args.hosts, env)
+            results['community_vms_defined'] = _count(started)
+        results['speedup_forks'] = round(results['converge_forks1']['wall_s'] / results['converge']['wall_s'], 2)
+        if 'community' in results:
+            results['speedup_vs_community'] = round(results['community']['wall_s'] / results['converge']['wall_s'], 2)
+    finally:
+        results['load_after'] = load_average()
+        virtlab_hosts.stop_hosts(state_dir)
+    report(results_name('fleet_hosts', args.venv, args.results_name), results)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
