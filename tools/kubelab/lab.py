@@ -698,7 +698,8 @@ def _start_real_controllers(client, directory, state, binaries, kubeconfig):  # 
         "--manage-all-nodes=false", "--node-ip=127.0.0.1", "--node-name=kwok-controller", "--node-port=0",
         f"--server-address=127.0.0.1:{ports['kwok']}", "--cidr=10.244.0.1/16"], state)
     controller_kubeconfig = _controller_identity(client, directory, server, ca_file)
-    crt, key = pki.ensure_leaf(os.path.join(directory, "pki"), "virt-controller", pki.ensure_ca(os.path.join(directory, "pki"), "ca", "converge-virt-kubelab-ca"),
+    pki_dir = os.path.join(directory, "pki")
+    crt, key = pki.ensure_leaf(pki_dir, "virt-controller", pki.ensure_ca(pki_dir, "ca", "converge-virt-kubelab-ca"),
                                "virt-controller", server=True, client=True, dns=("virt-controller", "localhost"), addresses=("127.0.0.1",))
     controller = _start(directory, "virt-controller", [
         binaries["virt-controller"], "--kubeconfig", controller_kubeconfig, "--listen", "127.0.0.1", "--port", str(ports["virt-controller"]),
