@@ -6,15 +6,15 @@ tests/kubeapi/node_agent.py for what only virt-handler writes (VMI Scheduled -> 
 Ready, interfaces, the handler's side of a migration and of a hot-plug, pause/unpause through virt-api).  Every VMI,
 launcher pod, ``printableStatus``, VM condition and migration phase is written by virt-controller itself.
 
-The scenarios are driven by our modules (converge.virt.vm, migration): create, start, pause, unpause, restart,
-migrate, stop, delete, and a start that cannot be scheduled.  Not yet here: hot-plug (virt-controller's patch of the
-VMI's status is refused by the server once a hot-plugged volume is added on this stack; see docs/states.md) and a
-failing launcher (kwok has no stage for it).  While they run, a sampler reads every VM and
+The scenarios are driven by our modules (converge.virt.vm, migration, volume): create, start, pause, unpause, restart,
+migrate, hot-plug, stop, delete, and a start that cannot be scheduled.  Not yet here: a failing launcher (kwok has no
+stage for it; see docs/states.md).  While they run, a sampler reads every VM and
 VMI of the namespace; each *settled* observation (the VM's and VMI's resourceVersions unchanged across two reads
 >= 0.4 s apart, so virt-controller has had its turn) is one observed state, and for it the status word our phase logic
 computes from the objects (``kubevirt_vm_view``: ``status``) is compared with virt-controller's ``printableStatus``,
 and our ``phase`` with the VMI's phase.  The modules' own results are compared too: ``vm.status`` with the
-printableStatus read right after, the migration's ``phase`` with the VirtualMachineInstanceMigration's.  The words
+printableStatus read right after, the migration's ``phase`` with the VirtualMachineInstanceMigration's, the volume's
+``hotplug_phase`` with the VMI's volumeStatus.  The words
 that never settle (Starting, Migrating, Terminating ...) are judged on every observation: they agree, or agree once
 virt-controller has had its turn (it wrote our word later for the same VMI), or stay open (the VMI changed again
 first: nothing to judge); they are printed, not asserted.  Every disagreement must be one of KNOWN_DISAGREEMENTS (documented in
@@ -198,6 +198,14 @@ def test_our_words_agree_with_virt_controller(reallab):  # pylint: disable=too-m
         module_checks.append(('migration: phase', moved['phase'], vmims[-1]['status']['phase']))
         module_checks.append(('migration: kubevirt_phase', moved['kubevirt_phase'], vmims[-1]['status']['phase']))
         assert get(reallab, API + 'virtualmachineinstances/life')['status']['nodeName'] == target
+
+        # hot-plug a claim into the running VM (virt-controller: attachment pod, AttachedToNode; node_agent: Ready)
+        attach = [{'vm': 'life', 'dev': 'data', 'serial': 'd1'}]
+        plugged = ok(run_module('volume', kv(reallab, 'hp1', capacity='1Gi', attachments=attach)))
+        entry = [v for v in get(reallab, API + 'virtualmachineinstances/life')['status'].get('volumeStatus') or [] if v['name'] == 'data']
+        assert entry and entry[0]['hotplugVolume']['attachPodName'], entry      # virt-controller's attachment pod
+        module_checks.append(('volume: hotplug_phase', plugged['volume']['attachments'][0]['hotplug_phase'], entry[0].get('phase')))
+        vm_step('life', 'running')      # a running VM with a hot-plugged volume: still Running for both
 
         vm_step('life', 'stopped')
         assert get(reallab, API + 'virtualmachineinstances/life') is None

@@ -32,7 +32,7 @@ import threading
 import time
 
 from .handler import HandlerEmulation
-from .kubevirt import cond_get, cond_set
+from .kubevirt import cond_get
 from .remote import RemoteStore, load_kubeconfig
 from .store import ApiError, now_iso
 
@@ -192,9 +192,10 @@ def _start_domain(vmi, pod):
         status['volumeStatus'] = [{'name': v['name'], 'target': 'vd' + chr(ord('a') + disks.index(v['name'])) if v['name'] in disks else ''}
                                   for v in vmi['spec'].get('volumes') or []]
     status['selinuxContext'] = 'none'       # no SELinux on the node (virt-controller needs it set to migrate)
-    now = now_iso()
     if cond_get(vmi, 'LiveMigratable') is None:
-        cond_set(vmi, 'LiveMigratable', 'True', '', '', now)
+        # no empty reason/message: Go omits them, and virt-controller's JSON-patch "test" of the conditions would fail
+        status.setdefault('conditions', []).append({'type': 'LiveMigratable', 'status': 'True', 'lastProbeTime': None,
+                                                    'lastTransitionTime': now_iso()})
 
 
 def _mount_hotplugged(vmi):
