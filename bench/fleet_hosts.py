@@ -11,6 +11,9 @@ run under their sshd, so their CPU is not in that figure):
 * ``converge``      -- the fleet defined from nothing with ``forks`` = the number of hosts;
 * ``noop``          -- the same playbook again (must change nothing);
 * ``converge_forks1`` -- from nothing again with ``forks`` 1;
+* ``interrupted`` (``--interrupt``) -- ``strategy: free`` from nothing, the third host's libvirtd killed once its
+  first VMs exist: the other hosts finish, that host is reported failed; its daemon is started again and a
+  re-run completes it;
 * ``community``     -- community.libvirt.virt (``command: define``, one loop item per VM; from the
   ``ansible`` package of the bench venv) from nothing over the same inventory, ``forks`` = hosts.
 
@@ -25,6 +28,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -71,7 +75,8 @@ def _run(bin_dir, inventory, plays, forks, env):
         os.unlink(path)
     if proc.returncode != 0:
         raise RuntimeError('playbook failed:\n%s\n%s' % (proc.stdout[-4000:], proc.stderr[-2000:]))
-    changed = 'changed=0' not in proc.stdout.split('PLAY RECAP')[-1]
+    recap = proc.stdout.rsplit('PLAY RECAP', maxsplit=1)[-1]
+    changed = sorted(line.split()[0] for line in recap.splitlines() if 'changed=' in line and 'changed=0 ' not in line + ' ')
     return {'wall_s': round(elapsed, 2), 'cpu_s': round((after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime), 2),
             'changed': changed}
 
@@ -99,6 +104,57 @@ def _count(started):
     return found
 
 
+def _restart_libvirtd(host):
+    """Start the host's libvirtd again in its namespaces (entered through its virtlogd, which outlives libvirtd)."""
+    import libvirt  # pylint: disable=import-outside-toplevel
+    argv = ['nsenter', '--target', str(host.pids['virtlogd']), '--mount', '--uts', virtlab_hosts._which('libvirtd'),  # pylint: disable=protected-access
+            '--listen', '--config', '/etc/libvirt/libvirtd.conf', '--pid-file', '/run/libvirt/libvirtd.pid']
+    with open(os.path.join(host.root, 'daemon.log'), 'ab') as log:
+        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # pylint: disable=consider-using-with
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            libvirt.open(host.uri).close()
+            return
+        except libvirt.libvirtError:
+            time.sleep(0.1)
+    raise RuntimeError('libvirtd of %s did not come back' % host.name)
+
+
+def _interrupted(bin_dir, inventory, started, count, state, env):
+    """strategy free, forks = hosts; the third host's libvirtd is killed once its first VMs exist; then a re-run."""
+    victim = started[2 % len(started)]
+    plays = _converge_play(count, state)
+    plays[0]['strategy'] = 'free'
+    with tempfile.NamedTemporaryFile('w', suffix='.yml', delete=False) as handle:
+        json.dump(plays, handle)
+        path = handle.name
+    try:
+        start = time.perf_counter()
+        argv = [os.path.join(bin_dir, 'ansible-playbook'), '-i', inventory, '-f', str(len(started)), path]
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # pylint: disable=consider-using-with
+        while _count([victim])[0] == 0 and proc.poll() is None:
+            time.sleep(0.05)
+        os.kill(victim.pids['libvirtd'], signal.SIGKILL)
+        killed_at = time.perf_counter() - start
+        time.sleep(0.2)
+        defined_at_kill = len([name for name in os.listdir(os.path.join(victim.dirs['etc'], 'qemu')) if name.startswith('fleet-')]) \
+            if os.path.isdir(os.path.join(victim.dirs['etc'], 'qemu')) else 0
+        out, _err = proc.communicate()
+        elapsed = time.perf_counter() - start
+    finally:
+        os.unlink(path)
+    recap = out.rsplit('PLAY RECAP', maxsplit=1)[-1]
+    failed = sorted(line.split()[0] for line in recap.splitlines() if ('failed=1' in line or 'unreachable=1' in line))
+    counts_after_kill = _count([host for host in started if host is not victim])
+    _restart_libvirtd(victim)
+    rerun = _run(bin_dir, inventory, plays, len(started), env)
+    return {'killed': victim.name, 'killed_after_s': round(killed_at, 2), 'defined_at_kill': defined_at_kill,
+            'wall_s': round(elapsed, 2), 'rc': proc.returncode,
+            'failed_hosts': failed, 'others_complete': all(found == count for found in counts_after_kill),
+            'rerun': rerun, 'after_rerun': _count(started)}
+
+
 def main(argv=None):  # pylint: disable=too-many-locals
     parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
     parser.add_argument('--hosts', type=int, default=8)
@@ -106,6 +162,7 @@ def main(argv=None):  # pylint: disable=too-many-locals
     parser.add_argument('--state', choices=['present', 'running'], default='present')
     parser.add_argument('--venv', default=os.path.join(ROOT, 'build', 'bench-venv'))
     parser.add_argument('--skip-community', action='store_true')
+    parser.add_argument('--interrupt', action='store_true', help='also: strategy free with one host\'s libvirtd killed mid-run, then a re-run')
     parser.add_argument('--results-name')
     args = parser.parse_args(argv)
     bin_dir = os.path.join(os.path.abspath(args.venv), 'bin')
@@ -125,7 +182,7 @@ def main(argv=None):  # pylint: disable=too-many-locals
         results['converge'] = _run(bin_dir, inventory, _converge_play(args.vms, args.state), args.hosts, env)
         results['vms_defined'] = _count(started)
         results['noop'] = _run(bin_dir, inventory, _converge_play(args.vms, args.state), args.hosts, env)
-        if results['noop']['changed']:
+        if results['noop']['changed']:  # the hosts on which something changed
             raise RuntimeError('the no-op re-run changed something')
         _wipe(started, args.vms)
         results['converge_forks1'] = _run(bin_dir, inventory, _converge_play(args.vms, args.state), 1, env)
@@ -133,6 +190,9 @@ def main(argv=None):  # pylint: disable=too-many-locals
             _wipe(started, args.vms)
             results['community'] = _run(bin_dir, inventory, _community_play(args.vms, args.state), args.hosts, env)
             results['community_vms_defined'] = _count(started)
+        if args.interrupt:
+            _wipe(started, args.vms)
+            results['interrupted'] = _interrupted(bin_dir, inventory, started, args.vms, args.state, env)
         results['speedup_forks'] = round(results['converge_forks1']['wall_s'] / results['converge']['wall_s'], 2)
         if 'community' in results:
             results['speedup_vs_community'] = round(results['community']['wall_s'] / results['converge']['wall_s'], 2)
