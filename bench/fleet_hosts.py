@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -199,6 +200,7 @@ def main(argv=None):  # pylint: disable=too-many-locals
     finally:
         results['load_after'] = load_average()
         virtlab_hosts.stop_hosts(state_dir)
+        shutil.rmtree(state_dir, ignore_errors=True)
     report(results_name('fleet_hosts', args.venv, args.results_name), results)
     return 0
 
