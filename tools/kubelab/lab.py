@@ -842,7 +842,7 @@ def start_role(directory, role):
     if _is_ours(record, boot_id()):
         return record["pid"]
     state["processes"].remove(record)
-    proc = _start(directory, role, record["argv"], state)
+    proc = _start(directory, role, record["argv"], state, cwd=REPO_ROOT if role == "virt-handler" else None)
     _wait(role, proc, state["processes"][-1]["log"], _role_ready(directory, state, role))
     return proc.pid
 
