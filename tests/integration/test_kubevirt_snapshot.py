@@ -11,6 +11,7 @@ into a new VM (target_vm; the emulated restore controller creates it as restore.
 
 # pylint: disable=missing-function-docstring,redefined-outer-name,unused-import
 
+import datetime
 import functools
 import time
 
@@ -262,11 +263,15 @@ def test_older_than_deletes_only_this_vms_old_snapshots(kube_server):
     make_vm(srv, 'age-other')
     ok(snap(srv, 'age', 'aged'))
     ok(snap(srv, 'age-other', 'other-aged'))
-    time.sleep(10)  # timestamps have whole seconds and a module run takes one or two
+    time.sleep(14)  # timestamps have whole seconds; 'aged' is at least 14 s older than 'recent'
     ok(snap(srv, 'age', 'recent'))
-    result = ok(snap(srv, 'age', 'fresh', older_than='8s'))
+    # the threshold lies 7 s above the age 'recent' has now: under it whatever the next run's start-up costs up to 7 s,
+    # and at least 7 s under the age of 'aged' (a fixed threshold failed on a loaded machine: a slow run aged 'recent' past it)
+    created = datetime.datetime.strptime(store_obj(srv, 'virtualmachinesnapshots', 'recent')['metadata']['creationTimestamp'], '%Y-%m-%dT%H:%M:%SZ')
+    threshold = int((datetime.datetime.utcnow() - created).total_seconds()) + 7
+    result = ok(snap(srv, 'age', 'fresh', older_than='%ds' % threshold))
     assert [(o['op'], o['snapshot'], o.get('reason')) for o in result['operations']] == [
-        ('create_snapshot', 'fresh', None), ('delete_snapshot', 'aged', 'older_than 8s')]
+        ('create_snapshot', 'fresh', None), ('delete_snapshot', 'aged', 'older_than %ds' % threshold)]
     assert store_names(srv, 'virtualmachinesnapshots') == ['fresh', 'other-aged', 'recent']
     assert failed(snap(srv, 'age', 'fresh', older_than='3 days'))['field'] == 'older_than'
 
