@@ -47,6 +47,10 @@ apt:
   if [ -n "$$missing" ]; then \
     echo "apt: installing $$missing"; \
     apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+    if [ -d /run/systemd/system ]; then \
+      case " $$(echo $$missing) " in *" openssh-server "*) echo "apt: openssh-server was installed for the lab's private sshds only: the system sshd it started is stopped and disabled"; \
+        systemctl disable --now ssh.service ssh.socket || true;; esac; \
+    fi; \
   fi
 
 $(VENV)/.stamp: requirements.txt test-requirements.txt
