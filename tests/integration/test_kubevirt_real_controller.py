@@ -37,7 +37,7 @@ from tools.kubelab import lab
 
 NS = 'default'
 API = '/apis/kubevirt.io/v1/namespaces/%s/' % NS
-# (ours, virt-controller's) pairs that differ for a documented reason (docs/states.md, "Checked against virt-controller")
+# (ours, virt-controller's) pairs that differ for a documented reason (docs/states-virt-controller.md)
 KNOWN_DISAGREEMENTS = {}
 
 

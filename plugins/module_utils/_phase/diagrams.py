@@ -177,7 +177,8 @@ def render_states_markdown():
     out += _table(('hook', 'backends'), follow.BACKEND_HOOKS)
     out += ['## Where ours differs from upstream, and why', '',
             'Every other rule agrees with the upstream code and its test suites '
-            '(`tests/unit/plugins/module_utils/_phase/test_upstream_*.py` cite each upstream test).', '']
+            '(`tests/unit/plugins/module_utils/_phase/test_upstream_*.py` cite each upstream test). The KubeVirt words are '
+            'also checked against KubeVirt\'s own virt-controller: [states-virt-controller.md](states-virt-controller.md).', '']
     out += _table(('area', 'upstream', 'converge.virt', 'why'), [(d.area, d.upstream, d.ours, d.reason) for d in deviations.DEVIATIONS])
     return '\n'.join(out).rstrip('\n') + '\n'
 

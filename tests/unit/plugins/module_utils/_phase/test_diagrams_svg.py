@@ -9,7 +9,6 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._phase import diagrams
-from ansible_collections.converge.virt.plugins.filter import state_diagram_svg
 
 SVG = '{http://www.w3.org/2000/svg}'
 
@@ -67,6 +66,3 @@ def test_diagram_ids_differ_so_several_fit_in_one_page():
 def test_unknown_diagram_is_refused_naming_the_choices():
     with pytest.raises(ValueError, match='diagram: unknown diagram .nope., expected one of migration, snapshot, vm_state, vmi_phase'):
         diagrams.render_svg('nope')
-    with pytest.raises(Exception, match='state_diagram_svg: the input must name a diagram'):
-        state_diagram_svg.state_diagram_svg(['vm_state'])
-    assert state_diagram_svg.FilterModule().filters()['state_diagram_svg']('snapshot') == diagrams.render_svg_text('snapshot')
