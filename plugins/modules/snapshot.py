@@ -237,7 +237,7 @@ snapshot:
 operations:
   description:
     - The steps taken (planned, in check mode), each with op (create_snapshot, restore_snapshot, delete_snapshot) and snapshot.
-    - On libvirt, a run with no step that finds the task of a killed snapshot run on the VM (its step had finished in libvirtd)
+    - A run with no step that finds the task of a killed snapshot run on the VM (its step had finished in libvirtd or KubeVirt)
       clears it and reports op C(clear_stale_task) with its task_state and task_id (and C(changed)).
     - On kubevirt a restore step also names its C(restore) (the VirtualMachineRestore), and its C(target) when O(target_vm) is set.
   returned: always
@@ -478,6 +478,8 @@ def run_kubevirt(client, params, check_mode, now=None):
     steps = add_older_than(steps, before, params)
     names_before = sorted(snap.name for snap in before)
     operations = [dict([('op', step.op), ('snapshot', step.name)] + list(step.detail)) for step in steps]
+    # a killed run's step had finished in KubeVirt: nothing to do but the task it left on the VM
+    cleared = None if steps else backend.clear_stale_snapshot_task(observer, check_mode)
     if not check_mode:
         runner = backend.Runner(observer, wait_timeout=params.get('wait_timeout') or 300, deletion_policy=params.get('deletion_policy'),
                                 failure_deadline=failure_deadline)
@@ -486,6 +488,8 @@ def run_kubevirt(client, params, check_mode, now=None):
             # taken by an earlier run that stopped waiting (wait_timeout): KubeVirt is still at it, so this run waits (or
             # fails with KubeVirt's error when it failed; a failed snapshot is deleted with state absent and taken again)
             runner.await_ready(params['name'])
+    if cleared:
+        operations.append(cleared)
     objects = observer.objects()
     names_after = predicted_names(names_before, steps) if check_mode else sorted(objects)
     found = objects.get(params['name'])
@@ -497,7 +501,7 @@ def run_kubevirt(client, params, check_mode, now=None):
     elif check_mode and params['state'] == 'present':
         snapshot = {'name': params['name'], 'vm': params['vm'], 'namespace': namespace, 'phase': phase.PENDING, 'memory': False,
                     'kind': 'VirtualMachineSnapshot', 'consistency': phase.CRASH_CONSISTENT, 'deletion_policy': params.get('deletion_policy')}
-    result = {'changed': bool(steps), 'operations': operations, 'snapshots': names_after, 'snapshot': snapshot,
+    result = {'changed': bool(steps) or bool(cleared), 'operations': operations, 'snapshots': names_after, 'snapshot': snapshot,
               'diff': {'before': {'snapshots': names_before}, 'after': {'snapshots': names_after}}}
     if safety:
         result['safety_snapshot'] = safety

@@ -13,6 +13,8 @@ into a new VM (target_vm; the emulated restore controller creates it as restore.
 
 import datetime
 import functools
+import socket
+import subprocess
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.views import RECORD_ANNOTATIONS
@@ -318,3 +320,30 @@ def test_failure_deadline_is_set_and_ends_the_wait(kube_server):
         assert not task_annotations(srv, 'dl')['task_state']
     finally:
         srv.controller.resume()
+
+
+def test_a_run_with_no_step_clears_the_task_a_killed_snapshot_run_left(kube_server):
+    """A killed run whose step KubeVirt had finished leaves its task on the VM; the next run has nothing to create but clears it."""
+    from kubernetes import client as k8s  # pylint: disable=import-outside-toplevel
+    srv = kube_server
+    make_vm(srv, 'killed')
+    ok(snap(srv, 'killed', 'done'))
+    dead = subprocess.Popen(['true'])  # pylint: disable=consider-using-with
+    dead.wait()
+    record = {'vm_state': 'STOPPED', 'task_state': 'IMAGE_SNAPSHOT', 'task_id': 'killed-create', 'last_action': 'snapshot',
+              'task_started_at': repr(time.time() - 5), 'lease_until': repr(time.time() + 300), 'owner': '%s:%d' % (socket.gethostname(), dead.pid)}
+    api = srv.api_client()
+    try:
+        body = {'metadata': {'annotations': dict((RECORD_ANNOTATIONS[field], value) for field, value in record.items())}}
+        k8s.CustomObjectsApi(api).patch_namespaced_custom_object('kubevirt.io', 'v1', NS, 'virtualmachines', 'killed', body)
+    finally:
+        api.close()
+    assert task_annotations(srv, 'killed')['task_state'] == 'IMAGE_SNAPSHOT'
+    checked = ok(snap(srv, 'killed', 'done', check=True))
+    assert checked['changed'] and task_annotations(srv, 'killed')['task_state'] == 'IMAGE_SNAPSHOT', 'check mode changed the record'
+    cleared = ok(snap(srv, 'killed', 'done'))
+    assert cleared['changed'] and cleared['operations'] == [
+        {'op': 'clear_stale_task', 'task_state': 'IMAGE_SNAPSHOT', 'task_id': 'killed-create'}], cleared
+    after = task_annotations(srv, 'killed')
+    assert not after['task_state'] and after['vm_state'] == 'STOPPED', after
+    assert not ok(snap(srv, 'killed', 'done'))['changed']

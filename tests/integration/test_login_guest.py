@@ -79,7 +79,8 @@ def ssh_key(tmp_path_factory):
 
 def vm_args(host, image, name, public_key, **extra):
     out = {'uri': host.uri, 'name': name, 'memory': '448MiB', 'vcpus': 1, 'domain_type': 'qemu', 'state': 'running',
-           'shutdown_timeout': 1, 'serial': domains.console_log_path(host, name), 'boot': {'kernel': image.kernel, 'initrd': image.initrd, 'cmdline': image.cmdline},
+           'shutdown_timeout': 1, 'serial': domains.console_log_path(host, name),
+           'boot': {'kernel': image.kernel, 'initrd': image.initrd, 'cmdline': image.cmdline},
            'disks': [], 'interfaces': [{'network': NETWORK}],
            'cloud_init': {'meta_data': {'local-hostname': name}, 'ssh_authorized_keys': [public_key], 'pool': POOL}}
     out.update(extra)

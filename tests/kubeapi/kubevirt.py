@@ -1725,7 +1725,6 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
             cond_set(o, 'Ready', 'True', 'Operation complete', now=self.ts())
         return changes + self._mutate(t_restore, restore, complete)
 
-
     def _restore_new_vm(self, restore, content, target):
         """generateRestoredVMSpec for a target that does not exist: the snapshot's VM (labels, annotations, spec) under the
         new name, runStrategy Halted, each claim a new PVC ``restore-<restore uid>-<volume>`` (RandomizeNames)."""

@@ -70,7 +70,8 @@ def kill_when_task_recorded(conn, args, tmp_path, state, timeout=120):
         json.dump({'ANSIBLE_MODULE_ARGS': args}, handle)
     env = ansible_env({'PYTHONPATH': os.path.join(ROOT, 'build', 'collections'), 'CONVERGE_VIRT_AUDIT_JOURNAL': journal})
     with open(base + '.log', 'w+', encoding='utf-8') as log:
-        proc = subprocess.Popen([sys.executable, '-m', 'ansible_collections.converge.virt.plugins.modules.snapshot', base + '.args.json'],  # pylint: disable=consider-using-with
+        argv = [sys.executable, '-m', 'ansible_collections.converge.virt.plugins.modules.snapshot', base + '.args.json']
+        proc = subprocess.Popen(argv,  # pylint: disable=consider-using-with
                                 env=env, stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + timeout
         try:

@@ -404,7 +404,10 @@ def add_bytecode(tree):
 
 def module_files(kernel_deb):
     """{module name: .ko bytes} of every module in the kernel package (decompressed lazily by the caller)."""
-    found = guest._extract_members(kernel_deb, lambda name: name if "/kernel/" in name and ".ko" in os.path.basename(name) else None)  # pylint: disable=protected-access
+    def wanted(name):
+        return name if "/kernel/" in name and ".ko" in os.path.basename(name) else None
+
+    found = guest._extract_members(kernel_deb, wanted)  # pylint: disable=protected-access
     out = {}
     for name, data in found.items():
         base = os.path.basename(name)

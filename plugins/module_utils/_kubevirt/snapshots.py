@@ -250,9 +250,14 @@ def check_task_free(observer):
     """Raise :class:`TaskConflict` when another live task holds the VM (before any step, check mode too)."""
     record, _version = observer.store().load()
     now = time.time()
-    if not record.idle() and not (record.stale(now) and record.action in phase.SNAPSHOT_ACTIONS):
+    if not record.idle() and not phase.stale_snapshot_task(record, now):
         raise TaskConflict(observer.vm, record.task_id, record.task_state, stale=record.stale(now), action=record.action)
     return record
+
+
+def clear_stale_snapshot_task(observer, check_mode=False):
+    """Clear the task a killed snapshot run left when this run has no step to take (see phase.clear_stale_snapshot_task)."""
+    return phase.clear_stale_snapshot_task(observer.store(), time.time(), name=observer.vm, check_mode=check_mode)
 
 
 def plan_action(steps):
@@ -303,7 +308,7 @@ class Runner:
     def _take(self, action):
         self.store = self.observer.store()
         record, _version = self.store.load()
-        if record.stale(self.clock()) and record.action in phase.SNAPSHOT_ACTIONS:
+        if phase.stale_snapshot_task(record, self.clock()):
             # left by a killed snapshot run: cleared with vm_state unchanged; the plan was made from what KubeVirt lists
             recovery = reconcile.recover_stale_task(record.task_state, record.vm_state, record.action)
             tasks.clear_stale_task(self.store, record.task_id, recovery.vm_state, name=self.vm)

@@ -239,19 +239,9 @@ def check_task_free(observer):
 
 
 def clear_stale_snapshot_task(observer, check_mode=False):
-    """Clear the task a killed snapshot run left when this run has no step to take (its step had finished in libvirtd).
-
-    A run with steps clears it when it takes its own task (:class:`SnapshotTask`); a run with none would leave it
-    (the VM busy until the lease ran out). Returns the operation (dict) or None when there is nothing to clear.
-    """
+    """Clear the task a killed snapshot run left when this run has no step to take (see phase.clear_stale_snapshot_task)."""
     store = LibvirtTaskStore(observer.connection.conn, observer.dom, owner_id(), inferred_vm_state=observer.inferred_vm_state())
-    record, _version = store.load()
-    if not (record.stale(time.time()) and record.action in phase.SNAPSHOT_ACTIONS):
-        return None
-    if not check_mode:
-        recovery = reconcile.recover_stale_task(record.task_state, record.vm_state, record.action)
-        tasks.clear_stale_task(store, record.task_id, recovery.vm_state, name=observer.vm)
-    return {'op': 'clear_stale_task', 'task_state': record.task_state, 'task_id': record.task_id}
+    return phase.clear_stale_snapshot_task(store, time.time(), name=observer.vm, check_mode=check_mode)
 
 
 def plan_action(steps):

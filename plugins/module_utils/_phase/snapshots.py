@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections import namedtuple
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone
+from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Phases and their transitions (data)
@@ -186,3 +188,24 @@ def plan_snapshot(declared, snapshots, safety_name=None):
 def vm_state_after_restore(vm_state_at_snapshot, current):
     """vm_state once a restore finished: the VM runs, is paused or is stopped as it was at the snapshot."""
     return {'running': 'ACTIVE', 'paused': 'PAUSED', 'shutoff': 'STOPPED', 'disk-snapshot': current}.get(vm_state_at_snapshot, current)
+
+
+def stale_snapshot_task(record, now):
+    """True when ``record`` holds a snapshot task whose lease ran out or whose run (on this host) is gone."""
+    return not record.idle() and record.action in SNAPSHOT_ACTIONS and (record.stale(now) or owner_gone(record.owner))
+
+
+def clear_stale_snapshot_task(store, now, name='vm', check_mode=False):
+    """Clear the task a killed snapshot run left, for a run that has no step to take (the killed run's step had finished).
+
+    A run with steps clears such a task when it takes its own; a run with none would leave it, and the VM would stay
+    busy until the lease ran out. Both backends call this with their task store. Returns the operation (a dict) to
+    report, or None when the VM holds no stale snapshot task.
+    """
+    record, _version = store.load()
+    if not (stale_snapshot_task(record, now)):
+        return None
+    if not check_mode:
+        recovery = reconcile.recover_stale_task(record.task_state, record.vm_state, record.action)
+        tasks.clear_stale_task(store, record.task_id, recovery.vm_state, name=name)
+    return {'op': 'clear_stale_task', 'task_state': record.task_state, 'task_id': record.task_id}
