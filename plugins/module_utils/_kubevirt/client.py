@@ -197,6 +197,15 @@ def _has_credential(cfg):
                 (getattr(cfg, 'username', None) and getattr(cfg, 'password', None)))
 
 
+def _timed_out(exc):
+    """True when a request failed by running out of time (not repeated: the caller's deadline decides)."""
+    while exc is not None:
+        if isinstance(exc, TimeoutError) or 'timed out' in str(exc).lower() or type(exc).__name__.endswith('TimeoutError'):
+            return True
+        exc = getattr(exc, 'reason', None) if getattr(exc, 'reason', None) is not exc else None
+    return False
+
+
 class KubeClient:
     """One API server connection: JSON in, JSON out.
 
@@ -300,18 +309,25 @@ class KubeClient:
             url += '?' + urlencode([(k, v) for k, v in query.items() if v is not None])
         if body is not None and content_type is None:
             content_type = 'application/json'
-        try:
-            response = self.api_client.rest_client.request(method, url, headers=self._headers(content_type, accept), body=body,
-                                                           _request_timeout=self.timeout)
-            status = response.status
-            data = response.data if getattr(response, 'data', None) is not None else response.read()
-        except self.exceptions.ApiException as exc:
-            status, data = exc.status, exc.body
-        except ConvergeError:
-            raise
-        except Exception as exc:  # pylint: disable=broad-except
-            # urllib3 / ssl errors: no status; the URL is safe, the token is redacted anyway
-            raise BackendError(self.redact('%s: cannot reach the Kubernetes API at %s: %s' % (what or method, self.host, exc)))
+        for attempt in (1, 2):
+            try:
+                response = self.api_client.rest_client.request(method, url, headers=self._headers(content_type, accept), body=body,
+                                                               _request_timeout=self.timeout)
+                status = response.status
+                data = response.data if getattr(response, 'data', None) is not None else response.read()
+                break
+            except self.exceptions.ApiException as exc:
+                status, data = exc.status, exc.body
+                break
+            except ConvergeError:
+                raise
+            except Exception as exc:  # pylint: disable=broad-except
+                if attempt == 1 and method == 'GET' and not _timed_out(exc):
+                    # a read is safe to repeat: a kept-alive connection the server (or a proxy) dropped - an API server
+                    # restart, a watch stream cut - fails the first request on it, and a new connection answers
+                    continue
+                # urllib3 / ssl errors: no status; the URL is safe, the token is redacted anyway
+                raise BackendError(self.redact('%s: cannot reach the Kubernetes API at %s: %s' % (what or method, self.host, exc)))
         if isinstance(data, bytes):
             data = data.decode('utf-8', 'replace')
         try:

@@ -156,3 +156,48 @@ def test_the_guide_shows_exactly_the_rules_of_the_rbac_file():
     assert _flat(cluster['rules']) == _flat(items['ClusterRole']['rules'])
     assert ('nodes', 'patch') in [(r, v) for _g, r, v in _flat(cluster['rules'])]
     assert not [r for _g, r, _v in _flat(role['rules']) if r in ('secrets', 'pods', 'events', 'namespaces')]
+
+
+class _Response:
+    status = 200
+    data = b'{"kind": "VirtualMachine"}'
+
+
+class _FlakyRest:
+    """A rest client whose first request fails with ``error`` (then answers 200)."""
+
+    def __init__(self, error):
+        self.error = error
+        self.calls = []
+
+    def request(self, method, url, **_kwargs):
+        self.calls.append(method)
+        if len(self.calls) == 1:
+            raise self.error
+        return _Response()
+
+
+def _client_over(rest):
+    from kubernetes import client as k8s  # pylint: disable=import-outside-toplevel
+    client = _client()
+    client.host, client.timeout, client.exceptions = 'https://127.0.0.1:6443', 30, k8s.exceptions
+    client.config = k8s.Configuration()
+    client.api_client = type('Api', (), {'rest_client': rest})()
+    return client
+
+
+def test_a_read_on_a_dropped_connection_is_repeated_once():
+    rest = _FlakyRest(ConnectionResetError('Connection reset by peer'))
+    assert _client_over(rest).request('GET', '/apis/kubevirt.io/v1/namespaces/d/virtualmachines/x') == {'kind': 'VirtualMachine'}
+    assert rest.calls == ['GET', 'GET']
+
+
+@pytest.mark.parametrize('method, error', [
+    ('PATCH', ConnectionResetError('Connection reset by peer')),     # a write is not repeated: it may have been applied
+    ('GET', TimeoutError('Read timed out. (read timeout=30)')),       # a read that ran out of time is not repeated
+])
+def test_a_write_or_a_timed_out_read_is_not_repeated(method, error):
+    rest = _FlakyRest(error)
+    with pytest.raises(kclient.BackendError, match='cannot reach the Kubernetes API'):
+        _client_over(rest).request(method, '/apis/kubevirt.io/v1/namespaces/d/virtualmachines/x', body='{}' if method == 'PATCH' else None)
+    assert rest.calls == [method]
