@@ -64,14 +64,26 @@ def run_playbook_times(bin_dir, plays, env, expect_changed=False):
     every process it waited for (workers, module interpreters): on a machine
     loaded by other work they move much less than the wall clock does.
     """
+    proc, elapsed, cpu = timed_playbook(bin_dir, plays, env, ['-i', 'localhost,', '-c', 'local'])
+    if expect_changed is False and 'changed=0' not in proc.stdout:
+        raise RuntimeError('a no-op benchmark run reported a change:\n%s' % proc.stdout[-4000:])
+    if expect_changed is True and 'changed=0' in proc.stdout:
+        raise RuntimeError('a changing benchmark run reported no change:\n%s' % proc.stdout[-4000:])
+    return elapsed, cpu
+
+
+def timed_playbook(bin_dir, plays, env, args):
+    """Run ``plays`` with ansible-playbook and ``args`` (inventory, connection, forks ...); return (process, wall s, CPU s).
+
+    A failed run raises RuntimeError with the end of its output.
+    """
     with tempfile.NamedTemporaryFile('w', suffix='.yml', delete=False) as handle:
         json.dump(plays, handle)
         path = handle.name
     try:
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        proc = subprocess.run([os.path.join(bin_dir, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local', path],
-                              env=env, capture_output=True, text=True, check=False)
+        proc = subprocess.run([os.path.join(bin_dir, 'ansible-playbook')] + list(args) + [path], env=env, capture_output=True, text=True, check=False)
         elapsed = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
@@ -79,11 +91,7 @@ def run_playbook_times(bin_dir, plays, env, expect_changed=False):
         os.unlink(path)
     if proc.returncode != 0:
         raise RuntimeError('playbook failed:\n%s\n%s' % (proc.stdout[-4000:], proc.stderr[-2000:]))
-    if expect_changed is False and 'changed=0' not in proc.stdout:
-        raise RuntimeError('a no-op benchmark run reported a change:\n%s' % proc.stdout[-4000:])
-    if expect_changed is True and 'changed=0' in proc.stdout:
-        raise RuntimeError('a changing benchmark run reported no change:\n%s' % proc.stdout[-4000:])
-    return elapsed, cpu
+    return proc, elapsed, cpu
 
 
 def venv_ansible_core(venv):

@@ -27,7 +27,6 @@ root, ``make bench-venv`` and a private network namespace:
 import argparse
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -35,7 +34,7 @@ import sys
 import tempfile
 import time
 
-from bench.common import ROOT, bench_env, lab_layout, load_average, report, results_name
+from bench.common import ROOT, bench_env, lab_layout, load_average, report, results_name, timed_playbook
 from tools.virtlab import domains, hosts as virtlab_hosts
 from tools.virtlab import sshd as virtlab_sshd
 
@@ -62,24 +61,10 @@ def _community_play(count, state):
 
 
 def _run(bin_dir, inventory, plays, forks, env):
-    with tempfile.NamedTemporaryFile('w', suffix='.yml', delete=False) as handle:
-        json.dump(plays, handle)
-        path = handle.name
-    try:
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        proc = subprocess.run([os.path.join(bin_dir, 'ansible-playbook'), '-i', inventory, '-f', str(forks), path],
-                              env=env, capture_output=True, text=True, check=False)
-        elapsed = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    finally:
-        os.unlink(path)
-    if proc.returncode != 0:
-        raise RuntimeError('playbook failed:\n%s\n%s' % (proc.stdout[-4000:], proc.stderr[-2000:]))
+    proc, elapsed, cpu = timed_playbook(bin_dir, plays, env, ['-i', inventory, '-f', str(forks)])
     recap = proc.stdout.rsplit('PLAY RECAP', maxsplit=1)[-1]
     changed = sorted(line.split()[0] for line in recap.splitlines() if 'changed=' in line and 'changed=0 ' not in line + ' ')
-    return {'wall_s': round(elapsed, 2), 'cpu_s': round((after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime), 2),
-            'changed': changed}
+    return {'wall_s': round(elapsed, 2), 'cpu_s': round(cpu, 2), 'changed': changed}
 
 
 def _wipe(started, count):
