@@ -244,6 +244,27 @@ options:
     description: Graphical console.
     type: str
     choices: [none, vnc, spice]
+  guest_agent:
+    description:
+      - Give the guest the QEMU guest agent's channel (a virtio-serial port C(org.qemu.guest_agent.0)), so that C(qemu-guest-agent) in the
+        guest can answer (readiness V(agent), addresses reported by the guest, filesystem-consistent snapshots). Adding or removing it needs a restart.
+      - libvirt only; KubeVirt gives every VM the channel.
+    type: bool
+  wait_for:
+    description:
+      - How far a running VM must come before the task ends (O(state=running) and O(wait=true)). V(running) is what the hypervisor says;
+        V(agent) the guest agent answers (O(guest_agent)); V(address) an address of the guest is known (from the agent, else the DHCP lease of
+        a libvirt network; on KubeVirt the instance's interfaces), matched by MAC, IPv4 first, never loopback or link-local;
+        V(port) that address accepts TCP connections on O(wait_for_port), tried from the host that runs the module.
+      - Within O(wait_timeout); a timeout names what is missing and the readiness reached. The result's RV(vm.readiness) and RV(vm.address) say
+        how far it came; with O(vms) each item's result has them.
+      - Without it the result has no readiness keys. V(port) is not available on KubeVirt (the module's host is seldom in the pod network).
+    type: str
+    choices: [running, agent, address, port]
+  wait_for_port:
+    description: The TCP port of O(wait_for=port).
+    type: int
+    default: 22
   on_poweroff:
     description: Lifecycle action when the guest powers off.
     type: str
@@ -417,6 +438,14 @@ vm:
     power_state: {description: "What the hypervisor says: RUNNING, PAUSED, SHUTDOWN, CRASHED, SUSPENDED, NOSTATE.", type: str, returned: always}
     task_state: {description: The task in flight (null when idle)., type: str, returned: always}
     status: {description: "One word for a person: Running, Stopped, Paused, Starting, Stopping, Migrating, ...", type: str, returned: always}
+    readiness:
+      description: How far the running VM came with O(wait_for) (V(running), V(agent), V(address), V(port)); only with O(wait_for).
+      type: str
+      returned: when O(wait_for) is given and the VM was declared running
+    address:
+      description: The guest's address O(wait_for) found (IPv4 first; never loopback or link-local), or null.
+      type: str
+      returned: when O(wait_for) is given and the VM was declared running
     phase: {description: "Instance phase: Pending, Scheduling, Scheduled, Running, Succeeded, Failed, Unknown.", type: str, returned: always}
     phase_reason:
       description:
@@ -499,7 +528,8 @@ bytecache.install()
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import secret_forms
 from ansible_collections.converge.virt.plugins.module_utils._common.driver import finish_fleet, run_fleet
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration, WaitTimeout
+from ansible_collections.converge.virt.plugins.module_utils._common import readiness
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import (
     BEHAVIOUR_ARGS, DEFINITION_ARGS, LIBVIRT_CONNECTION_ARGS, STATE_CHOICES, WAIT_ARGS, other_connection_option, spec_of)
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
@@ -507,8 +537,9 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client imp
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_read, domain_spec
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init as libvirt_cloud_init
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import readiness as libvirt_readiness
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, bulk_snapshot, converge_vm
-from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
+from ansible_collections.converge.virt.plugins.module_utils._phase import readiness as readiness_phase, tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
 
 
@@ -619,6 +650,8 @@ def argument_spec():
         state=dict(type='str', choices=STATE_CHOICES),
         vms=dict(type='list', elements='dict'),
         parallel=dict(type='int', default=8),
+        wait_for=dict(type='str', choices=list(readiness_phase.READINESS)),
+        wait_for_port=dict(type='int', default=readiness.DEFAULT_PORT),
     )
     spec.update(LIBVIRT_CONNECTION_ARGS)
     spec.update(KUBEVIRT_CONNECTION_ARGS)
@@ -756,6 +789,53 @@ def kubevirt_options(params):
                                    force_stop=base.force_stop, lock_timeout=base.lock_timeout, delete_volumes=params['delete_volumes'])
 
 
+def readiness_wanted(params, backend):
+    """The declared ``wait_for`` (validated), or None."""
+    wanted = params.get('wait_for')
+    if wanted is None:
+        return None
+    if backend == 'kubevirt' and wanted == readiness_phase.PORT:
+        raise InvalidDeclaration('wait_for', 'port is not available on backend kubevirt (the module\'s host is seldom inside the pod network); '
+                                 'wait for address and connect from where the guest is reachable')
+    if not params['wait']:
+        raise InvalidDeclaration('wait_for', 'needs wait: true')
+    if not 1 <= params['wait_for_port'] <= 65535:
+        raise InvalidDeclaration('wait_for_port', 'must be a TCP port (1-65535), got %s' % params['wait_for_port'])
+    if params.get('state') not in (None, 'running') and not params.get('vms'):
+        raise InvalidDeclaration('wait_for', 'applies to a VM declared running, not %s' % params['state'])
+    readiness_phase.check_wait_for(wanted, params.get('guest_agent') if backend == 'libvirt' else True)
+    return wanted
+
+
+def await_readiness(module, probe_of, wanted, changed, result):
+    """Wait until the VM of ``result`` (single VM) is ready; fail the task, keeping ``changed``, when it does not get there in time."""
+    try:
+        seen = readiness.wait_ready(probe_of(result['vm']['name']), wanted, module.params['wait_timeout'], module.params['wait_for_port'],
+                                    name=result['vm']['name'])
+    except WaitTimeout as exc:
+        module.fail_json(changed=changed, **dict(result, **exc.to_result()))
+    result['vm'].update(readiness.public(seen))
+
+
+def fleet_readiness(module, probe_of, wanted, items, results):
+    """Wait for the readiness of every VM of a fleet declared running that converged; one that does not get there in time fails."""
+    states = dict((name, decl.state) for decl, _spec, name in items)
+    waiting = [r for r in results if not r.get('failed') and states.get(r['name']) == 'running']
+
+    def one(result):
+        try:
+            seen = readiness.wait_ready(probe_of(result['name']), wanted, module.params['wait_timeout'], module.params['wait_for_port'],
+                                        name=result['name'])
+            result.update(readiness.public(seen))
+        except WaitTimeout as exc:
+            result.update(exc.to_result(), failed=True)
+
+    from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel  # fleets only
+    with ThreadPoolExecutor(max_workers=min(module.params['parallel'], max(1, len(waiting)))) as pool:
+        list(pool.map(one, waiting))
+    return results
+
+
 def main_kubevirt(module):
     """The module on backend kubevirt."""
     kubevirt_backend = _kubevirt_backend()
@@ -768,12 +848,22 @@ def main_kubevirt(module):
             items = fleet_items(module, lambda params: kubevirt_declaration(params, namespace))
         else:
             single = kubevirt_declaration(module.params, namespace)
+        wanted = None if module.check_mode else readiness_wanted(module.params, 'kubevirt')
         with session.connect() as client:
+            # pylint: disable-next=import-outside-toplevel
+            from ansible_collections.converge.virt.plugins.module_utils._kubevirt import readiness as kubevirt_readiness
+
+            def probe_of(name):
+                return kubevirt_readiness.probe(client, namespace, name)
+
             if module.params['vms']:
-                finish_fleet(module, *kubevirt_backend.converge_fleet(client, namespace, items, options, module.check_mode, module.params['parallel']))
+                changed, results = kubevirt_backend.converge_fleet(client, namespace, items, options, module.check_mode, module.params['parallel'])
+                finish_fleet(module, changed, fleet_readiness(module, probe_of, wanted, items, results) if wanted else results)
             decl, declared, name = single
             changed, result = kubevirt_backend.converge_vm(kubevirt_backend.KubevirtVm(client, namespace, name), decl, declared, options,
                                                            module.check_mode)
+            if wanted:
+                await_readiness(module, probe_of, wanted, changed, result)
     module.exit_json(changed=changed, **result)
 
 
@@ -792,13 +882,21 @@ def main():
     with ModuleSession(module) as session:
         options = options_from(module.params)
         single = None if module.params['vms'] else declaration(module.params)
+        wanted = None if module.check_mode else readiness_wanted(module.params, 'libvirt')
         with session.connect() as connection:
+            def probe_of(name):
+                dom = connection.conn.lookupByName(name)
+                return lambda: libvirt_readiness.probe(dom)
+
             if single is None:
                 items = fleet_items(module, declaration)
-                finish_fleet(module, *run_fleet(items, lambda name: LibvirtVm(connection, name), options, module.check_mode, module.params['parallel'],
-                                                snapshot=bulk_snapshot(connection), redact=connection.redact))
+                changed, results = run_fleet(items, lambda name: LibvirtVm(connection, name), options, module.check_mode, module.params['parallel'],
+                                             snapshot=bulk_snapshot(connection), redact=connection.redact)
+                finish_fleet(module, changed, fleet_readiness(module, probe_of, wanted, items, results) if wanted else results)
             decl, spec, name = single
             changed, result = converge_vm(LibvirtVm(connection, name), decl, spec, options, module.check_mode)
+            if wanted:
+                await_readiness(module, probe_of, wanted, changed, result)
     module.exit_json(changed=changed, **result)
 
 

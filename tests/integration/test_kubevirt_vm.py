@@ -349,3 +349,19 @@ def test_token_never_in_results(kube_server, tmp_path, monkeypatch):
         text = json.dumps(result)
         assert canary not in text and wrong not in text, text[:2000]
     assert os.path.exists(str(ca))
+
+
+def test_wait_for_address_reports_the_instance_address_and_port_is_refused(kube_server):
+    srv = kube_server
+    result = ok(run_module('vm', small(srv, 'ready-1', state='running', wait_for='address')))
+    vmi = vmi_obj(srv, 'ready-1')
+    # the guest agent answers (AgentConnected) and the instance reports the address of its first interface
+    assert [c['status'] for c in vmi['status']['conditions'] if c['type'] == 'AgentConnected'] == ['True']
+    assert result['vm']['readiness'] == 'address' and result['vm']['address'] == vmi['status']['interfaces'][0]['ipAddress'], result['vm']
+    fleet = ok(run_module('vm', kv(srv, vms=[dict(name='ready-2', vcpus=1, memory='64Mi', disks=[{'name': 'root', 'image': 'quay.io/x'}],
+                                                  state='running')], wait_for='agent')))
+    assert fleet['results'][0]['readiness'] == 'address' and fleet['results'][0]['address'], fleet['results']
+    before = vm_obj(srv, 'ready-1')['metadata']['resourceVersion']
+    refused = failed(run_module('vm', small(srv, 'ready-1', state='running', wait_for='port')))
+    assert refused['field'] == 'wait_for' and 'not available on backend kubevirt' in refused['msg'], refused
+    assert vm_obj(srv, 'ready-1')['metadata']['resourceVersion'] == before

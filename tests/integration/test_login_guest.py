@@ -81,7 +81,7 @@ def vm_args(host, image, name, public_key, **extra):
     out = {'uri': host.uri, 'name': name, 'memory': '448MiB', 'vcpus': 1, 'domain_type': 'qemu', 'state': 'running',
            'shutdown_timeout': 1, 'serial': domains.console_log_path(host, name),
            'boot': {'kernel': image.kernel, 'initrd': image.initrd, 'cmdline': image.cmdline},
-           'disks': [], 'interfaces': [{'network': NETWORK}],
+           'disks': [], 'interfaces': [{'network': NETWORK}], 'guest_agent': True, 'wait_for': 'port', 'wait_timeout': 240,
            'cloud_init': {'meta_data': {'local-hostname': name}, 'ssh_authorized_keys': [public_key], 'pool': POOL}}
     out.update(extra)
     return out
@@ -127,12 +127,21 @@ def test_guests_from_one_declaration_are_reachable_and_configurable_over_ssh(hos
     key_path, public_key = ssh_key
     ok(run_module('volume', {'uri': host.uri, 'pool': POOL, 'pool_path': str(tmp_path / 'pool'), 'name': 'login-scratch.raw',
                              'capacity': '1MiB'}))
-    for name in NAMES:
-        result = ok(run_module('vm', vm_args(host, login_image, name, public_key)))
-        assert result['changed'] and result['vm']['vm_state'] == 'ACTIVE', result
-    for name in NAMES:
-        domains.wait_for_console(domains.console_log_path(host, name), login_image.ready_marker, timeout=150)
+    # both guests in one task (vms), waiting until port 22 of each answers: the readiness the result reports
+    fleet_args = vm_args(host, login_image, NAMES[0], public_key)
+    for key in ('name', 'cloud_init', 'serial'):
+        del fleet_args[key]
+    fleet_args['vms'] = [{'name': name, 'cloud_init': vm_args(host, login_image, name, public_key)['cloud_init'],
+                          'serial': domains.console_log_path(host, name)} for name in NAMES]
+    fleet = run_module('vm', fleet_args)
+    if fleet.get('failed'):
+        consoles = dict((name, open(domains.console_log_path(host, name), encoding='utf-8', errors='replace').read()[-1500:]) for name in NAMES)
+        raise AssertionError('%s\nconsoles: %s' % (fleet.get('msg'), consoles))
+    by_name = dict((item['name'], item) for item in fleet['results'])
+    assert all(by_name[name]['changed'] and by_name[name]['readiness'] == 'port' for name in NAMES), fleet['results']
+    # the address the module found (the guest agent's report, matched by MAC) is the one dnsmasq leased to that host name
     addresses = {name: lease_of(network, name) for name in NAMES}
+    assert {name: by_name[name]['address'] for name in NAMES} == addresses, (addresses, fleet['results'])
     assert len(set(addresses.values())) == len(NAMES), addresses
     for address in addresses.values():
         wait_ssh(address, key_path)
@@ -150,7 +159,12 @@ def test_guests_from_one_declaration_are_reachable_and_configurable_over_ssh(hos
     read = ssh_ad_hoc(str(inventory), 'ansible.builtin.slurp', {'src': '/root/converged'})
     assert {name: result.get('content') for name, result in read.items()} == {name: 'd3JpdHRlbiBieSBhbnNpYmxlCg==' for name in NAMES}
 
-    again = ok(run_module('vm', vm_args(host, login_image, NAMES[0], public_key)))
-    assert not again['changed'], again
+    again = ok(run_module('vm', vm_args(host, login_image, NAMES[0], public_key, wait_for='agent')))
+    # waiting for the agent, the run still reports how far the guest is: its address is known too (it does not try the port)
+    assert not again['changed'] and again['vm']['readiness'] == 'address' and again['vm']['address'] == addresses[NAMES[0]], again
+    # a port nothing listens on: the timeout names what is missing and the readiness reached, and changes nothing
+    closed = run_module('vm', vm_args(host, login_image, NAMES[0], public_key, wait_for_port=2222, wait_timeout=3))
+    assert closed.get('failed') and not closed['changed'], closed
+    assert 'port 2222 of %s does not accept connections (readiness reached: address)' % addresses[NAMES[0]] in closed['msg'], closed['msg']
     for name in NAMES:
         ok(run_module('vm', {'uri': host.uri, 'name': name, 'state': 'absent', 'shutdown_timeout': 1}))

@@ -56,6 +56,7 @@ DEFINITION_ARGS = dict(
     on_crash=dict(type='str'),
     autostart=dict(type='bool'),
     cloud_init=dict(type='dict', options=CLOUD_INIT_OPTIONS),
+    guest_agent=dict(type='bool'),
 )
 
 STATE_CHOICES = ['present', 'running', 'stopped', 'paused', 'suspended', 'restarted', 'absent']

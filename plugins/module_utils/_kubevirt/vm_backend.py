@@ -43,7 +43,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.owner import
 API_VERSION = 'kubevirt.io/v1'
 # options of the vm module that only the libvirt backend understands
 LIBVIRT_ONLY = ('xml', 'uuid', 'title', 'description', 'machine', 'arch', 'domain_type', 'firmware', 'boot', 'serial', 'graphics',
-                'on_poweroff', 'on_reboot', 'on_crash', 'autostart')
+                'on_poweroff', 'on_reboot', 'on_crash', 'autostart', 'guest_agent')
 DISK_LIBVIRT_ONLY = ('dev', 'target', 'source', 'pool', 'volume', 'path', 'format', 'device')
 STOPPED_STATUSES = ('Stopped',)
 _QUANTITY = re.compile(r'^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?\Z')

@@ -48,6 +48,17 @@ def interface_element(nic):
     return elem
 
 
+# the virtio-serial port qemu-guest-agent opens in the guest (libvirt picks the host side's socket path)
+GUEST_AGENT_CHANNEL = 'org.qemu.guest_agent.0'
+
+
+def guest_agent_element():
+    """The ``<channel>`` of the QEMU guest agent."""
+    channel = ET.Element('channel', {'type': 'unix'})
+    sub_element(channel, 'target', type='virtio', name=GUEST_AGENT_CHANNEL)
+    return channel
+
+
 def serial_elements(serial):
     if serial == 'none':
         return []
@@ -120,4 +131,6 @@ def build_domain_xml(spec, metadata=None):
         devices.append(elem)
     if val['graphics'] != 'none':
         devices.append(graphics_element(val['graphics']))
+    if val.get('guest_agent'):
+        devices.append(guest_agent_element())
     return to_string(root)

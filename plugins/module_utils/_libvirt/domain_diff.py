@@ -141,6 +141,7 @@ _SCALAR_KINDS = (
     ('title', LIVE), ('description', LIVE), ('memory', RESTART), ('current_memory', RESTART), ('vcpus', RESTART),
     ('firmware', RESTART), ('kernel', RESTART), ('initrd', RESTART), ('cmdline', RESTART),
     ('on_poweroff', RESTART), ('on_reboot', RESTART), ('on_crash', RESTART), ('serial', RESTART), ('graphics', RESTART),
+    ('guest_agent', RESTART),
 )
 _DISK_FIELDS = ('device', 'bus', 'source', 'format', 'readonly', 'serial')
 _NIC_FIELDS = ('type', 'source', 'model', 'mac')

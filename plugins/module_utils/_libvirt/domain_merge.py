@@ -13,7 +13,8 @@ __metaclass__ = type  # pylint: disable=invalid-name
 import copy
 import xml.etree.ElementTree as ET
 
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_build import disk_element, graphics_element, interface_element, serial_elements
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_build import (
+    disk_element, graphics_element, guest_agent_element, interface_element, serial_elements)
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_diff import machine_family, machine_matches
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_read import interface_from_element, model_from_xml
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_spec import normalize_spec
@@ -144,6 +145,13 @@ def _merge_devices(root, spec, actual):
         _remove_children(devices, 'graphics')
         if spec['graphics'] != 'none':
             devices.append(graphics_element(spec['graphics']))
+    if spec.get('guest_agent') is not None and spec['guest_agent'] != actual['guest_agent']:
+        for channel in devices.findall('channel'):
+            target = channel.find('target')
+            if target is not None and target.get('name') == 'org.qemu.guest_agent.0':
+                devices.remove(channel)
+        if spec['guest_agent']:
+            devices.append(guest_agent_element())
 
 
 def _merge_os(root, spec, actual):

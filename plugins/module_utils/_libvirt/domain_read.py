@@ -99,6 +99,15 @@ def _serial_of(devices):
     return kind
 
 
+def guest_agent_channel(root):
+    """The ``<target>`` of the QEMU guest agent's channel in a domain XML (its ``state`` is ``connected`` while the agent
+    in the guest has the port open, in the live XML of a running domain), or None."""
+    for target in root.findall('./devices/channel/target'):
+        if target.get('type') == 'virtio' and target.get('name') == 'org.qemu.guest_agent.0':
+            return target
+    return None
+
+
 def model_from_xml(root):
     os_elem = root.find('os')
     os_type = os_elem.find('type') if os_elem is not None else None
@@ -127,6 +136,7 @@ def model_from_xml(root):
         'interfaces': [interface_from_element(n) for n in root.findall('./devices/interface')],
         'serial': _serial_of(devices),
         'graphics': graphics.get('type') if graphics is not None else 'none',
+        'guest_agent': guest_agent_channel(root) is not None,
     }
     return model
 

@@ -18,11 +18,11 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.xml_util im
 
 
 SPEC_KEYS = ('name', 'uuid', 'title', 'description', 'vcpus', 'memory', 'machine', 'arch', 'domain_type', 'firmware', 'boot',
-             'disks', 'interfaces', 'serial', 'graphics', 'on_poweroff', 'on_reboot', 'on_crash', 'autostart', 'xml')
+             'disks', 'interfaces', 'serial', 'graphics', 'on_poweroff', 'on_reboot', 'on_crash', 'autostart', 'xml', 'guest_agent')
 
 DEFAULTS = {
     'arch': 'x86_64', 'domain_type': 'kvm', 'vcpus': 1, 'memory': 1024 * KIB,  # memory in KiB (1 GiB)
-    'firmware': 'bios', 'serial': 'pty', 'graphics': 'none',
+    'firmware': 'bios', 'serial': 'pty', 'graphics': 'none', 'guest_agent': False,
     'on_poweroff': 'destroy', 'on_reboot': 'restart', 'on_crash': 'destroy',
 }
 
@@ -246,6 +246,8 @@ def normalize_spec(spec):
         out['serial'] = serial if serial in ('pty', 'none') else _abs_path(serial, 'serial')
     if get('graphics') is not None:
         out['graphics'] = _choice(get('graphics'), 'graphics', ('none', 'vnc', 'spice'))
+    if get('guest_agent') is not None:
+        out['guest_agent'] = _bool(get('guest_agent'), 'guest_agent')
     if get('disks') is not None:
         if not isinstance(get('disks'), list):
             raise ValueError('disks: expected a list')

@@ -385,6 +385,7 @@ def test_built_xml_against_itself_is_empty():
     ({'on_crash': 'restart'}, 'on_crash', 'destroy', 'restart', RESTART),
     ({'serial': '/var/log/full.log'}, 'serial', 'pty', '/var/log/full.log', RESTART),
     ({'graphics': 'vnc'}, 'graphics', 'none', 'vnc', RESTART),
+    ({'guest_agent': True}, 'guest_agent', False, True, RESTART),
 ])
 def test_single_change_classification(changes, path, before, after, kind):
     diff = desired_vs_actual(_with(FULL, **changes), QEMU_FULL)
@@ -866,3 +867,15 @@ def test_libvirt_set_metadata_round_trip(conn):
         assert not desired_vs_actual({'name': dom.name()}, actual)
     finally:
         dom.undefine()
+
+
+def test_the_guest_agent_channel_is_built_read_back_merged_and_removed():
+    with_agent = build_domain_xml(_with(FULL, guest_agent=True))
+    targets = [t.attrib for t in ET.fromstring(with_agent).findall('./devices/channel/target')]
+    assert targets == [{'type': 'virtio', 'name': 'org.qemu.guest_agent.0'}]
+    assert domain_model(with_agent)['guest_agent'] and not domain_model(build_domain_xml(FULL))['guest_agent']
+    assert not desired_vs_actual(_with(FULL, guest_agent=True), with_agent)
+    merged = merge_into_inactive(QEMU_FULL, {'name': 'full', 'guest_agent': True})
+    assert domain_model(merged)['guest_agent'] and domain_model(merged)['serial'] == domain_model(QEMU_FULL)['serial']
+    removed = merge_into_inactive(merged, {'name': 'full', 'guest_agent': False})
+    assert not domain_model(removed)['guest_agent'] and ET.fromstring(removed).find('./devices/channel') is None
