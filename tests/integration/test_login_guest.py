@@ -1,13 +1,15 @@
-"""A guest Ansible can log into: converge.virt.vm with cloud_init on a private host, then Ansible over SSH inside it.
+"""A guest Ansible can log into, end to end: converge.virt.vm with cloud_init and wait_for, the converge.virt.libvirt
+inventory, then Ansible modules inside the guests over SSH.
 
 The login guest (tools/virtlab/loginguest.py: Debian's kernel, busybox, dropbear, Python 3.11 and
 qemu-guest-agent from Debian's packages, a tiny NoCloud reader) boots from the seed ``converge.virt.vm``
 writes. Its NIC is on an isolated libvirt network (dnsmasq) of the private host, inside the test's own
-network namespace: nothing reaches any address outside it. The test finds the guest's address in the
-network's DHCP leases by the host name the seed gave it, and runs Ansible modules inside the guest over SSH
-with a key the test made: the host name the guest reports is the declared one, a file written by
-``ansible.builtin.copy`` reads back, and a second guest from the same declaration with another host name
-answers with its own name.
+network namespace: nothing reaches any address outside it. One fleet task creates two guests from one
+declaration (host names and an SSH key the test made in their seeds) and waits until port 22 of each
+answers; the addresses it reports (from the guest agent, matched by MAC) are the DHCP leases of those host
+names; the inventory plugin lists them with those addresses as ``ansible_host``; through that inventory,
+``command`` reads back each guest's own host name, ``copy`` writes a file and ``slurp`` reads it back. Waiting
+for the agent reports the address too; a closed port times out naming what is missing.
 """
 
 import json
@@ -98,29 +100,23 @@ def lease_of(net, hostname, timeout=180.0):
     raise AssertionError(f'no DHCP lease for {hostname} within {timeout:.0f} s: {net.DHCPLeases()}')
 
 
-def ssh_ad_hoc(inventory, module, module_args, timeout=150):
-    """Run an ad-hoc module on every guest of ``inventory`` over SSH; return {host: result} (results_json callback)."""
-    cmd = [os.path.join(BIN, 'ansible'), 'all', '-i', inventory, '-m', module, '-a', json.dumps(module_args)]
-    proc = subprocess.run(cmd, env=ansible_env({'ANSIBLE_PYTHON_INTERPRETER': '/usr/bin/python3', 'ANSIBLE_TIMEOUT': '60'}),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+def ssh_ad_hoc(inventory, module, module_args, key_path, timeout=150):
+    """Run an ad-hoc module over SSH on the guests of ``inventory`` (the converge.virt.libvirt plugin's source) named NAMES.
+
+    The connection settings a user would put in ansible.cfg or group_vars come from the environment: root, the test's
+    key, no host key kept (the guests make theirs at first boot), files piped (dropbear has no SFTP server).
+    Returns {host: result} (results_json callback).
+    """
+    cmd = [os.path.join(BIN, 'ansible'), ':'.join(NAMES), '-i', inventory, '-m', module, '-a', json.dumps(module_args)]
+    env = {'ANSIBLE_PYTHON_INTERPRETER': '/usr/bin/python3', 'ANSIBLE_TIMEOUT': '60', 'ANSIBLE_REMOTE_USER': 'root',
+           'ANSIBLE_PRIVATE_KEY_FILE': key_path, 'ANSIBLE_SSH_TRANSFER_METHOD': 'piped',
+           'ANSIBLE_SSH_COMMON_ARGS': '-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null'}
+    proc = subprocess.run(cmd, env=ansible_env(env), capture_output=True, text=True, timeout=timeout, check=False)
     try:
         data = json.loads(proc.stdout)
     except ValueError:
         raise AssertionError('ansible printed no JSON (rc %d):\n%s\n%s' % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
     return data['plays'][0]['tasks'][0]['hosts']
-
-
-def wait_ssh(address, key, timeout=120.0):
-    """Wait until dropbear in the guest accepts the key (host keys are made at the first connection)."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = subprocess.run(['ssh', '-i', key, '-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null',
-                               '-o', 'ConnectTimeout=10', 'root@' + address, 'true'], capture_output=True, text=True, timeout=60, check=False)
-        if last.returncode == 0:
-            return
-        time.sleep(2)
-    raise AssertionError(f'ssh root@{address} never succeeded: {last.stderr if last else ""}')
 
 
 def test_guests_from_one_declaration_are_reachable_and_configurable_over_ssh(host, conn, network, login_image, ssh_key, tmp_path):
@@ -143,20 +139,23 @@ def test_guests_from_one_declaration_are_reachable_and_configurable_over_ssh(hos
     addresses = {name: lease_of(network, name) for name in NAMES}
     assert {name: by_name[name]['address'] for name in NAMES} == addresses, (addresses, fleet['results'])
     assert len(set(addresses.values())) == len(NAMES), addresses
-    for address in addresses.values():
-        wait_ssh(address, key_path)
-    inventory = tmp_path / 'guests.ini'
-    inventory.write_text(''.join(
-        f'{name} ansible_host={address} ansible_user=root ansible_ssh_private_key_file={key_path} '
-        'ansible_ssh_common_args="-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null" ansible_ssh_transfer_method=piped\n'
-        for name, address in addresses.items()))
+    # the collection's inventory finds them, with ansible_host from the network's DHCP leases
+    inventory = str(tmp_path / 'guests.converge_libvirt.yml')
+    with open(inventory, 'w', encoding='utf-8') as handle:
+        json.dump({'plugin': 'converge.virt.libvirt', 'uris': [host.uri]}, handle)
+    listed = subprocess.run([os.path.join(BIN, 'ansible-inventory'), '-i', inventory, '--list'], env=ansible_env(), capture_output=True, text=True,
+                            timeout=120, check=True)
+    # values ansible-core marks unsafe come as {"__ansible_unsafe": value} on recent versions
+    hostvars = json.loads(listed.stdout, object_hook=lambda obj: obj['__ansible_unsafe'] if list(obj) == ['__ansible_unsafe'] else obj)['_meta']['hostvars']
+    assert {name: (hostvars[name]['ansible_host'], hostvars[name]['status']) for name in NAMES} == {
+        name: (addresses[name], 'Running') for name in NAMES}, hostvars
 
-    hostnames = ssh_ad_hoc(str(inventory), 'ansible.builtin.command', {'argv': ['hostname']})
+    hostnames = ssh_ad_hoc(inventory, 'ansible.builtin.command', {'argv': ['hostname']}, key_path)
     assert {name: (result.get('rc'), result.get('stdout')) for name, result in hostnames.items()} == {name: (0, name) for name in NAMES}
 
-    written = ssh_ad_hoc(str(inventory), 'ansible.builtin.copy', {'dest': '/root/converged', 'content': 'written by ansible\n', 'mode': '0600'})
+    written = ssh_ad_hoc(inventory, 'ansible.builtin.copy', {'dest': '/root/converged', 'content': 'written by ansible\n', 'mode': '0600'}, key_path)
     assert all(result.get('changed') and not result.get('failed') for result in written.values()), written
-    read = ssh_ad_hoc(str(inventory), 'ansible.builtin.slurp', {'src': '/root/converged'})
+    read = ssh_ad_hoc(inventory, 'ansible.builtin.slurp', {'src': '/root/converged'}, key_path)
     assert {name: result.get('content') for name, result in read.items()} == {name: 'd3JpdHRlbiBieSBhbnNpYmxlCg==' for name in NAMES}
 
     again = ok(run_module('vm', vm_args(host, login_image, NAMES[0], public_key, wait_for='agent')))
