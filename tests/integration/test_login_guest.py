@@ -22,6 +22,7 @@ import libvirt
 import pytest
 
 from tests.integration.ansible_run import BIN, ansible_env, ok, run_module
+from tests.integration.event_sources import EventSource
 from tools.virtlab import domains, loginguest, netns
 
 POOL = 'loginpool'
@@ -129,10 +130,22 @@ def test_guests_from_one_declaration_are_reachable_and_configurable_over_ssh(hos
         del fleet_args[key]
     fleet_args['vms'] = [{'name': name, 'cloud_init': vm_args(host, login_image, name, public_key)['cloud_init'],
                           'serial': domains.console_log_path(host, name)} for name in NAMES]
-    fleet = run_module('vm', fleet_args)
-    if fleet.get('failed'):
-        consoles = dict((name, open(domains.console_log_path(host, name), encoding='utf-8', errors='replace').read()[-1500:]) for name in NAMES)
-        raise AssertionError('%s\nconsoles: %s' % (fleet.get('msg'), consoles))
+    # the collection's event source sees each guest agent connect (libvirt's agent lifecycle event)
+    events = EventSource('libvirt_events', [host.uri])
+    try:
+        events.next(lambda event: event['type'] == 'sync_done', timeout=60)
+        fleet = run_module('vm', fleet_args)
+        if fleet.get('failed'):
+            consoles = dict((name, open(domains.console_log_path(host, name), encoding='utf-8', errors='replace').read()[-1500:]) for name in NAMES)
+            raise AssertionError('%s\nconsoles: %s' % (fleet.get('msg'), consoles))
+        agents = dict((name, events.next(lambda event, name=name: event['type'] == 'agent' and event['vm']['name'] == name
+                                         and event['agent'] == 'connected', timeout=60)) for name in NAMES)
+    finally:
+        events.stop()
+    # libvirt says disconnected when the domain starts (reason domain_started), connected once the agent opens its channel
+    assert {name: (e['reason'], e['vm']['status']) for name, e in agents.items()} == {name: ('channel', 'Running') for name in NAMES}, agents
+    started = [(e['vm']['name'], e['agent'], e['reason']) for e in events.seen if e['type'] == 'agent' and e['agent'] == 'disconnected']
+    assert sorted(started) == [(name, 'disconnected', 'domain_started') for name in NAMES], events.seen
     by_name = dict((item['name'], item) for item in fleet['results'])
     assert all(by_name[name]['changed'] and by_name[name]['readiness'] == 'port' for name in NAMES), fleet['results']
     # the address the module found (the guest agent's report, matched by MAC) is the one dnsmasq leased to that host name

@@ -26,9 +26,11 @@ Arguments (``sources: - converge.virt.libvirt_events: {...}``):
     reconnect_max   longest wait between two reconnection attempts, seconds (default 30)
     initial_sync    emit a sync event for every VM at start (default true)
 
-Event (``event.converge_virt``): ``type`` (lifecycle, sync, sync_done, disconnected), ``host`` (the daemon's
+Event (``event.converge_virt``): ``type`` (lifecycle, agent, sync, sync_done, disconnected), ``host`` (the daemon's
 host name), ``event`` and ``detail`` (libvirt's words for a lifecycle event, e.g. STOPPED / destroyed),
-``vm`` (name, uuid, exists and the state words), ``task_in_progress``.
+``agent`` (connected, disconnected) and ``reason`` (domain_started, channel, unknown) for an agent event (the
+guest agent of a VM with ``guest_agent`` opened or closed its channel: libvirt's agent lifecycle event, sent at
+once), ``vm`` (name, uuid, exists and the state words, read again when the event is sent), ``task_in_progress``.
 """
 
 from __future__ import annotations
@@ -66,6 +68,11 @@ DETAILS = {
     'PMSUSPENDED': ('memory', 'disk'),
     'CRASHED': ('panicked', 'crashloaded'),
 }
+
+
+# VIR_CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_* and _REASON_*
+AGENT_STATES = {1: 'connected', 2: 'disconnected'}
+AGENT_REASONS = {0: 'unknown', 1: 'domain_started', 2: 'channel'}
 
 
 def event_words(event, detail):
@@ -168,16 +175,26 @@ class LibvirtEvents:
         self.delayer.event(uuid, name, functools.partial(self._lifecycle_payload, dom, dom.name(), uuid, name, detail_name))
 
     async def _lifecycle_payload(self, dom, vm_name, uuid, name, detail_name):
+        vm = await self._read_again(dom, vm_name, uuid)
+        return {'type': 'lifecycle', 'host': self.host, 'event': name, 'detail': detail_name, 'vm': self._public(vm),
+                'task_in_progress': bool(vm.get('task_state'))}
+
+    async def _read_again(self, dom, vm_name, uuid):
         try:
             vms = await self.loop.run_in_executor(self.reader, self._read, dom)
         except libvirt.libvirtError:
             vms = []
-        if vms:
-            vm = vms[0]
-        else:
-            # undefined (or gone) by the time it is read again
-            vm = dict(absent_view(), name=vm_name, uuid=uuid, exists=False)
-        return {'type': 'lifecycle', 'host': self.host, 'event': name, 'detail': detail_name, 'vm': self._public(vm),
+        # undefined (or gone) by the time it is read again
+        return vms[0] if vms else dict(absent_view(), name=vm_name, uuid=uuid, exists=False)
+
+    def _agent(self, _conn, dom, state, reason, _opaque):
+        # the guest agent (the qemu-guest-agent channel) connected or disconnected: not held back, re-read like the others
+        self._launch(functools.partial(self._agent_payload, dom, dom.name(), dom.UUIDString(), AGENT_STATES.get(state, 'unknown'),
+                                       AGENT_REASONS.get(reason, 'unknown')))
+
+    async def _agent_payload(self, dom, vm_name, uuid, state, reason):
+        vm = await self._read_again(dom, vm_name, uuid)
+        return {'type': 'agent', 'host': self.host, 'agent': state, 'reason': reason, 'vm': self._public(vm),
                 'task_in_progress': bool(vm.get('task_state'))}
 
     async def _sync(self):
@@ -214,16 +231,18 @@ class LibvirtEvents:
             self.closed = asyncio.Event()
             self.conn = await self._connect()
             self.host = await self.loop.run_in_executor(self.reader, self.conn.getHostname)
-            callback = self.conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._lifecycle, None)
+            callbacks = [self.conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._lifecycle, None),
+                         self.conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE, self._agent, None)]
             if self.args['initial_sync'] or not first:
                 await self._sync()
             first = False
             await self.closed.wait()
             self.delayer.cancel_all()
-            try:
-                self.conn.domainEventDeregisterAny(callback)
-            except libvirt.libvirtError:
-                pass
+            for callback in callbacks:
+                try:
+                    self.conn.domainEventDeregisterAny(callback)
+                except libvirt.libvirtError:
+                    pass
             self._put({'type': 'disconnected', 'host': self.host, 'uri': redact_uri(self.args['uri'])})
 
 
