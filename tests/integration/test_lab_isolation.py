@@ -129,6 +129,25 @@ def test_lab_runs_in_a_private_network_namespace(libvirt_hosts):
         assert virtlab_netns.network_namespace(host.pids["libvirtd"]) == virtlab_netns.network_namespace()
 
 
+def test_a_bridge_and_taps_made_inside_keep_the_namespace_private_and_a_veth_does_not():
+    """What counts as leading out, checked in a namespace of its own (a test's libvirt network must not stop other labs)."""
+    script = (
+        "import subprocess, json\n"
+        "from tools.virtlab import netns\n"
+        "out = [netns.in_private_network_namespace()]\n"
+        "run = lambda *argv: subprocess.run(['ip'] + list(argv), check=True)\n"
+        "run('link', 'add', 'iso-br0', 'type', 'bridge'); run('tuntap', 'add', 'dev', 'iso-tap0', 'mode', 'tap')\n"
+        "run('link', 'set', 'iso-tap0', 'master', 'iso-br0')\n"
+        "out.append(netns.in_private_network_namespace())\n"
+        "run('link', 'add', 'iso-veth0', 'type', 'veth', 'peer', 'name', 'iso-veth1')\n"
+        "out.append(netns.in_private_network_namespace())\n"
+        "print(json.dumps(out))\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run([sys.executable, "-m", "tools.virtlab", "netns", "--new", "--", sys.executable, "-c", script], cwd=root,
+                            capture_output=True, text=True, check=True, timeout=60)
+    assert json.loads(result.stdout) == [True, True, False], result.stderr
+
+
 def test_local_user_cannot_reach_a_lab_daemon(libvirt_hosts):
     """nobody: TCP refused from the machine's network namespace, unix sockets refused everywhere; root gets in."""
     host = libvirt_hosts[0]

@@ -29,10 +29,12 @@ A command that is already inside a private network namespace is run as it is
 """
 
 import fcntl
+import json
 import os
 import shutil
 import socket
 import struct
+import subprocess
 import sys
 
 SIOCGIFFLAGS = 0x8913
@@ -49,13 +51,36 @@ def network_namespace(pid="self"):
         return ""
 
 
-def in_private_network_namespace():
-    """True when the current network namespace has no interface but loopback: nothing outside can reach into it.
+# link kinds that cannot lead out of a namespace: a bridge made inside it (whose ports can only be more of these)
+# and tun/tap devices (their other end is a file descriptor of a process here, e.g. a guest's QEMU)
+CLOSED_LINK_KINDS = ("bridge", "tun")
 
-    (The machine's first network namespace cannot be told by PID 1's: in a container PID 1 may sit in
-    yet another one; what matters is that no interface leads out.)
+
+def in_private_network_namespace():
+    """True when no interface of the current network namespace leads out of it: nothing outside can reach into it.
+
+    Loopback alone is the namespace ``unshare --net`` makes. A test may add a libvirt network (a bridge and the
+    guests' tap devices) inside it, while other tests of the same namespace start labs: those are closed too (their
+    kind is read with ``ip -d -j link``, netlink of this namespace). A veth pair, a physical NIC or anything of
+    another kind leads out, and makes the namespace not private. (The machine's first network namespace cannot
+    be told by PID 1's: in a container PID 1 may sit in yet another one; what matters is that no interface leads out.)
     """
-    return [name for _index, name in socket.if_nameindex()] == ["lo"]
+    names = [name for _index, name in socket.if_nameindex()]
+    if names == ["lo"]:
+        return True
+    ip = shutil.which("ip")
+    if ip is None:
+        return False
+    try:
+        links = json.loads(subprocess.run([ip, "-d", "-j", "link", "show"], capture_output=True, text=True, check=True, timeout=30).stdout)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return False
+    for link in links:
+        if link.get("ifname") == "lo" and link.get("link_type") == "loopback":
+            continue
+        if (link.get("linkinfo") or {}).get("info_kind") not in CLOSED_LINK_KINDS:
+            return False
+    return True
 
 
 def loopback_up():
