@@ -138,8 +138,11 @@ def test_guests_from_one_declaration_are_reachable_and_configurable_over_ssh(hos
         if fleet.get('failed'):
             consoles = dict((name, open(domains.console_log_path(host, name), encoding='utf-8', errors='replace').read()[-1500:]) for name in NAMES)
             raise AssertionError('%s\nconsoles: %s' % (fleet.get('msg'), consoles))
-        agents = dict((name, events.next(lambda event, name=name: event['type'] == 'agent' and event['vm']['name'] == name
-                                         and event['agent'] == 'connected', timeout=60)) for name in NAMES)
+        agents = {}
+        while len(agents) < len(NAMES):  # in whichever order the guests' agents connect
+            event = events.next(lambda event: event['type'] == 'agent' and event['agent'] == 'connected' and event['vm']['name'] in NAMES
+                                and event['vm']['name'] not in agents, timeout=60)
+            agents[event['vm']['name']] = event
     finally:
         events.stop()
     # libvirt says disconnected when the domain starts (reason domain_started), connected once the agent opens its channel

@@ -83,6 +83,22 @@ def in_private_network_namespace():
     return True
 
 
+def no_ipv6_on_new_links():
+    """Interfaces made later in this (new) namespace get no IPv6 address (``net.ipv6.conf.default.disable_ipv6``, a
+    sysctl of this namespace only; loopback keeps ``::1``).
+
+    A test's libvirt network brings a bridge up before it has its IPv4 address (and keeps it up a moment after): with
+    only an IPv6 link-local address outside loopback, glibc's getaddrinfo(AI_ADDRCONFIG) refuses IPv4 literals
+    ("Address family for hostname not supported"), and a lab host starting meanwhile on another xdist worker failed
+    to listen on its loopback address.
+    """
+    try:
+        with open("/proc/sys/net/ipv6/conf/default/disable_ipv6", "w", encoding="ascii") as handle:
+            handle.write("1")
+    except OSError:
+        pass  # no IPv6 in this kernel: nothing to disable
+
+
 def loopback_up():
     """Bring the loopback interface of the current network namespace up (ioctl, no external program)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
@@ -102,6 +118,8 @@ def run(argv, new=False):
                          ", ".join(name for _index, name in socket.if_nameindex()))
     if second_pass or (in_private_network_namespace() and not new):
         loopback_up()
+        if second_pass:
+            no_ipv6_on_new_links()
         os.execvp(argv[0], argv)
     unshare = shutil.which("unshare", path=os.environ.get("PATH", "") + ":/usr/bin:/bin")
     if not unshare:
