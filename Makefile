@@ -76,7 +76,8 @@ docs: layout
 # (sphinx-build -W: any warning fails) into build/docsite/build/html. The intersphinx inventories of the pages it
 # refers to (docs.ansible.com, Python, Jinja) are written offline by tools/docsite_inventory.py. antsibull-docs and
 # Sphinx live in a virtualenv of their own (tests/docsite/requirements.txt); ansible-doc comes from the .venv.
-DOCSITE_VENV := $(BUILD)/docsite-venv
+# kept outside the checkout (a clean clone reuses it), keyed by its requirements file
+DOCSITE_VENV := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/converge-virt/docsite-venv-$(shell sha256sum tests/docsite/requirements.txt | cut -c1-12)
 $(DOCSITE_VENV)/.stamp: tests/docsite/requirements.txt
 > $(PYTHON) -m venv $(DOCSITE_VENV)
 > $(DOCSITE_VENV)/bin/pip install -q -r tests/docsite/requirements.txt
