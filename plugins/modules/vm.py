@@ -807,14 +807,17 @@ def readiness_wanted(params, backend):
     return wanted
 
 
+def _ready(module, probe_of, wanted, name):
+    """Wait until VM ``name`` reaches ``wanted``; return its readiness keys (readiness, address). Raises WaitTimeout."""
+    return readiness.public(readiness.wait_ready(probe_of(name), wanted, module.params['wait_timeout'], module.params['wait_for_port'], name=name))
+
+
 def await_readiness(module, probe_of, wanted, changed, result):
     """Wait until the VM of ``result`` (single VM) is ready; fail the task, keeping ``changed``, when it does not get there in time."""
     try:
-        seen = readiness.wait_ready(probe_of(result['vm']['name']), wanted, module.params['wait_timeout'], module.params['wait_for_port'],
-                                    name=result['vm']['name'])
+        result['vm'].update(_ready(module, probe_of, wanted, result['vm']['name']))
     except WaitTimeout as exc:
         module.fail_json(changed=changed, **dict(result, **exc.to_result()))
-    result['vm'].update(readiness.public(seen))
 
 
 def fleet_readiness(module, probe_of, wanted, items, results):
@@ -824,9 +827,7 @@ def fleet_readiness(module, probe_of, wanted, items, results):
 
     def one(result):
         try:
-            seen = readiness.wait_ready(probe_of(result['name']), wanted, module.params['wait_timeout'], module.params['wait_for_port'],
-                                        name=result['name'])
-            result.update(readiness.public(seen))
+            result.update(_ready(module, probe_of, wanted, result['name']))
         except WaitTimeout as exc:
             result.update(exc.to_result(), failed=True)
 
