@@ -41,3 +41,14 @@ def owner_gone(owner):
             return handle.read().rsplit(')', 1)[1].split()[0] == 'Z'
     except (OSError, IndexError):
         return False
+
+
+def expire_if_owner_gone(record):
+    """``record`` with its lease ended (``lease_until`` 0) when it holds a task whose run is known dead, else ``record``.
+
+    Both task stores apply it when they load a record, so every reader (converge,
+    recovery, conflict messages) sees a killed run's task as stale at once.
+    """
+    if record.task_state and owner_gone(record.owner):
+        return record._replace(lease_until=0.0)
+    return record

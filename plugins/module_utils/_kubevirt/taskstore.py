@@ -13,6 +13,7 @@ so only a change of the record makes the swap fail.
 
 from __future__ import annotations
 
+from ansible_collections.converge.virt.plugins.module_utils._common.owner import expire_if_owner_gone
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, Conflict, NotFound
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord, TaskStore
@@ -78,7 +79,8 @@ class KubevirtTaskStore(TaskStore):
     def load(self):
         vm = self._read()
         annotations = (vm.get('metadata') or {}).get('annotations') or {}
-        record = record_from_annotations(annotations, self.inferred_vm_state)
+        # the run holding the task was killed on this host: its lease is over now (as on libvirt)
+        record = expire_if_owner_gone(record_from_annotations(annotations, self.inferred_vm_state))
         if record.idle() and self.inferred_vm_state:
             # an idle record is read as the observation corrects it (_phase views.effective_vm_state):
             # KubeVirt starts and stops instances by itself (run strategies)

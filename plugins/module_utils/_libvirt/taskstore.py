@@ -24,16 +24,17 @@ import time
 import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common import files
+from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord, TaskStore
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone
+from ansible_collections.converge.virt.plugins.module_utils._common.owner import expire_if_owner_gone, owner_gone
 
 STALE_MUTEX_SECONDS = 30.0
 MUTEX_TIMEOUT = 15.0
 # names a file to which each acting task appends one JSON line when it begins and ends (an audit journal)
-AUDIT_JOURNAL_ENV = 'CONVERGE_VIRT_AUDIT_JOURNAL'
+AUDIT_JOURNAL_ENV = journal.AUDIT_JOURNAL_ENV
 
 
 def _mutex_xml(usage, owner):
@@ -118,30 +119,12 @@ def mutex_stale_reason(description, now):
 
 
 def audit(event, vm, task_id, action, **extra):
-    """Append one line to the audit journal named by ``$CONVERGE_VIRT_AUDIT_JOURNAL`` (nothing when unset).
+    """Append one record of VM ``vm`` to the audit journal (:func:`.._common.journal.append`; nothing when it is unset).
 
     ``begin`` is written once the task is held, ``end`` before it is released,
     so the intervals of one VM never overlap while the task protocol holds.
-    One write() with O_APPEND per line: lines of concurrent runs do not mix. The file is created 0600 and opened
-    with O_NOFOLLOW: a symbolic link or anything but a regular file is refused (BackendError naming the variable).
     """
-    path = os.environ.get(AUDIT_JOURNAL_ENV)
-    if not path:
-        return
-    entry = {'event': event, 'vm': vm, 'task_id': task_id, 'action': action, 'pid': os.getpid(), 'time': time.time(),
-             'monotonic': time.monotonic()}
-    entry.update(extra)
-    try:
-        # created owner-only; never through a symbolic link (a module running as root would append to its target)
-        fd = files.open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    except files.UnsafeFile as exc:
-        raise BackendError('%s: the audit journal %s %s; nothing was appended' % (AUDIT_JOURNAL_ENV, path, exc)) from None
-    except OSError as exc:
-        raise BackendError('%s: cannot append to the audit journal %s: %s' % (AUDIT_JOURNAL_ENV, path, exc.strerror)) from None
-    try:
-        os.write(fd, (json.dumps(entry, sort_keys=True) + '\n').encode('utf-8'))
-    finally:
-        os.close(fd)
+    journal.append(event, vm, task_id, action, kind='vm', **extra)
 
 
 def _num(value):
@@ -211,10 +194,8 @@ class LibvirtTaskStore(TaskStore):
         self.pending_restart = meta.get('pending_restart', False)
         self.stop_grace_period = meta.get('stop_grace_period')
         record = record_from_metadata(meta)
-        if record.task_state and owner_gone(record.owner):
-            # the run holding the task was killed: its lease is over now
-            record = TaskRecord(vm_state=record.vm_state, task_state=record.task_state, task_id=record.task_id, action=record.action,
-                                started_at=record.started_at, lease_until=0.0, previous_vm_state=record.previous_vm_state, owner=record.owner)
+        # the run holding the task was killed: its lease is over now
+        record = expire_if_owner_gone(record)
         if record.vm_state is None:
             record = TaskRecord(vm_state=self.inferred_vm_state or 'STOPPED', task_state=record.task_state, task_id=record.task_id)
         return record, int(_num(meta.get('generation')) or 0)

@@ -4,13 +4,18 @@ the task store's compare-and-swap (with a fake client) and the connection option
 # pylint: disable=missing-function-docstring,too-few-public-methods
 
 import copy
+import os
+import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration, TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend as vb
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import Conflict, connection_params
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore, annotations_from_record
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
 
 
@@ -140,6 +145,28 @@ def test_finish_clears_the_task_annotations():
     assert client.vm['metadata']['annotations']['converge.virt/lease-until'] == repr(110.0)
     tasks.finish_task(KubevirtTaskStore(client, 'ns', 'a'), 't1', vm_state='ACTIVE')
     assert client.vm['metadata']['annotations'] == {'converge.virt/vm-state': 'ACTIVE'}
+
+
+def _dead_owner():
+    """An owner string ("host:pid") of a process of this host that has exited."""
+    child = subprocess.Popen([sys.executable, '-c', 'pass'])
+    child.wait()
+    return '%s:%d' % (socket.gethostname(), child.pid)
+
+
+@pytest.mark.parametrize('owner_alive', [True, False])
+def test_task_of_a_killed_run_is_stale_at_once(owner_alive):
+    # as on libvirt: a task whose owner ran on this host and is gone loads with its lease ended, although the
+    # recorded lease is still an hour away; a live owner's task keeps its lease
+    client = FakeClient()
+    owner = '%s:%d' % (socket.gethostname(), os.getppid()) if owner_alive else _dead_owner()
+    client.vm['metadata']['annotations'] = annotations_from_record(tasks.TaskRecord(
+        vm_state='STOPPED', task_state='STARTING', task_id='t1', action='start', lease_until=time.time() + 3600, owner=owner))
+    record, _version = KubevirtTaskStore(client, 'ns', 'a').load()
+    assert record.task_id == 't1' and record.task_state == 'STARTING'
+    assert record.stale(time.time()) is not owner_alive
+    if not owner_alive:
+        assert record.lease_until == 0.0
 
 
 def test_connection_env_fallbacks():
