@@ -16,16 +16,13 @@ not by the mutex, so a task survives daemon restarts and is visible to
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import random
 import time
 import xml.etree.ElementTree as ET
 
-from ansible_collections.converge.virt.plugins.module_utils._common import files
 from ansible_collections.converge.virt.plugins.module_utils._common import journal
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, TaskConflict
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord, TaskStore
