@@ -130,11 +130,22 @@ def playbook_cmd(path, extra_vars=None):
     return cmd
 
 
+def private_tmpdir(path):
+    """A private directory (0700) for the temporary files of the run of ``path``: ``<path>.tmp``."""
+    tmpdir = path + '.tmp'
+    os.makedirs(tmpdir, mode=0o700, exist_ok=True)
+    return tmpdir
+
+
 def start_playbook(path, extra_vars=None, env=None, output=None):
     """Start ansible-playbook in its own process group (so it can be killed whole); return the Popen.
 
     ``output``: an open file for stdout and stderr (nothing blocks on a full pipe while the caller polls).
+    The run's temporary files (the modules' AnsiballZ payload directories) go to a private directory next to
+    the playbook (``TMPDIR``), so a run that is killed leaves nothing in the machine's /tmp.
     """
+    env = dict(env or {})
+    env.setdefault('TMPDIR', private_tmpdir(path))
     return subprocess.Popen(playbook_cmd(path, extra_vars), env=ansible_env(env), stdout=output or subprocess.PIPE,  # pylint: disable=consider-using-with
                             stderr=output or subprocess.PIPE, text=True, start_new_session=True)
 

@@ -68,7 +68,8 @@ def kill_when_task_recorded(conn, args, tmp_path, state, timeout=120):
     journal = base + '.journal'
     with open(base + '.args.json', 'w', encoding='utf-8') as handle:
         json.dump({'ANSIBLE_MODULE_ARGS': args}, handle)
-    env = ansible_env({'PYTHONPATH': os.path.join(ROOT, 'build', 'collections'), 'CONVERGE_VIRT_AUDIT_JOURNAL': journal})
+    env = ansible_env({'PYTHONPATH': os.path.join(ROOT, 'build', 'collections'), 'CONVERGE_VIRT_AUDIT_JOURNAL': journal,
+                       'TMPDIR': rl.private_tmpdir(base)})
     with open(base + '.log', 'w+', encoding='utf-8') as log:
         argv = [sys.executable, '-m', 'ansible_collections.converge.virt.plugins.modules.snapshot', base + '.args.json']
         proc = subprocess.Popen(argv,  # pylint: disable=consider-using-with
