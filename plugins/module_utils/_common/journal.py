@@ -5,8 +5,8 @@
 
 ``$CONVERGE_VIRT_AUDIT_JOURNAL`` names the file (nothing is written when it is unset). Each record carries
 ``event`` (``begin`` / ``end``), ``kind`` (``vm``: the task holds the VM, so the intervals of one VM never overlap
-while the task protocol holds; ``volume``: a volume created, grown or deleted), the object (``vm`` or
-``volume``), ``task_id``, ``action``, the declared ``target`` where there is one, and on ``end`` the ``outcome``
+while the task protocol holds; ``volume``: a volume created, grown or deleted; ``host``: a host's drain mark set or cleared), the object (``vm``,
+``volume`` or ``host``), ``task_id``, ``action``, the declared ``target`` where there is one, and on ``end`` the ``outcome``
 (``done`` / ``failed``), with the pid and both clocks. Only scalar fields of a fixed form are written, and a field
 whose name says it holds a secret is refused: a record never carries a password, token or key material.
 
@@ -25,7 +25,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.errors impor
 
 AUDIT_JOURNAL_ENV = 'CONVERGE_VIRT_AUDIT_JOURNAL'
 EVENTS = ('begin', 'end')
-KINDS = ('vm', 'volume')
+KINDS = ('vm', 'volume', 'host')
 # words that mark a field as secret: such a field is never written, whatever its value
 SECRET_WORDS = ('password', 'passwd', 'secret', 'token', 'credential', 'private')
 

@@ -17,8 +17,10 @@ protocol complete.
 from __future__ import annotations
 
 import abc
+import os
 from typing import NamedTuple, Tuple
 
+from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import WaitTimeout
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 
@@ -71,6 +73,42 @@ class VolumeBackend(abc.ABC):
         """The result's ``volumes``: each declared volume as last observed."""
 
 
+# the operations that act on a volume itself (attach and detach are journaled by the VM's task, which they hold)
+JOURNALED_KINDS = (phase.CREATE, phase.GROW, phase.DELETE)
+
+
+def _journal_target(op):
+    detail = dict(op.detail)
+    if op.kind == phase.DELETE:
+        return 'absent'
+    size = detail.get('to', detail.get('capacity'))
+    return str(size) if size is not None else 'present'
+
+
+def _execute_journaled(backend, operations, check_mode):
+    """``backend.execute`` with a begin record for each create / grow / delete before the batch and an end record after.
+
+    An operation the batch never reached (an earlier one failed) ends ``not_run``; a process killed inside the batch
+    leaves begin records without their end.
+    """
+    if check_mode:
+        return backend.execute(operations, check_mode)
+    journaled = [(op, os.urandom(8).hex()) for op in operations if op.kind in JOURNALED_KINDS]
+    for op, task_id in journaled:
+        journal.append('begin', op.volume, task_id, op.kind, kind='volume', target=_journal_target(op))
+    done, error = [], None
+    try:
+        done, error = backend.execute(operations, check_mode)
+    finally:
+        outcomes = {}
+        for op, item in zip(operations, done):
+            outcomes[id(op)] = 'failed' if item.get('failed') else 'done'
+        for op, task_id in journaled:
+            outcome = outcomes.get(id(op), 'failed' if error is None and not done else 'not_run')
+            journal.append('end', op.volume, task_id, op.kind, kind='volume', target=_journal_target(op), outcome=outcome)
+    return done, error
+
+
 def converge_volumes(backend, specs, force=False, check_mode=False):
     """Converge normalized declarations on ``backend`` (a :class:`VolumeBackend`); return the result dict."""
     planned = backend.plan(specs, force, check_mode)
@@ -80,7 +118,7 @@ def converge_volumes(backend, specs, force=False, check_mode=False):
     if check_mode and not backend.executes_in_check_mode:
         done, error = [op.as_dict() for op in planned.operations], None
     else:
-        done, error = backend.execute(planned.operations, check_mode)
+        done, error = _execute_journaled(backend, planned.operations, check_mode)
         if error is None and not check_mode:
             error = backend.settle()
     if isinstance(error, WaitTimeout) and error.details.get('vm'):

@@ -27,6 +27,7 @@ import time
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused, WaitTimeout)
 from ansible_collections.converge.virt.plugins.module_utils._common import driver
+from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_change
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import cloud_init as kcloud_init
@@ -442,10 +443,11 @@ class KubevirtVm(driver.VmBackend):
         record = tasks.take_task(store, step.action, task_id, time.time(), lease_seconds=options.lease_seconds, owner=self.owner, name=self.name)
         del record
         try:
-            handler = getattr(self, '_do_' + step.action, None)
-            if handler is None:
-                raise TransitionRefused(step.action, obs.get('effective_vm_state'), None, reason='not supported on KubeVirt')
-            handler(declared, obs, options)
+            with journal.Interval(self.name, task_id, step.action, target=step.vm_state_after):
+                handler = getattr(self, '_do_' + step.action, None)
+                if handler is None:
+                    raise TransitionRefused(step.action, obs.get('effective_vm_state'), None, reason='not supported on KubeVirt')
+                handler(declared, obs, options)
         except ConvergeError:
             self._abandon(task_id)
             raise

@@ -25,6 +25,7 @@ import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, WaitTimeout)
+from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._common import volume_driver
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_build, domain_read, domain_spec, storage
@@ -188,7 +189,8 @@ def attach_disk_xml(op, fmt):
 class VmTask:
     """The VM's task for one attach/detach (compare-and-swap in the domain metadata)."""
 
-    def __init__(self, connection, view, action, owner):
+    def __init__(self, connection, view, action, owner, volume=None):
+        self.volume = volume
         self.store = LibvirtTaskStore(connection.conn, view.dom, owner, inferred_vm_state=view.inferred_vm_state())
         self.action = action
         self.name = view.name
@@ -201,9 +203,11 @@ class VmTask:
             # left by a killed volume run: vm_state is unchanged by these, and the operation was planned from the definitions as they are
             tasks.clear_stale_task(self.store, record.task_id, record.vm_state, name=self.name)
         tasks.take_task(self.store, self.action, self.task_id, time.time(), owner=self.owner, name=self.name)
+        journal.append('begin', self.name, self.task_id, self.action, target=self.volume)
         return self
 
     def __exit__(self, exc_type, exc, _tb):
+        journal.append('end', self.name, self.task_id, self.action, target=self.volume, outcome='failed' if exc_type else 'done')
         if exc_type is None:
             tasks.finish_task(self.store, self.task_id, name=self.name)
         else:
@@ -246,7 +250,7 @@ def execute_attachment_operation(connection, view, op, fmt, detach_timeout=DETAC
     """Run one attach/detach operation under the VM's task; return extra result fields."""
     action = 'detach_volume' if op.kind in DETACH_KINDS else 'attach_volume'
     dom = view.dom
-    with VmTask(connection, view, action, owner or owner_name()):
+    with VmTask(connection, view, action, owner or owner_name(), volume=op.volume):
         try:
             if op.kind == phase.DETACH_LIVE:
                 return _detach_live(connection, dom, op, detach_timeout)

@@ -38,6 +38,7 @@ from typing import NamedTuple, Optional
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused)
+from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._common import migrate
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import metadata
@@ -195,6 +196,18 @@ def set_drain_mark(conn, reason, by):
     """Mark the host draining; return True when the mark was created."""
     if _drain_secret(conn) is not None:
         return False
+    with journal.Interval(_host_name(conn), tasks.new_task_id(), 'drain', kind='host', target='draining'):
+        return _define_drain_mark(conn, reason, by)
+
+
+def _host_name(conn):
+    try:
+        return redact_uri(conn.getURI())
+    except libvirt.libvirtError:
+        return 'unknown'
+
+
+def _define_drain_mark(conn, reason, by):
     root = ET.Element('secret', {'ephemeral': 'no', 'private': 'yes'})
     ET.SubElement(root, 'uuid').text = str(uuidlib.uuid4())
     ET.SubElement(root, 'description').text = json.dumps({'reason': reason or '', 'since': time.time(), 'by': by}, sort_keys=True)
@@ -214,7 +227,8 @@ def clear_drain_mark(conn):
     secret = _drain_secret(conn)
     if secret is None:
         return False
-    secret.undefine()
+    with journal.Interval(_host_name(conn), tasks.new_task_id(), 'undrain', kind='host', target='schedulable'):
+        secret.undefine()
     return True
 
 
@@ -625,6 +639,18 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
         store = LibvirtTaskStore(self.source.conn, src_dom, self.owner, inferred_vm_state=view['effective_vm_state'])
         record = tasks.take_task(store, self.opts.action, task_id, time.time(), lease_seconds=lease, owner=self.owner, name=self.name)
         self.started = True
+        target = redact_uri(self.target_uri)
+        journal.append('begin', self.name, task_id, self.opts.action, target=target)
+        ended = False
+        try:
+            result = self._run_held(src_dom, store, task_id, record)
+            ended = self.phase == migration.SUCCEEDED
+        finally:
+            journal.append('end', self.name, task_id, self.opts.action, target=target, phase=self.phase, outcome='done' if ended else 'failed')
+        return result
+
+    def _run_held(self, src_dom, store, task_id, record):
+        """The migration once its task is held: record it in the history, start it and follow it."""
         started_at = record.started_at
         self.history_entry = {'id': task_id, 'source': redact_uri(self.source_args[0]), 'target': redact_uri(self.target_uri),
                               'mode': 'offline' if self.opts.offline else 'live', 'started_at': started_at, 'phase': self.phase,

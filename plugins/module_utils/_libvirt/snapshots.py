@@ -23,6 +23,7 @@ import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     ConvergeError, DataSafetyRefusal, InvalidDeclaration, TaskConflict)
+from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_read, taskstore
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
@@ -208,10 +209,12 @@ class SnapshotTask:
             recovery = reconcile.recover_stale_task(record.task_state, record.vm_state, record.action)
             tasks.clear_stale_task(self.store, record.task_id, recovery.vm_state, name=self.observer.vm)
         tasks.take_task(self.store, self.action, self.task_id, time.time(), owner=self.owner, name=self.observer.vm)
+        journal.append('begin', self.observer.vm, self.task_id, self.action)
         self.keeper = LeaseKeeper(self.store, self.task_id, self.observer.vm).start()
         return self
 
     def __exit__(self, exc_type, exc, _tb):
+        journal.append('end', self.observer.vm, self.task_id, self.action, outcome='failed' if exc_type else 'done')
         if exc_type is None:
             self.keeper.stop()  # raises when the task stopped being ours: then it is not ours to finish
         else:

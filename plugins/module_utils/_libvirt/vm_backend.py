@@ -177,7 +177,7 @@ class LibvirtVm(driver.VmBackend):
             return _converge_absent(self, decl, spec, options, check_mode, task_id, snapshot)
         seed = spec.get(cloud_init.SPEC_KEY) if isinstance(spec, dict) else None
         if seed is None:
-            return driver.converge_vm(self, decl, spec, options, check_mode, task_id, snapshot)
+            return _converge_without_seed(self, decl, spec, options, check_mode, task_id, snapshot)
         return _converge_with_seed(self, decl, spec, seed, options, check_mode, task_id, snapshot)
 
     # -------------------------------------------------------------- execution
@@ -189,19 +189,19 @@ class LibvirtVm(driver.VmBackend):
         store = self.store(obs)
         record = tasks.take_task(store, step.action, task_id, time.time(), lease_seconds=options.lease_seconds, owner=self.owner,
                                  name=self.name)
-        audit('begin', self.name, task_id, step.action)
+        audit('begin', self.name, task_id, step.action, target=step.vm_state_after)
         try:
             handler = getattr(self, '_do_' + step.action)
             handler(dom, spec, obs, options)
         except ConvergeError as exc:
-            audit('end', self.name, task_id, step.action, outcome='failed')
+            audit('end', self.name, task_id, step.action, target=step.vm_state_after, outcome='failed')
             self._abandon(store, task_id, dom)
             raise exc
         except libvirt.libvirtError as exc:
-            audit('end', self.name, task_id, step.action, outcome='failed')
+            audit('end', self.name, task_id, step.action, target=step.vm_state_after, outcome='failed')
             self._abandon(store, task_id, dom)
             raise self.connection.error(exc, '%s of VM %r failed' % (step.action, self.name))
-        audit('end', self.name, task_id, step.action, outcome='done')
+        audit('end', self.name, task_id, step.action, target=step.vm_state_after, outcome='done')
         if step.action == 'delete':
             return self.observe(spec)
         after = tasks.finish_task(store, task_id, name=self.name, vm_state=_after_state(step, record))
@@ -230,12 +230,12 @@ class LibvirtVm(driver.VmBackend):
             if exc.get_error_code() in (libvirt.VIR_ERR_OPERATION_FAILED, libvirt.VIR_ERR_DOM_EXIST):
                 raise TaskConflict(self.name, 'another run', 'SPAWNING', reason=self.connection.redact(str(exc)))
             raise self.connection.error(exc, 'cannot define VM %r' % self.name)
-        audit('begin', self.name, task_id, 'create')
+        audit('begin', self.name, task_id, 'create', target='STOPPED')
         autostart = domain_spec.spec_autostart(spec)
         if autostart is not None:
             dom.setAutostart(1 if autostart else 0)
         obs = self.observe(spec)
-        audit('end', self.name, task_id, 'create', outcome='done')
+        audit('end', self.name, task_id, 'create', target='STOPPED', outcome='done')
         tasks.finish_task(self.store(obs), task_id, name=self.name, vm_state='STOPPED')
         return self.observe(spec)
 
@@ -449,6 +449,48 @@ def _converge_with_seed(vm, decl, spec, seed, options, check_mode, task_id, bulk
         result['vm']['pending_restart'] = True
         result['diff']['after']['pending_restart'] = True
     return changed or seed_changed, result
+
+
+def _seed_dropped(spec, where):
+    """Whether a declaration without cloud_init takes the seed cdrom ``where`` (pool, volume) out of the definition.
+
+    Only a declaration that gives ``disks`` does (without it the disks are left alone, the cdrom with them); a declared
+    disk on the seed volume keeps it (the user took it over).
+    """
+    disks = spec.get('disks') if isinstance(spec, dict) else None
+    if disks is None:
+        return False
+    return not any(isinstance(d, dict) and d.get('volume') == where[1] for d in disks)
+
+
+def _converge_without_seed(vm, decl, spec, options, check_mode, task_id, bulk):  # pylint: disable=too-many-arguments
+    """A declaration without cloud_init: a seed cdrom the domain still carries goes, with its volume.
+
+    The definition loses the cdrom through the declared ``disks`` (a restart-needing change for a running guest: it keeps
+    reading its open seed until it restarts); the seed volume is deleted once the persistent definition no longer names it.
+    """
+    seen = {}
+
+    def find_seed(obs):
+        xml = obs.get('inactive_xml') if obs.get('exists') else None
+        where = cloud_init.seed_in_domain(xml, vm.name) if xml else None
+        if where is not None and _seed_dropped(spec, where):
+            seen['where'] = where
+        return False, obs
+    changed, result = driver.converge_vm(vm, decl, spec, options, check_mode, task_id, bulk, before_plan=find_seed)
+    where = seen.get('where')
+    if where is None:
+        return changed, result
+    removed = True
+    if not check_mode:
+        try:
+            dom = vm.lookup()
+            still = dom is not None and cloud_init.seed_in_domain(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), vm.name) is not None
+            removed = False if still else cloud_init.delete_seed(vm.conn, where[0], where[1])
+        except libvirt.libvirtError as exc:
+            raise vm.connection.error(exc, 'cannot remove the cloud-init seed %s of VM %r (cloud_init is no longer declared)' % (where[1], vm.name))
+    result['cloud_init'] = {'pool': where[0], 'volume': where[1], 'removed': removed}
+    return changed or removed, result
 
 
 def _converge_absent(vm, decl, spec, options, check_mode, task_id, bulk):  # pylint: disable=too-many-arguments
