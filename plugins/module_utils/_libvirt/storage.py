@@ -238,10 +238,20 @@ def parse_volume_xml(xml):
     store = root.find('backingStore')
     if store is not None and (store.findtext('path') or '').strip():
         bfmt = store.find('format')
-        backing = {'path': store.findtext('path').strip(), 'format': bfmt.get('type') if bfmt is not None else None}
+        backing = {'path': store.findtext('path').strip(), 'format': _data_format(bfmt.get('type') if bfmt is not None else None)}
     return {'name': root.findtext('name'), 'path': (root.findtext('target/path') or '').strip() or None,
             'capacity': size('capacity'), 'allocation': size('allocation'),
-            'format': fmt.get('type') if fmt is not None else None, 'backing': backing, 'type': root.get('type')}
+            'format': _data_format(fmt.get('type') if fmt is not None else None), 'backing': backing, 'type': root.get('type')}
+
+
+# libvirt names a raw file by the content it probes (an ISO9660 file system is "iso"); to qemu, and to a guest, it is raw
+# data: an overlay on it needs backing_fmt=raw (qemu-img has no "iso" driver) and a copy of it is a raw volume
+RAW_CONTENT_FORMATS = ('iso',)
+
+
+def _data_format(fmt):
+    """The disk image format of a libvirt volume format (``raw`` for a raw file libvirt named by its content)."""
+    return 'raw' if fmt in RAW_CONTENT_FORMATS else fmt
 
 
 def _unit(unit):
@@ -712,6 +722,14 @@ def _create(connection, observer, spec, op):
                                      % (capacity, spec['clone_from'], src['capacity']))
         xml = volume_xml(name, max(capacity or 0, src['capacity']), fmt or src['format'] or 'raw')
         vol = pool.createXMLFrom(xml, observer.vol(spec['clone_from']), 0)
+        # libvirt copies the source at its own size whatever the XML asks for: grow the copy to the declared capacity
+        if capacity is not None and vol.info()[1] < capacity:
+            try:
+                vol.resize(capacity, 0)
+            except libvirt.libvirtError:
+                vol.delete(0)
+                raise
+            result['grown_to'] = capacity
         result['cloned_from'] = spec['clone_from']
     elif spec['import_from']:
         with LocalImage(spec['import_from']) as image:
