@@ -31,7 +31,7 @@ LAB_ENV := XDG_CACHE_HOME=$(BUILD)/cache ANSIBLE_HOME=$(BUILD)/ansible-home
 # (outside the checkout, so clean clones reuse it) keeps our offline pip bootstrap out of every other project's runs.
 ANSIBLE_TEST_HOME := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/converge-virt/ansible-test-home
 
-.PHONY: help setup apt venv layout docs units sanity lint integration molecule test demo clean guest bench bench-venv docsite docsite-venv
+.PHONY: help setup apt venv layout docs units sanity lint integration integration-run molecule molecule-run matrix-setup matrix-run test demo clean guest bench bench-venv docsite docsite-venv
 
 help:
 > @echo "make demo   - set up and converge a small real fleet on private libvirt hosts"
@@ -135,6 +135,9 @@ kube:
 # and fuzz tallies stay on one worker), in argument order: tests/reliability, which holds the longest files, goes first
 # so that no long file starts last (xdist's default reorder would queue the files with the fewest tests last).
 integration: venv layout guest kube peers
+> @$(MAKE) --no-print-directory integration-run
+
+integration-run:
 > $(LAB_ENV) CONVERGE_VIRT_REQUIRE_PEERS=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=25 -n 2 --dist loadfile --no-loadscope-reorder \
     tests/reliability tests/integration tests/kubeapi_tests
 
@@ -148,6 +151,9 @@ peers: venv
 
 # molecule scenarios of every role that has one (delegated driver, private libvirt hosts)
 molecule: venv layout guest
+> @$(MAKE) --no-print-directory molecule-run
+
+molecule-run:
 > @$(LAB_ENV) $(NETNS) bash -c 'set -e; for scenario in roles/*/molecule/*/molecule.yml; do \
     role=$$(echo $$scenario | cut -d/ -f2); name=$$(echo $$scenario | cut -d/ -f4); \
     echo "molecule: $$role/$$name"; (cd roles/$$role && PATH=$(VENV)/bin:$$PATH $(VENV)/bin/molecule test -s $$name); done'
@@ -159,11 +165,20 @@ molecule: venv layout guest
 .PHONY: matrix
 # 2.19, the .venv's own ansible-core, runs every test in the other tiers; MATRIX_VERSIONS="2.16 2.17 2.18 2.19" runs all four here
 MATRIX_VERSIONS ?= 2.16 2.17 2.18
-matrix: venv layout guest
+matrix: matrix-setup
+> @$(MAKE) --no-print-directory matrix-run
+
+matrix-setup: venv layout guest
 > $(VPY) -m tools.matrix --setup-only $(MATRIX_VERSIONS)
+
+matrix-run:
 > $(LAB_ENV) $(VPY) -m tools.matrix $(MATRIX_VERSIONS)
 
-test: setup kube units sanity lint integration molecule matrix
+# The *-run targets are the tiers without their set-up (which `make test` does first, once): the integration tier
+# in one lane, molecule then the matrix in another, side by side (tools/lanes.py). Both lanes mostly wait on guests,
+# daemons and ansible processes, and each tier starts its own private network namespace, so they cannot meet.
+test: setup kube units sanity lint guest peers matrix-setup
+> $(PYTHON) -m tools.lanes --make $(MAKE) --log-dir $(BUILD)/lanes "integration-run" "molecule-run matrix-run"
 > @echo "make test: all tiers passed"
 
 demo: setup guest
