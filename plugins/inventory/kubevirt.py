@@ -40,23 +40,43 @@ options:
     required: true
     choices: [converge.virt.kubevirt]
   kubeconfig:
-    description: Path of a kubeconfig file. Falls back to E(K8S_AUTH_KUBECONFIG), then the default kubeconfig.
+    description:
+      - Path of a kubeconfig file. Falls back to E(K8S_AUTH_KUBECONFIG), then the kubernetes library's default (E(KUBECONFIG),
+        then C(~/.kube/config)), then the in-cluster service account (with a warning naming it).
     type: path
+    env:
+      - name: K8S_AUTH_KUBECONFIG
   context:
-    description: Context of the kubeconfig. Falls back to E(K8S_AUTH_CONTEXT).
+    description: Context of the kubeconfig. Falls back to E(K8S_AUTH_CONTEXT), then the kubeconfig's current context.
     type: str
+    env:
+      - name: K8S_AUTH_CONTEXT
   host:
-    description: API server URL. Falls back to E(K8S_AUTH_HOST).
+    description:
+      - API server URL. Falls back to E(K8S_AUTH_HOST).
+      - With O(api_key), O(ca_cert) and O(validate_certs) from the environment, AWX's OpenShift or Kubernetes API Bearer Token
+        credential attached to an inventory source is all the source file needs (it names no server and no token).
     type: str
+    env:
+      - name: K8S_AUTH_HOST
   api_key:
-    description: Bearer token. Falls back to E(K8S_AUTH_API_KEY). Never shown.
+    description: Bearer token. Falls back to E(K8S_AUTH_API_KEY). Never shown, and never kept in the inventory cache.
     type: str
+    env:
+      - name: K8S_AUTH_API_KEY
   ca_cert:
     description: CA bundle of the API server. Falls back to E(K8S_AUTH_SSL_CA_CERT).
     type: path
+    env:
+      - name: K8S_AUTH_SSL_CA_CERT
   validate_certs:
-    description: Verify the API server's certificate. Falls back to E(K8S_AUTH_VERIFY_SSL).
+    description:
+      - Verify the API server's certificate. Falls back to E(K8S_AUTH_VERIFY_SSL), then the kubeconfig's setting.
+      - A E(K8S_AUTH_VERIFY_SSL) that is set but is not a boolean word is refused, naming the variable, even when this
+        option is given (a typo must never turn certificate checks off).
     type: bool
+    env:
+      - name: K8S_AUTH_VERIFY_SSL
   namespaces:
     description: Namespaces to read.
     type: list
@@ -79,7 +99,11 @@ options:
       - Every host variable adds ansible-core work for every VM (about 0.2 seconds per ten thousand VMs and
         variable), so the others are asked for by name - C(task_id), C(run_strategy), C(ready), C(pending_restart), C(start_failures), C(labels) (a
         dict; needed for O(keyed_groups) on labels) and C(kubevirt_name) (the VM's own name).
-      - C(ansible_host) and C(stale) are set whenever they are known.
+      - C(ansible_host), C(readiness) and C(stale) are set whenever they are known.
+      - C(readiness) (VMs whose instance is Running only) is the word of the M(converge.virt.vm) module's RV(ignore:vm.readiness)
+        with O(ignore:backend=kubevirt), from the instance's status by the same rules - V(running), V(agent) (its
+        C(AgentConnected) condition is true) or V(address) (an IP address of another machine is among its interfaces'
+        C(ipAddress)/C(ipAddresses), IPv4 first; it is C(ansible_host)).
     type: list
     elements: str
     default: [vm_state, power_state, task_state, status, phase, message, printable_status, vcpus, memory, node, kubevirt_namespace, uid]
@@ -88,6 +112,12 @@ options:
 '''
 
 EXAMPLES = r'''
+# the cluster of the environment (AWX: an OpenShift or Kubernetes API Bearer Token credential on the inventory source
+# injects K8S_AUTH_HOST, K8S_AUTH_API_KEY, K8S_AUTH_VERIFY_SSL and K8S_AUTH_SSL_CA_CERT)
+# vms.converge_kubevirt.yml
+plugin: converge.virt.kubevirt
+namespaces: [prod]
+
 # cluster.converge_kubevirt.yml
 plugin: converge.virt.kubevirt
 namespaces: [prod, staging]
@@ -105,24 +135,17 @@ host_vars: [vm_state, power_state, task_state, status, phase, message, printable
             labels]
 '''
 
+from ansible.errors import AnsibleError
 from ansible.utils.display import Display
 
-from ansible_collections.converge.virt.plugins.module_utils._common.address import guest_ip
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, client_from_params
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.observe import NamespaceSnapshot, public_view
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.readiness import readiness_of
+from ansible_collections.converge.virt.plugins.module_utils._phase.readiness import readiness_word
 from ansible_collections.converge.virt.plugins.plugin_utils._state_inventory import StateInventory, stale_copy, unsafe
 
 display = Display()
-
-
-def _address(vmi):
-    # the guest agent reports these: only an IP address of another machine becomes ansible_host
-    for iface in ((vmi or {}).get('status') or {}).get('interfaces') or ():
-        address = guest_ip(iface.get('ipAddress'))
-        if address:
-            return address
-    return None
 
 
 class InventoryModule(StateInventory):
@@ -134,7 +157,7 @@ class InventoryModule(StateInventory):
     HOST_VARS = dict([(key, key) for key in ('vm_state', 'power_state', 'task_state', 'status', 'phase', 'message', 'printable_status', 'vcpus',
                                              'memory', 'node', 'uid', 'task_id', 'run_strategy', 'ready', 'pending_restart', 'start_failures',
                                              'labels')] + [('kubevirt_namespace', 'namespace'), ('kubevirt_name', 'name')])
-    ALWAYS_VARS = ('ansible_host', 'stale')
+    ALWAYS_VARS = ('ansible_host', 'readiness', 'stale')
     GROUP_WORDS = (('vm_state', 'vm_state'), ('power_state', 'power_state'), ('status', 'status'), ('namespace', 'namespace'), ('node', 'node'))
 
     def host_name(self, source, vm):
@@ -145,6 +168,9 @@ class InventoryModule(StateInventory):
         data = {}
         try:
             client = client_from_params(params)
+        except InvalidDeclaration as exc:
+            # a wrong option or variable (K8S_AUTH_VERIFY_SSL: maybe) fails the source: no cache stands in for it
+            raise AnsibleError('converge.virt.kubevirt: %s' % exc.message)
         except ConvergeError as exc:
             return self._unreachable(cached, exc.message)
         for warning in client.warnings:
@@ -172,9 +198,11 @@ class InventoryModule(StateInventory):
                     obs = snapshot.observe(name)
                     view = public_view(obs)
                     view['labels'] = ((obs.get('vm') or {}).get('metadata') or {}).get('labels') or {}
-                    address = _address(obs.get('vmi'))
-                    if address:
-                        view['ansible_host'] = address
+                    seen = readiness_of(obs.get('vmi'))     # the vm module's rules: the address only of a Running instance
+                    if seen.running:
+                        view['readiness'] = readiness_word(seen)
+                    if seen.address:
+                        view['ansible_host'] = seen.address
                     vms.append(view)
                 data[namespace] = vms
         return data

@@ -44,9 +44,25 @@ options:
   uris:
     description:
       - libvirt connection URIs, one per host. A password in a URI is accepted and never shown.
+      - When not given, the one URI of O(uri).
     type: list
     elements: str
-    default: [qemu:///system]
+  uri:
+    description:
+      - The libvirt connection URI when O(uris) is not given; falls back to the E(LIBVIRT_DEFAULT_URI) environment variable
+        (as every libvirt module of the collection does, and as the collection's AWX credential type injects it), then
+        V(qemu:///system).
+      - So an AWX inventory source whose file names no URI reads the host of the credential attached to it.
+    type: str
+    env:
+      - name: LIBVIRT_DEFAULT_URI
+  keyfile:
+    description:
+      - SSH private key file for C(qemu+ssh) URIs that name none, added to them as C(?keyfile=) (as C(playbooks/reconcile.yml)
+        does with the credential's key). A path, not a secret; the key itself is never read by the plugin.
+    type: path
+    env:
+      - name: CONVERGE_VIRT_LIBVIRT_KEYFILE
   password:
     description: Password for libvirt's SASL authentication, for every URI.
     type: str
@@ -59,13 +75,13 @@ options:
     default: false
   address_from_leases:
     description:
-      - Set C(ansible_host) of running VMs from the DHCP leases of the host's libvirt networks.
+      - Set C(ansible_host) of running VMs from the DHCP leases of the host's libvirt networks (matched by MAC).
     type: bool
     default: true
   address_from_agent:
     description:
-      - Ask the QEMU guest agent of running VMs for their addresses when no lease is known
-        (the agent must run in the guest).
+      - Ask the QEMU guest agent of running VMs for their addresses (matched by MAC) while its channel is connected; its
+        address wins over a lease, as in the M(converge.virt.vm) module's RV(ignore:vm.address).
     type: bool
     default: false
   group_prefix:
@@ -79,7 +95,12 @@ options:
       - Every host variable adds ansible-core work for every VM (about 0.2 seconds per ten thousand VMs and
         variable), so the others are asked for by name - C(task_id), C(autostart), C(pending_restart),
         C(persistent), C(managed_save) and C(libvirt_name) (the VM's name, which is also its inventory name).
-      - C(ansible_host), C(title) (with O(with_title)) and C(stale) are set whenever they are known.
+      - C(ansible_host), C(readiness), C(title) (with O(with_title)) and C(stale) are set whenever they are known.
+      - C(readiness) (running VMs only) is the word of the M(converge.virt.vm) module's RV(ignore:vm.readiness) -
+        V(running), V(agent) (the guest agent's channel is connected) or V(address) (an address is known; it is
+        C(ansible_host)) - by the same rules (one domain XML read per running VM); V(port) is never reported (the
+        inventory tries no port). A guest with an agent channel whose agent does not answer stays V(running) even
+        with a lease.
     type: list
     elements: str
     default: [vm_state, power_state, task_state, status, phase, state_reason, vcpus, memory_kib, uuid, host, libvirt_uri]
@@ -88,6 +109,11 @@ options:
 '''
 
 EXAMPLES = r'''
+# one host, named by the environment (AWX: the converge.virt libvirt host credential of the inventory source
+# injects LIBVIRT_DEFAULT_URI, and CONVERGE_VIRT_LIBVIRT_KEYFILE for a qemu+ssh URI)
+# lab.converge_libvirt.yml
+plugin: converge.virt.libvirt
+
 # hypervisors.converge_libvirt.yml
 plugin: converge.virt.libvirt
 uris:
@@ -106,16 +132,29 @@ host_vars: [vm_state, power_state, task_state, status, phase, state_reason, vcpu
             pending_restart, autostart]
 '''
 
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
 from ansible.errors import AnsibleError
 from ansible.utils.display import Display
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, Connection
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import guest_addresses, list_vms
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, Connection, resolve_uri
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import guest_readiness, list_vms
+from ansible_collections.converge.virt.plugins.module_utils._phase.readiness import readiness_word
 from ansible_collections.converge.virt.plugins.plugin_utils._state_inventory import StateInventory, stale_copy, unsafe
 
 display = Display()
+
+
+def with_keyfile(uri, keyfile):
+    """``uri`` with ``?keyfile=`` (or ``&keyfile=``) for an SSH transport that names no key file, else ``uri`` as it is."""
+    parts = urlsplit(uri)
+    if not parts.scheme.endswith('+ssh') and not parts.scheme.endswith('+libssh2') and not parts.scheme.endswith('+libssh'):
+        return uri
+    if any(key == 'keyfile' for key, _value in parse_qsl(parts.query, keep_blank_values=True)):
+        return uri
+    return urlunsplit(parts._replace(query='&'.join(part for part in (parts.query, urlencode({'keyfile': keyfile})) if part)))
 
 
 class InventoryModule(StateInventory):
@@ -127,7 +166,7 @@ class InventoryModule(StateInventory):
     HOST_VARS = dict([(key, key) for key in ('vm_state', 'power_state', 'task_state', 'status', 'phase', 'state_reason', 'vcpus', 'memory_kib',
                                              'uuid', 'host', 'libvirt_uri', 'task_id', 'autostart', 'pending_restart', 'persistent',
                                              'managed_save')] + [('libvirt_name', 'name')])
-    ALWAYS_VARS = ('ansible_host', 'title', 'stale')
+    ALWAYS_VARS = ('ansible_host', 'readiness', 'title', 'stale')
     GROUP_WORDS = (('vm_state', 'vm_state'), ('power_state', 'power_state'), ('status', 'status'), ('libvirt_host', 'host'))
 
     def check_requirements(self):
@@ -137,12 +176,20 @@ class InventoryModule(StateInventory):
     def group_prefix(self):
         return self.get_option('group_prefix') or ''
 
+    def uris(self):
+        """(URI as given, URI to open) of each host: O(uris), else O(uri) / $LIBVIRT_DEFAULT_URI / qemu:///system; O(keyfile) is
+        added to the SSH ones naming none. The one given names the host in C(libvirt_uri) and the cache: AWX writes the key
+        file to a new path for every sync."""
+        uris = self.get_option('uris') or [resolve_uri(self.get_option('uri'))]
+        keyfile = self.get_option('keyfile')
+        return [(uri, with_keyfile(uri, keyfile) if keyfile else uri) for uri in uris]
+
     def read_sources(self, cached):
         data = {}
-        for uri in self.get_option('uris'):
-            shown = unsafe(redact_uri(uri))     # from the inventory file: trusted there, not in a host variable
+        for uri, opened in self.uris():
+            shown = unsafe(redact_uri(uri))     # from the inventory file or the environment: trusted there, not in a host variable
             try:
-                connection = Connection(uri, self.get_option('username'), self.get_option('password'))
+                connection = Connection(opened, self.get_option('username'), self.get_option('password'))
             except ConvergeError as exc:
                 display.warning('converge.virt.libvirt: cannot reach %s (%s); its VMs are %s' % (
                     shown, exc.message, 'reported from the cache with status Unknown' if shown in cached else 'left out'))
@@ -152,12 +199,13 @@ class InventoryModule(StateInventory):
             with connection:
                 try:
                     vms = list_vms(connection, with_title=self.get_option('with_title'))
-                    if self.get_option('address_from_leases') or self.get_option('address_from_agent'):
-                        addresses = guest_addresses(connection, [vm['name'] for vm in vms if vm['power_state'] == 'RUNNING'],
-                                                    leases=self.get_option('address_from_leases'), agent=self.get_option('address_from_agent'))
-                        for vm in vms:
-                            if vm['name'] in addresses:
-                                vm['ansible_host'] = addresses[vm['name']]
+                    seen = guest_readiness(connection, [vm['name'] for vm in vms if vm['power_state'] == 'RUNNING'],
+                                           leases=self.get_option('address_from_leases'), agent=self.get_option('address_from_agent'))
+                    for vm in vms:
+                        if vm['name'] in seen:
+                            vm['readiness'] = readiness_word(seen[vm['name']])
+                            if seen[vm['name']].address:
+                                vm['ansible_host'] = seen[vm['name']].address
                 except ConvergeError as exc:
                     display.warning('converge.virt.libvirt: reading %s failed (%s)' % (shown, exc.message))
                     continue

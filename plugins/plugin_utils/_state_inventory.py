@@ -104,8 +104,9 @@ def check_private_directory(path, plugin, option='cache_connection'):
 
 
 def stale_copy(vms):
-    """Cached VMs of a source that could not be read: the words say Unknown."""
-    return [dict(vm, status='Unknown', power_state='NOSTATE', phase='Unknown', stale=True) for vm in vms]
+    """Cached VMs of a source that could not be read: the words say Unknown, and no readiness is claimed."""
+    return [dict(((key, value) for key, value in vm.items() if key != 'readiness'), status='Unknown', power_state='NOSTATE', phase='Unknown',
+                 stale=True) for vm in vms]
 
 
 class StateInventory(BaseInventoryPlugin, Constructable, Cacheable):

@@ -16,10 +16,12 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 
-from ansible_collections.converge.virt.plugins.module_utils._common.address import guest_ip
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_read, metadata
+from ansible_collections.converge.virt.plugins.module_utils._common.readiness import pick_address
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_read, metadata, xml_util
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import readiness as libvirt_readiness
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
+from ansible_collections.converge.virt.plugins.module_utils._phase.readiness import Readiness
 
 READ_THREADS = 8
 # domains per task of the read pool
@@ -44,47 +46,40 @@ def _title(dom):
         return None
 
 
-def guest_addresses(connection, names, leases=True, agent=False):
-    """name -> first IPv4 address of running VMs ``names``, from DHCP leases of the host's networks or the guest agent.
+def guest_readiness(connection, names, leases=True, agent=False):
+    """name -> ``Readiness`` of the running VMs ``names`` (``port_open`` None: no port is tried), by the vm module's rules.
 
-    Only addresses :func:`guest_ip` accepts are taken (the guest agent reports what the guest says)."""
+    The guest agent's channel and its state come from each domain's live XML (one call per running VM); the address is
+    matched by MAC: the guest agent's (with ``agent``, when its channel is connected), else the DHCP leases of the host's
+    networks (with ``leases``; read once per network, not per VM); of those, :func:`pick_address` takes the first IPv4
+    address of another machine, else the first IPv6 one - as ``_libvirt.readiness.probe`` does for the vm module.
+    """
     conn = connection.conn
     by_mac = {}
     if leases:
         try:
             for net in conn.listAllNetworks(libvirt.VIR_CONNECT_LIST_NETWORKS_ACTIVE):
                 for lease in net.DHCPLeases():
-                    address = guest_ip(lease.get('ipaddr'))
-                    if lease.get('type') == libvirt.VIR_IP_ADDR_TYPE_IPV4 and lease.get('mac') and address:
-                        by_mac[lease['mac'].lower()] = address
+                    if lease.get('mac') and lease.get('ipaddr'):
+                        by_mac.setdefault(lease['mac'].lower(), []).append(lease['ipaddr'])
         except libvirt.libvirtError:
             by_mac = {}
     found = {}
     for name in names:
         try:
             dom = conn.lookupByName(name)
-            macs = [nic.get('mac') for nic in domain_read.interfaces_in(dom.XMLDesc(0)) if nic.get('mac')]
+            root = xml_util.parse_xml(dom.XMLDesc(0))
         except libvirt.libvirtError:
             continue
-        for mac in macs:
-            if mac.lower() in by_mac:
-                found[name] = by_mac[mac.lower()]
-                break
-        if name in found or not agent:
-            continue
-        try:
-            ifaces = dom.interfaceAddresses(libvirt.VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_AGENT, 0)
-        except libvirt.libvirtError:
-            continue
-        for iface_name, iface in sorted(ifaces.items()):
-            if iface_name == 'lo':
-                continue
-            # the guest writes these: only an IP address of another machine may become ansible_host
-            addrs = [guest_ip(a.get('addr')) for a in iface.get('addrs') or () if a.get('type') == libvirt.VIR_IP_ADDR_TYPE_IPV4]
-            addrs = [a for a in addrs if a]
-            if addrs:
-                found[name] = addrs[0]
-                break
+        channel = domain_read.guest_agent_channel(root)
+        connected = channel is not None and channel.get('state') == 'connected'
+        macs = set(nic['mac'] for nic in (domain_read.interface_from_element(elem) for elem in root.findall('./devices/interface')) if nic['mac'])
+        candidates = []
+        if agent and connected and macs:
+            candidates = libvirt_readiness.guest_addresses(dom, macs, (libvirt.VIR_DOMAIN_INTERFACE_ADDRESSES_SRC_AGENT,))
+        if not candidates:
+            candidates = [address for mac in sorted(macs) for address in by_mac.get(mac, ())]
+        found[name] = Readiness(running=True, has_agent=channel is not None, agent=connected, address=pick_address(candidates), port_open=None)
     return found
 
 

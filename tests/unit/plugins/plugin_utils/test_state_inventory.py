@@ -47,10 +47,10 @@ def test_documented_defaults_and_choices_match_the_code(cls):
 def test_host_vars_maps_names_to_keys_and_adds_the_conditional_ones():
     pairs = _plugin(KubevirtInventory, ['status', 'kubevirt_namespace', 'status', 'kubevirt_name']).host_var_keys()
     assert pairs == [('status', 'status'), ('kubevirt_namespace', 'namespace'), ('kubevirt_name', 'name'),
-                     ('ansible_host', 'ansible_host'), ('stale', 'stale')]
+                     ('ansible_host', 'ansible_host'), ('readiness', 'readiness'), ('stale', 'stale')]
     pairs = _plugin(LibvirtInventory, ['vm_state', 'libvirt_name']).host_var_keys()
-    assert pairs == [('vm_state', 'vm_state'), ('libvirt_name', 'name'), ('ansible_host', 'ansible_host'), ('title', 'title'),
-                     ('stale', 'stale')]
+    assert pairs == [('vm_state', 'vm_state'), ('libvirt_name', 'name'), ('ansible_host', 'ansible_host'), ('readiness', 'readiness'),
+                     ('title', 'title'), ('stale', 'stale')]
 
 
 def test_unknown_host_var_is_refused_naming_the_option():
@@ -199,3 +199,10 @@ def test_a_cache_directory_of_another_user_is_refused(tmp_path):
     inner = theirs / 'cache'
     inner.mkdir(mode=0o700)         # ours, but in their directory
     assert 'above it belongs to uid 65534' in _refused(inner)
+
+
+def test_a_cached_vm_of_an_unreadable_source_claims_no_readiness():
+    cached = [{'name': 'web', 'status': 'Running', 'readiness': 'address', 'ansible_host': '192.0.2.5'}]
+    assert _state_inventory.stale_copy(cached) == [{'name': 'web', 'status': 'Unknown', 'power_state': 'NOSTATE', 'phase': 'Unknown', 'stale': True,
+                                   'ansible_host': '192.0.2.5'}]
+    assert cached[0]['readiness'] == 'address'     # the cache itself is not changed
