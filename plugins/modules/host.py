@@ -102,80 +102,27 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
+from ansible_collections.converge.virt.plugins.module_utils._common import registry
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 
 
-def main_kubevirt(module):
-    """The module with backend kubevirt: cordon / taint / uncordon a node."""
-    params = module.params
-    for key in ('uri', 'username', 'password'):
-        if params.get(key) is not None:
-            module.fail_json(msg='%s: is a libvirt option and is not supported with backend kubevirt' % key)
-    if not params['node']:
-        module.fail_json(msg='node: is required with backend kubevirt')
-    try:
-        kubevirt_client.check_node_name(params['node'])
-    except ConvergeError as exc:
-        module.fail_json(**exc.to_result())
-    state = params['state']
-    with kubevirt_client.ModuleSession(module) as session, session.connect() as client:
-        node = kmb.read_node(client, params['node'])
-        if node is None:
-            module.fail_json(msg='node: no node called %r in the cluster' % params['node'])
-        before = kmb.node_draining(node)
-        changed = False
-        if state == 'drained':
-            changed = kmb.set_drain(client, params['node'], params['reason'], params['taint'], kmb.owner_id(), check_mode=module.check_mode)
-        elif state == 'active':
-            changed = kmb.clear_drain(client, params['node'], check_mode=module.check_mode)
-        host = kmb.node_summary(client, kmb.read_node(client, params['node']), params['namespace'])
-        if module.check_mode and changed:
-            host['draining'] = state == 'drained'
-    diff = {'before': {'draining': before}, 'after': {'draining': host['draining']}}
-    module.exit_json(changed=changed, host=host, diff=diff)
+def _libvirt():
+    """The libvirt runner (imported only when a task selects it)."""
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_runs  # pylint: disable=import-outside-toplevel
+    return migration_runs.run_host
+
+
+def _kubevirt():
+    """The KubeVirt runner (imported only when a task selects it)."""
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_runs  # pylint: disable=import-outside-toplevel
+    return migration_runs.run_host
 
 
 def main():
     """Entry point."""
-    spec = dict(state=dict(type='str', choices=['drained', 'active', 'present'], default='present'), reason=dict(type='str'),
-                backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'), node=dict(type='str'),
-                taint=dict(type='bool', default=True))
-    spec.update(LIBVIRT_CONNECTION_ARGS)
-    spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
-    module = ConvergeModule(argument_spec=spec, supports_check_mode=True)
-    if module.params['backend'] == 'kubevirt':
-        main_kubevirt(module)
-        return
-    if module.params['node'] is not None:
-        module.fail_json(msg='node: is a kubevirt option and is not supported with backend libvirt')
-    main_libvirt(module)
-
-
-def main_libvirt(module):
-    """The module with backend libvirt: set or clear the host's drain mark."""
-    state = module.params['state']
-    with mb.MigrationSession(module) as session, session.connect() as connection:
-        try:
-            before = mb.drain_mark(connection.conn)
-            changed = (state == 'drained' and before is None) or (state == 'active' and before is not None)
-            if changed and not module.check_mode:
-                if state == 'drained':
-                    changed = mb.set_drain_mark(connection.conn, module.params['reason'], mb.owner_id())
-                else:
-                    changed = mb.clear_drain_mark(connection.conn)
-            host = mb.host_summary(connection)
-        except libvirt.libvirtError as exc:
-            raise BackendError('host %s: %s' % (connection.uri, exc)) from exc
-        if module.check_mode and changed:
-            host['draining'] = state == 'drained'
-    diff = {'before': {'draining': before is not None}, 'after': {'draining': host['draining']}}
-    module.exit_json(changed=changed, host=host, diff=diff)
+    spec = registry.argument_spec(state=dict(type='str', choices=['drained', 'active', 'present'], default='present'), reason=dict(type='str'),
+                                  node=dict(type='str'), taint=dict(type='bool', default=True))
+    registry.run('host', ConvergeModule(argument_spec=spec, supports_check_mode=True), libvirt=_libvirt, kubevirt=_kubevirt)
 
 
 if __name__ == '__main__':

@@ -102,60 +102,26 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
+from ansible_collections.converge.virt.plugins.module_utils._common import registry
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import Connection
 
 
-def main_kubevirt(module):
-    """The module with backend kubevirt."""
-    params = module.params
-    for key in ('uri', 'uris', 'username', 'password'):
-        if params.get(key) is not None:
-            module.fail_json(msg='%s: is a libvirt option and is not supported with backend kubevirt' % key)
-    with kubevirt_client.ModuleSession(module) as session, session.connect() as client:
-        migrations = kmb.migrations_info(client, params['namespace'], params['name'])
-    module.exit_json(changed=False, migrations=migrations, hosts=[{'namespace': params['namespace'], 'ok': True}])
+def _libvirt():
+    """The libvirt runner (imported only when a task selects it)."""
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_runs  # pylint: disable=import-outside-toplevel
+    return migration_runs.run_migration_info
+
+
+def _kubevirt():
+    """The KubeVirt runner (imported only when a task selects it)."""
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_runs  # pylint: disable=import-outside-toplevel
+    return migration_runs.run_migration_info
 
 
 def main():
     """Entry point."""
-    spec = dict(backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'), uris=dict(type='list', elements='str'),
-                name=dict(type='list', elements='str'))
-    spec.update(LIBVIRT_CONNECTION_ARGS)
-    spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
-    module = ConvergeModule(argument_spec=spec, supports_check_mode=True)
-    if module.params['backend'] == 'kubevirt':
-        main_kubevirt(module)
-        return
-    main_libvirt(module)
-
-
-def main_libvirt(module):
-    """The module with backend libvirt: every host of ``uri`` and ``uris`` (one that cannot be read is listed with its error)."""
-    params = module.params
-    with mb.MigrationSession(module) as session:
-        uris = list(params['uris'] or [])
-        if params['uri'] or not uris:
-            uris.insert(0, session.source_args()[0])
-        migrations, hosts = [], []
-        for uri in uris:
-            try:
-                with Connection(uri, params['username'], params['password']) as connection:
-                    migrations.extend(mb.migrations_on(connection, params['name']))
-                hosts.append({'uri': redact_uri(uri), 'ok': True})
-            except ConvergeError as exc:
-                hosts.append({'uri': redact_uri(uri), 'ok': False, 'msg': session.redact(exc.message)})
-            except Exception as exc:  # pylint: disable=broad-except
-                hosts.append({'uri': redact_uri(uri), 'ok': False, 'msg': session.redact(str(exc))})
-    if not any(h['ok'] for h in hosts):
-        module.fail_json(msg='no host could be read: %s' % '; '.join(h['msg'] for h in hosts), hosts=hosts, migrations=[])
-    module.exit_json(changed=False, migrations=migrations, hosts=hosts)
+    spec = registry.argument_spec(uris=dict(type='list', elements='str'), name=dict(type='list', elements='str'))
+    registry.run('migration_info', ConvergeModule(argument_spec=spec, supports_check_mode=True), libvirt=_libvirt, kubevirt=_kubevirt)
 
 
 if __name__ == '__main__':

@@ -116,70 +116,28 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
+from ansible_collections.converge.virt.plugins.module_utils._common import registry
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS, other_connection_option
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kubevirt_observe
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import list_vms
-from ansible_collections.converge.virt.plugins.module_utils._phase.views import absent_view
-from ansible_collections.converge.virt.plugins.module_utils._phase.states import VM_STATES
-from ansible_collections.converge.virt.plugins.module_utils._phase.status import STATUSES
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_filters import check_filters
 
 
-def list_kubevirt(module):
-    """Every VM of the namespace (or only the named ones) with the state words; fails the module on errors."""
-    with kubevirt_client.ModuleSession(module) as session, session.connect() as client:
-        snapshot = kubevirt_observe.NamespaceSnapshot(client, module.params['namespace'])
-        names = module.params['name'] or snapshot.names()
-        vms = []
-        for name in names:
-            view = kubevirt_observe.public_view(snapshot.observe(name))
-            view.pop('effective_vm_state', None)
-            vms.append(view)
-        return vms
+def _libvirt():
+    """The libvirt runner (imported only when a task selects it)."""
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import vm_runs  # pylint: disable=import-outside-toplevel
+    return vm_runs.run_vm_info
+
+
+def _kubevirt():
+    """The KubeVirt runner (imported only when a task selects it)."""
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_runs  # pylint: disable=import-outside-toplevel
+    return vm_runs.run_vm_info
 
 
 def main():
     """Entry point."""
-    spec = dict(
-        backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
-        name=dict(type='list', elements='str'),
-        status=dict(type='list', elements='str'),
-        vm_state=dict(type='list', elements='str'),
-    )
-    spec.update(LIBVIRT_CONNECTION_ARGS)
-    spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
-    module = ConvergeModule(argument_spec=spec, supports_check_mode=True)
-    wrong = other_connection_option(module.params, module.params['backend'])
-    if wrong:
-        module.fail_json(msg=wrong[1], field=wrong[0])
-    for field, words in (('status', STATUSES), ('vm_state', VM_STATES)):
-        unknown = [word for word in module.params[field] or [] if word not in words]
-        if unknown:
-            module.fail_json(msg='%s: %r is not one of %s' % (field, unknown[0], ', '.join(words)), field=field)
-    if module.params['backend'] == 'kubevirt':
-        vms = list_kubevirt(module)
-        if module.params['status']:
-            vms = [vm for vm in vms if vm.get('status') in module.params['status']]
-        if module.params['vm_state']:
-            vms = [vm for vm in vms if vm.get('vm_state') in module.params['vm_state']]
-        module.exit_json(changed=False, vms=sorted(vms, key=lambda vm: vm['name']))
-    with ModuleSession(module) as session, session.connect() as connection:
-        vms = list_vms(connection, names=module.params['name'])
-    if module.params['name']:
-        found = set(vm['name'] for vm in vms)
-        for name in module.params['name']:
-            if name not in found:
-                missing = dict(name=name, exists=False)
-                missing.update(absent_view())
-                missing.pop('effective_vm_state', None)
-                vms.append(missing)
-    if module.params['status']:
-        vms = [vm for vm in vms if vm.get('status') in module.params['status']]
-    if module.params['vm_state']:
-        vms = [vm for vm in vms if vm.get('vm_state') in module.params['vm_state']]
-    module.exit_json(changed=False, vms=sorted(vms, key=lambda vm: vm['name']))
+    spec = registry.argument_spec(name=dict(type='list', elements='str'), status=dict(type='list', elements='str'),
+                                  vm_state=dict(type='list', elements='str'))
+    registry.run('vm_info', ConvergeModule(argument_spec=spec, supports_check_mode=True), check=check_filters, libvirt=_libvirt, kubevirt=_kubevirt)
 
 
 if __name__ == '__main__':

@@ -1,0 +1,145 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The backend registry: which backends exist, which options each owns per resource, and how a module runs one.
+
+A module builds its argument spec with :func:`argument_spec` (its own options, ``backend`` and every
+backend's connection options) and hands over with :func:`run`::
+
+    def main():
+        module = ConvergeModule(argument_spec=registry.argument_spec(name=dict(type='str')), supports_check_mode=True)
+        registry.run('host', module, libvirt=_libvirt, kubevirt=_kubevirt)
+
+``run`` refuses every option the selected backend does not own (:data:`OPTION_GROUPS`, in the order
+of the table, with the resource's wording) and then calls the runner that the selected backend's
+loader returns. A loader is a function of the module with the import inside: AnsiballZ packs what a
+module names, and only the selected backend's code is imported (a libvirt task never compiles the
+KubeVirt backend). This module imports nothing of either backend.
+
+Adding a backend: its connection options in :data:`CONNECTION_ARGS`, its name in :data:`BACKENDS`,
+its own options per resource in :data:`OPTION_GROUPS`, one runner per resource and one loader per module.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+
+BACKENDS = ('libvirt', 'kubevirt')
+DEFAULT_BACKEND = 'libvirt'
+
+# Argument specs of each backend's connection (documented by the converge.virt.<backend>_connection fragments).
+CONNECTION_ARGS = {
+    'libvirt': LIBVIRT_CONNECTION_ARGS,
+    'kubevirt': dict(
+        kubeconfig=dict(type='path'),
+        context=dict(type='str'),
+        host=dict(type='str'),
+        api_key=dict(type='str', no_log=True),
+        ca_cert=dict(type='path'),
+        validate_certs=dict(type='bool'),
+        namespace=dict(type='str', default='default'),
+    ),
+}
+
+LIBVIRT_CONNECTION = ('uri', 'username', 'password')
+KUBEVIRT_CONNECTION = ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs')
+
+# How a resource words the refusal of another backend's option ({key}, {owner}: the backend owning it, {backend}: the selected one).
+NOT_SUPPORTED = '{key}: is a {owner} option and is not supported with backend {backend}'
+NOT_USED = '{key}: is a {owner} connection option and is not used with backend {backend}'
+SET_BACKEND = '{key}: is a {owner} option; set backend: {owner}'
+
+
+class OptionGroup:  # pylint: disable=too-few-public-methods
+    """The options one backend owns for one resource, and how the others refuse them.
+
+    ``owns``: option names, in the order they are checked; ``refusal``: the message template another
+    backend fails with when one of them is set; ``field``: whether the failure names it as ``field``;
+    ``unset``: option values that count as not given (``namespace: default`` is the default);
+    ``wording``: a template per option that is worded apart from the others.
+    """
+
+    def __init__(self, owns, refusal=NOT_SUPPORTED, field=True, unset=None, wording=None):
+        self.owns = tuple(owns)
+        self.refusal = refusal
+        self.wording = dict(wording or {})
+        self.field = field
+        self.unset = dict(unset or {})
+
+    def given(self, params):
+        """The first owned option set in ``params``, or None."""
+        for key in self.owns:
+            value = params.get(key)
+            if value is not None and (key not in self.unset or value != self.unset[key]):
+                return key
+        return None
+
+
+# resource -> backend -> the options only that backend takes (other backends refuse them).
+OPTION_GROUPS = {
+    'host': {
+        'libvirt': OptionGroup(LIBVIRT_CONNECTION, field=False),
+        'kubevirt': OptionGroup(('node',), field=False),
+    },
+    'migration_info': {
+        'libvirt': OptionGroup(('uri', 'uris', 'username', 'password'), field=False),
+        'kubevirt': OptionGroup(()),
+    },
+    'vm_info': {
+        'libvirt': OptionGroup(LIBVIRT_CONNECTION, refusal=NOT_USED),
+        'kubevirt': OptionGroup(KUBEVIRT_CONNECTION + ('namespace',), refusal=NOT_USED, unset={'namespace': 'default'},
+                                wording={'namespace': '{key}: is a {owner} option and is not used with backend {backend}'}),
+    },
+}
+
+
+def argument_spec(**own):
+    """The argument spec of a module: ``backend``, every backend's connection options, then the module's own (``own`` wins)."""
+    spec = dict(backend=dict(type='str', choices=list(BACKENDS), default=DEFAULT_BACKEND))
+    for backend in BACKENDS:
+        spec.update(CONNECTION_ARGS[backend])
+    spec.update(own)
+    return spec
+
+
+def refused_option(resource, params):
+    """``(field, message, named)`` for the first option of another backend set in ``params``, or None.
+
+    Nothing is silently ignored: an option the selected backend does not take is a mistake the user hears about.
+    """
+    backend = params['backend']
+    for owner, group in OPTION_GROUPS[resource].items():
+        if owner == backend:
+            continue
+        key = group.given(params)
+        if key is not None:
+            return key, group.wording.get(key, group.refusal).format(key=key, owner=owner, backend=backend), group.field
+    return None
+
+
+def refuse_other_backend(resource, params):
+    """Raises :class:`InvalidDeclaration` for the first option of another backend set in ``params``."""
+    refused = refused_option(resource, params)
+    if refused:
+        key, message, _named = refused
+        raise InvalidDeclaration(key, message[len(key) + 2:])
+
+
+def run(resource, module, check=None, **loaders):
+    """Runs ``resource`` with the backend the task selects: its options checked, its runner imported and called with the module.
+
+    ``check(params)``, when given, runs after the backend's options are checked; its :class:`InvalidDeclaration` fails the module.
+    """
+    refused = refused_option(resource, module.params)
+    if refused:
+        key, message, named = refused
+        if named:
+            module.fail_json(msg=message, field=key)
+        module.fail_json(msg=message)
+    if check is not None:
+        try:
+            check(module.params)
+        except InvalidDeclaration as exc:
+            module.fail_json(**exc.to_result())
+    return loaders[module.params['backend']]()(module)
