@@ -25,18 +25,6 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture(scope='module')
-def host(libvirt_hosts):
-    return libvirt_hosts[0]
-
-
-@pytest.fixture(scope='module')
-def conn(host):
-    c = libvirt.open(host.uri)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope='module')
 def disk_dir(tmp_path_factory):
     return str(tmp_path_factory.mktemp('snapdisks'))
 

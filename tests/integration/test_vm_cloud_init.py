@@ -23,18 +23,6 @@ SECRET = 'hunter2-cloud-init-secret-5f1c'
 
 
 @pytest.fixture(scope='module')
-def host(libvirt_hosts):
-    return libvirt_hosts[0]
-
-
-@pytest.fixture(scope='module')
-def conn(host):
-    c = libvirt.open(host.uri)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope='module')
 def pool(host, conn, tmp_path_factory):
     path = str(tmp_path_factory.mktemp('cipool'))
     ok(run_module('volume', {'uri': host.uri, 'pool': POOL, 'pool_path': path, 'name': USER_VOLUME, 'capacity': '1MiB'}))

@@ -17,18 +17,6 @@ from tools.virtlab import domains, hosts as virtlab_hosts
 NS = 'https://converge.virt/xmlns/vm/1'
 
 
-@pytest.fixture(scope='module')
-def host(libvirt_hosts):
-    return libvirt_hosts[0]
-
-
-@pytest.fixture(scope='module')
-def conn(host):
-    c = libvirt.open(host.uri)
-    yield c
-    c.close()
-
-
 def exists(conn, name):
     try:
         conn.lookupByName(name)

@@ -29,18 +29,6 @@ POOL = 'w3pool'
 
 
 @pytest.fixture(scope='module')
-def host(libvirt_hosts):
-    return libvirt_hosts[0]
-
-
-@pytest.fixture(scope='module')
-def conn(host):
-    c = libvirt.open(host.uri)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope='module')
 def pool_dir(host, conn, tmp_path_factory):
     path = str(tmp_path_factory.mktemp('volpool'))
     args = {'uri': host.uri, 'pool': POOL, 'pool_path': path, 'name': 'first.raw', 'capacity': '1MiB'}

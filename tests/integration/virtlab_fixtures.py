@@ -46,6 +46,8 @@ __all__ = [
     "guest_image",
     "host_conns",
     "libvirt_hosts",
+    "host",
+    "conn",
     "virtlab_layout",
     "virtlab_layout_for",
     "virtlab_state_dir",
@@ -105,6 +107,23 @@ def libvirt_hosts(virtlab_state_dir):  # pylint: disable=redefined-outer-name
         yield started
     finally:
         virtlab_hosts.stop_hosts(virtlab_state_dir)
+
+
+@pytest.fixture(scope="module")
+def host(libvirt_hosts):  # pylint: disable=redefined-outer-name
+    """The first of libvirt_hosts, for a test module that works on one host (a module may define its own)."""
+    return libvirt_hosts[0]
+
+
+@pytest.fixture(scope="module")
+def conn(host):  # pylint: disable=redefined-outer-name
+    """A read-write connection to ``host``, closed at the end of the test module."""
+    import libvirt  # pylint: disable=import-outside-toplevel
+    connection = libvirt.open(host.uri)
+    try:
+        yield connection
+    finally:
+        connection.close()
 
 
 @pytest.fixture(scope="session")

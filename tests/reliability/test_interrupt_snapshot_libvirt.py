@@ -22,7 +22,6 @@ import sys
 import time
 
 import libvirt
-import pytest
 
 from tests.integration.ansible_run import ROOT, ansible_env
 from tests.integration.test_snapshot_module import define_vm, forge, make_disk, remove_vm, write
@@ -31,11 +30,6 @@ from tests.reliability import reliability_lab as rl
 
 VM = 'ri-snap'
 TASK_OF = {'present': 'IMAGE_SNAPSHOT', 'restored': 'RESTORING_SNAPSHOT', 'absent': 'DELETING_SNAPSHOT'}
-
-
-@pytest.fixture(scope='module')
-def host(libvirt_hosts):
-    return libvirt_hosts[0]
 
 
 def data_sha(path, tmp_path):
