@@ -10,8 +10,12 @@ play's stats; a planted SASL password and SSH key (credential inputs) appear in 
 stdout, at AWX's default verbosity and at -vvv. With a qemu+ssh URI, the key file the credential's file injector
 writes is the one ssh is given (a stand-in ssh on the job's PATH records its arguments).
 
-The inventory sync: ``ansible-inventory -i <source> --list --export --output <file>`` as AWX's inventory update runs
-it, with the converge.virt.libvirt source file and the credential's environment.
+The inventory syncs: ``ansible-inventory -i <source> --list --export --output <file>`` as AWX's inventory update runs
+it, with the credential's injected environment only (AWX gives an inventory update no extra variables) and source files
+that name no host: converge.virt.libvirt with the custom credential (its URI; with a qemu+ssh URI its key file reaches
+ssh), converge.virt.kubevirt with AWX's own Kubernetes bearer-token credential on the real API stack (server, token and
+CA from the environment, no kubeconfig). The VMs' state words and readiness are listed; neither the planted secrets nor
+the token are in the output, stdout, stderr or the inventory cache.
 """
 
 # pylint: disable=redefined-outer-name
@@ -23,6 +27,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import jinja2
 import jinja2.meta
@@ -32,6 +37,7 @@ import yaml
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from tests.integration.ansible_run import BIN, ROOT, ok, run_module
+from tests.kubeapi.fixtures import kube_server  # noqa: F401 pylint: disable=unused-import  (pytest fixture)
 from tools.virtlab import hosts as virtlab_hosts
 
 if os.environ.get('CONVERGE_VIRT_REQUIRE_PEERS'):    # `make integration` installed it: missing is a failure there
@@ -198,12 +204,7 @@ def test_a_job_as_awx_runs_it_reconciles_with_the_injected_credential_and_shows_
 def test_the_ssh_key_of_the_credential_reaches_ssh_for_a_qemu_ssh_uri(host, tmp_path):
     # libvirt runs the ssh of PATH: a stand-in records its arguments and fails, so the job fails after ssh was asked
     pdd, hidden = private_data_dir(tmp_path, host, {'vm_name': 'awx-ssh'}, uri='qemu+ssh://nobody@hv1.invalid/system')
-    fake_bin = os.path.join(str(tmp_path), 'bin')
-    os.makedirs(fake_bin)
-    record = os.path.join(str(tmp_path), 'ssh-argv.json')
-    with open(os.path.join(fake_bin, 'ssh'), 'w', encoding='utf-8') as handle:
-        handle.write('#!%s\nimport json, sys\nwith open(%r, "w") as out:\n    json.dump(sys.argv[1:], out)\nsys.exit(255)\n' % (sys.executable, record))
-    os.chmod(os.path.join(fake_bin, 'ssh'), 0o755)
+    fake_bin, record = fake_ssh(tmp_path)
     envvars_path = os.path.join(pdd, 'env', 'envvars')
     with open(envvars_path, encoding='utf-8') as handle:
         envvars = yaml.safe_load(handle)
@@ -228,32 +229,130 @@ def test_the_ssh_key_of_the_credential_reaches_ssh_for_a_qemu_ssh_uri(host, tmp_
     assert leaks(os.path.join(pdd, 'artifacts'), {'stdout': stdout, 'events': json.dumps(events)}, hidden) == []
 
 
-def test_an_inventory_sync_as_awx_runs_it_lists_the_vm_with_its_state(host, tmp_path):
+def fake_ssh(tmp_path):
+    """A stand-in ssh that records its arguments in the returned file and fails (libvirt runs the ssh of PATH)."""
+    fake_bin = os.path.join(str(tmp_path), 'bin')
+    os.makedirs(fake_bin)
+    record = os.path.join(str(tmp_path), 'ssh-argv.json')
+    with open(os.path.join(fake_bin, 'ssh'), 'w', encoding='utf-8') as handle:
+        handle.write('#!%s\nimport json, sys\nwith open(%r, "w") as out:\n    json.dump(sys.argv[1:], out)\nsys.exit(255)\n' % (sys.executable, record))
+    os.chmod(os.path.join(fake_bin, 'ssh'), 0o755)
+    return fake_bin, record
+
+
+def inventory_sync(tmp_path, source, env, hidden):
+    """``ansible-inventory -i <source> --list --export --output <file>`` as AWX's inventory update runs it, with ``env``
+    (the credential's injected environment) and a private inventory cache; returns (the inventory, stderr). Fails when a
+    secret of ``hidden`` is in the output, stdout, stderr or the cache."""
+    out = os.path.join(str(tmp_path), 'out')
+    os.makedirs(out)
+    output = os.path.join(out, 'inventory.json')
+    cache = os.path.join(str(tmp_path), 'cache')
+    cmd = [os.path.join(BIN, 'ansible-inventory'), '-i', source, '--list', '--export', '--output', output]
+    proc = subprocess.run(cmd, env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'), ANSIBLE_INVENTORY_CACHE='true',
+                                        ANSIBLE_INVENTORY_CACHE_PLUGIN='ansible.builtin.jsonfile', ANSIBLE_INVENTORY_CACHE_CONNECTION=cache, **env),
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(output, encoding='utf-8') as handle:
+        # as AWX reads it back: values marked unsafe stay so ({"__ansible_unsafe": ...} on recent ansible-core)
+        listed = json.load(handle, object_hook=lambda obj: obj['__ansible_unsafe'] if list(obj) == ['__ansible_unsafe'] else obj)
+    assert os.listdir(cache), 'the inventory cache was not written'
+    assert leaks(out, {'stdout': proc.stdout, 'stderr': proc.stderr}, hidden) == [] and leaks(cache, {}, hidden) == []
+    return listed, proc.stderr
+
+
+def test_an_inventory_sync_as_awx_runs_it_takes_the_host_from_the_credential(host, tmp_path):
     ok(run_module('vm', small(host, 'awx-inv', state='running')))
     ok(run_module('vm', small(host, 'awx-inv-off', state='running')))
     ok(run_module('vm', small(host, 'awx-inv-off', state='stopped')))
     try:
-        source = os.path.join(str(tmp_path), 'lab.converge_libvirt.yml')  # AWX: a source file of the project
+        # AWX: a source file of the project; it names no URI, the credential attached to the source does
+        source = os.path.join(str(tmp_path), 'lab.converge_libvirt.yml')
         with open(source, 'w', encoding='utf-8') as handle:
-            yaml.safe_dump({'plugin': 'converge.virt.libvirt', 'uris': [host.uri]}, handle)
+            yaml.safe_dump({'plugin': 'converge.virt.libvirt'}, handle)
         pdd = os.path.join(str(tmp_path), 'inv')
         os.makedirs(os.path.join(pdd, 'env'))
         inputs, hidden = planted()
         env, _extra_vars = inject(credential_type(CREDENTIAL_TYPE), dict(inputs, uri=host.uri), pdd)  # inventory updates get the env only
-        os.makedirs(os.path.join(str(tmp_path), 'out'))
-        output = os.path.join(str(tmp_path), 'out', 'inventory.json')
-        cmd = [os.path.join(BIN, 'ansible-inventory'), '-i', source, '--list', '--export', '--output', output]
-        proc = subprocess.run(cmd, env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, 'build', 'collections'), **env),
-                              capture_output=True, text=True, timeout=300, check=False)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        with open(output, encoding='utf-8') as handle:
-            # as AWX reads it back: values marked unsafe stay so ({"__ansible_unsafe": ...} on recent ansible-core)
-            listed = json.load(handle, object_hook=lambda obj: obj['__ansible_unsafe'] if list(obj) == ['__ansible_unsafe'] else obj)
+        assert env['LIBVIRT_DEFAULT_URI'] == host.uri and not host.uri.startswith('qemu+ssh')
+        listed, _stderr = inventory_sync(tmp_path, source, env, hidden)
         hostvars = listed['_meta']['hostvars']
         assert (hostvars['awx-inv']['vm_state'], hostvars['awx-inv']['power_state']) == ('ACTIVE', 'RUNNING'), hostvars['awx-inv']
         assert (hostvars['awx-inv-off']['vm_state'], hostvars['awx-inv-off']['power_state']) == ('STOPPED', 'SHUTDOWN'), hostvars['awx-inv-off']
+        assert hostvars['awx-inv']['libvirt_uri'] == host.uri      # the credential's URI, without the key file
+        assert hostvars['awx-inv']['readiness'] == 'running' and 'readiness' not in hostvars['awx-inv-off'], hostvars
         assert 'awx-inv' in listed['vm_state_active']['hosts'] and 'awx-inv-off' in listed['vm_state_stopped']['hosts'], listed
-        assert leaks(os.path.dirname(output), {'stdout': proc.stdout, 'stderr': proc.stderr}, hidden) == []
     finally:
         for name in ('awx-inv', 'awx-inv-off'):
             run_module('vm', small(host, name, state='absent'))
+
+
+def test_an_inventory_sync_of_a_qemu_ssh_credential_gives_ssh_its_key(tmp_path):
+    # the same credential with a qemu+ssh URI: its key file reaches ssh (a stand-in that fails: the host is left out
+    # with one warning and the sync succeeds, as an unreachable host does)
+    source = os.path.join(str(tmp_path), 'lab.converge_libvirt.yml')
+    with open(source, 'w', encoding='utf-8') as handle:
+        yaml.safe_dump({'plugin': 'converge.virt.libvirt'}, handle)
+    pdd = os.path.join(str(tmp_path), 'inv')
+    os.makedirs(os.path.join(pdd, 'env'))
+    inputs, hidden = planted()
+    uri = 'qemu+ssh://nobody@hv1.invalid/system'
+    env, _extra_vars = inject(credential_type(CREDENTIAL_TYPE), dict(inputs, uri=uri), pdd)
+    fake_bin, record = fake_ssh(tmp_path)
+    env['PATH'] = fake_bin + os.pathsep + os.environ.get('PATH', '')
+    listed, stderr = inventory_sync(tmp_path, source, env, hidden)
+    assert not listed['_meta']['hostvars'], listed
+    assert 'cannot reach %s' % uri in ' '.join(stderr.split()), stderr
+    with open(record, encoding='utf-8') as handle:
+        argv = json.load(handle)
+    keyfile = env['CONVERGE_VIRT_LIBVIRT_KEYFILE']
+    assert '-i' in argv and argv[argv.index('-i') + 1] == keyfile, argv
+    with open(keyfile, encoding='utf-8') as handle:
+        assert hidden[1] in handle.read(), 'the file injector did not write the key'
+
+
+def inject_kubernetes_bearer_token(inputs, private_data_dir):
+    """The env AWX's managed "OpenShift or Kubernetes API Bearer Token" credential injects (awx/main/models/credential/
+    injectors.py, kubernetes_bearer_token): host and token always; with verify_ssl and a CA, that CA in a file of the
+    private data dir (0600) and K8S_AUTH_VERIFY_SSL 'True', else 'False'."""
+    env = {'K8S_AUTH_HOST': inputs['host'], 'K8S_AUTH_API_KEY': inputs['bearer_token']}
+    if inputs.get('verify_ssl') and 'ssl_ca_cert' in inputs:
+        env['K8S_AUTH_VERIFY_SSL'] = 'True'
+        handle, path = tempfile.mkstemp(dir=private_data_dir)
+        with os.fdopen(handle, 'w') as out:
+            os.chmod(path, 0o600)
+            out.write(inputs['ssl_ca_cert'])
+        env['K8S_AUTH_SSL_CA_CERT'] = path
+    else:
+        env['K8S_AUTH_VERIFY_SSL'] = 'False'
+    return env
+
+
+def test_a_kubevirt_inventory_sync_as_awx_runs_it_with_the_bearer_token_credential(kube_server, tmp_path, monkeypatch):
+    srv = kube_server
+    made = {}
+    for name, state in (('awx-kv', 'running'), ('awx-kv-off', 'stopped')):
+        made[name] = ok(run_module('vm', dict(backend='kubevirt', kubeconfig=srv.kubeconfig_path, namespace='default', wait_timeout=60, name=name,
+                                              vcpus=1, memory='64Mi', disks=[{'name': 'root', 'image': 'quay.io/containerdisks/fedora:40'}],
+                                              state=state, **({'wait_for': 'address'} if state == 'running' else {}))))['vm']
+    token = srv.add_token('awx-inventory-token', ['*'])
+    pdd = os.path.join(str(tmp_path), 'inv')
+    os.makedirs(pdd)
+    env = inject_kubernetes_bearer_token({'host': srv.url, 'bearer_token': token, 'verify_ssl': True, 'ssl_ca_cert': srv.ca_pem.decode()}, pdd)
+    # no kubeconfig either: the source file names the namespace only, the server and the identity are the credential's
+    home = os.path.join(str(tmp_path), 'home')
+    os.makedirs(home)
+    env.update(HOME=home, KUBECONFIG=os.path.join(home, 'none'))
+    for name in ('K8S_AUTH_KUBECONFIG', 'K8S_AUTH_CONTEXT'):
+        monkeypatch.delenv(name, raising=False)
+    source = os.path.join(str(tmp_path), 'vms.converge_kubevirt.yml')
+    with open(source, 'w', encoding='utf-8') as handle:
+        yaml.safe_dump({'plugin': 'converge.virt.kubevirt', 'namespaces': ['default']}, handle)
+    listed, stderr = inventory_sync(tmp_path, source, env, [token])
+    hostvars = listed['_meta']['hostvars']
+    assert 'in-cluster' not in stderr, stderr
+    assert (hostvars['default-awx-kv']['status'], hostvars['default-awx-kv-off']['status']) == ('Running', 'Stopped'), hostvars
+    # readiness and ansible_host as the vm module reported them for the same VM (wait_for: address)
+    assert (made['awx-kv']['readiness'], made['awx-kv']['address']) == ('address', hostvars['default-awx-kv']['ansible_host']), made['awx-kv']
+    assert hostvars['default-awx-kv']['readiness'] == 'address', hostvars['default-awx-kv']
+    assert 'readiness' not in hostvars['default-awx-kv-off'] and 'ansible_host' not in hostvars['default-awx-kv-off'], hostvars
