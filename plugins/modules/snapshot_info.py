@@ -90,93 +90,35 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common import registry
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
-from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as phase
 
 
 def argument_spec():
     """The module's argument spec."""
-    spec = dict(
-        backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
-        vm=dict(type='str'),
-        name=dict(type='list', elements='str'),
-    )
-    spec.update(LIBVIRT_CONNECTION_ARGS)
-    spec.update(KUBEVIRT_CONNECTION_ARGS)
-    return spec
-
-
-LIBVIRT_ONLY = ('uri', 'username', 'password')
-KUBEVIRT_ONLY = ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs')
+    return registry.argument_spec(vm=dict(type='str'), name=dict(type='list', elements='str'))
 
 
 def refuse_other_backend(params):
     """Raise :class:`InvalidDeclaration` naming the first option of the other backend that is set (and vm on libvirt)."""
-    kubevirt = params['backend'] == 'kubevirt'
-    for key in LIBVIRT_ONLY if kubevirt else KUBEVIRT_ONLY:
-        if params.get(key) is not None:
-            raise InvalidDeclaration(key, 'is a libvirt option and is not supported with backend kubevirt' if kubevirt
-                                     else 'is a kubevirt option; set backend: kubevirt')
-    if not kubevirt and not params.get('vm'):
-        raise InvalidDeclaration('vm', 'is required with backend libvirt')
+    registry.refuse_other_backend('snapshot_info', params)
 
 
-def report(connection, vm, names):
-    """The result dict for VM ``vm``."""
-    from ansible_collections.converge.virt.plugins.module_utils._libvirt import snapshots as backend  # pylint: disable=import-outside-toplevel
-    from ansible_collections.converge.virt.plugins.module_utils._libvirt import taskstore  # pylint: disable=import-outside-toplevel
-    observer = backend.SnapshotObserver(connection, vm)
-    snaps, current = observer.snapshots()
-    by_name = dict((snap.name, snap) for snap in snaps)
-    ordered = phase.age_order(snaps)
-    if names:
-        entries = [dict(backend.public_snapshot(by_name[name], vm, current), exists=True) if name in by_name
-                   else {'name': name, 'vm': vm, 'exists': False, 'phase': 'absent'} for name in names]
-    else:
-        entries = [dict(backend.public_snapshot(snap, vm, current), exists=True) for snap in ordered]
-    meta = taskstore.read_metadata(observer.dom)
-    return {'changed': False, 'snapshots': entries, 'current': current, 'task_state': meta.get('task_state') or None}
+def _libvirt():
+    """The libvirt runner (imported only when a task selects it)."""
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import snapshot_runs  # pylint: disable=import-outside-toplevel
+    return snapshot_runs.run_snapshot_info
 
 
-def report_kubevirt(client, namespace, vm, names):
-    """The result dict on kubevirt: the VirtualMachineSnapshots of ``vm`` (every VM's when None) in ``namespace``, oldest first."""
-    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import snapshots as backend  # pylint: disable=import-outside-toplevel
-    task_state = None
-    if vm:
-        observer = backend.SnapshotObserver(client, namespace, vm)
-        objects = observer.objects()
-        task_state = observer.obs.get('task_state')
-    else:
-        objects = dict((obj['metadata']['name'], obj) for obj in client.list(backend.SNAPSHOT_API, namespace, 'virtualmachinesnapshots'))
-    actual = dict((name, backend.actual_snapshot(obj)) for name, obj in objects.items())
-    ordered = [snap.name for snap in phase.age_order(list(actual.values()))]
-    if names:
-        entries = [dict(backend.public_snapshot(objects[name]), exists=True) if name in objects
-                   else {'name': name, 'vm': vm, 'namespace': namespace, 'exists': False, 'phase': phase.ABSENT} for name in names]
-    else:
-        entries = [dict(backend.public_snapshot(objects[name]), exists=True) for name in ordered]
-    return {'changed': False, 'snapshots': entries, 'current': None, 'task_state': task_state}
+def _kubevirt():
+    """The KubeVirt runner (imported only when a task selects it)."""
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import snapshot_runs  # pylint: disable=import-outside-toplevel
+    return snapshot_runs.run_snapshot_info
 
 
 def main():
     """Entry point."""
-    module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True)
-    if module.params['backend'] == 'kubevirt':
-        with kubevirt_client.ModuleSession(module) as session:
-            refuse_other_backend(module.params)
-            with session.connect() as client:
-                result = report_kubevirt(client, module.params['namespace'], module.params['vm'], module.params['name'])
-        module.exit_json(**session.redact_result(result))
-    with ModuleSession(module) as session:
-        refuse_other_backend(module.params)
-        with session.connect() as connection:
-            result = report(connection, module.params['vm'], module.params['name'])
-    module.exit_json(**session.redact_result(result))
+    registry.run('snapshot_info', ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True), libvirt=_libvirt, kubevirt=_kubevirt)
 
 
 if __name__ == '__main__':

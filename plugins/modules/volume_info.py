@@ -122,92 +122,30 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
+from ansible_collections.converge.virt.plugins.module_utils._common import registry
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
 
 
 def argument_spec():
     """The module's argument spec."""
-    spec = dict(
-        backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
-        pool=dict(type='str'),
-        name=dict(type='list', elements='str'),
-    )
-    spec.update(LIBVIRT_CONNECTION_ARGS)
-    spec.update(KUBEVIRT_CONNECTION_ARGS)
-    return spec
+    return registry.argument_spec(pool=dict(type='str'), name=dict(type='list', elements='str'))
 
 
-def refuse_other_backend(params):
-    """Options of the other backend are an error naming them."""
-    if params['backend'] == 'kubevirt':
-        for key in ('pool', 'uri', 'username', 'password'):
-            if params.get(key) is not None:
-                raise InvalidDeclaration(key, 'is a libvirt option and is not supported with backend kubevirt')
-    else:
-        for key in ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs'):
-            if params.get(key) is not None:
-                raise InvalidDeclaration(key, 'is a kubevirt option; set backend: kubevirt')
+def _libvirt():
+    """The libvirt runner (imported only when a task selects it)."""
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import volume_runs  # pylint: disable=import-outside-toplevel
+    return volume_runs.run_volume_info
 
 
-def main_kubevirt(module):
-    """The module on backend kubevirt."""
-    with kubevirt_client.ModuleSession(module) as session:
-        refuse_other_backend(module.params)
-        with session.connect() as client:
-            volumes = volume_backend.report(client, module.params['namespace'], module.params['name'])
-    module.exit_json(changed=False, pools=[], volumes=volumes)
-
-
-def report(connection, pool, names):
-    """``(pools, volumes)`` of the connection."""
-    observer = storage.StorageObserver(connection)
-    if pool is not None:
-        if '/' in pool or any(ord(char) < 32 for char in pool):
-            raise InvalidDeclaration('pool', '%r is not a valid pool name (no slash, no control character)' % pool)
-        if observer.pool(pool) is None:
-            raise InvalidDeclaration('pool', 'storage pool %s does not exist on this connection' % pool)
-        pools = [pool]
-    else:
-        if names:
-            raise InvalidDeclaration('name', 'needs pool')
-        pools = observer.pool_names()
-    views = attachments.observe_domains(connection)
-    all_atts = attachments.actual_attachments(views, observer)
-    users = attachments.users_of(all_atts)
-    pool_states, volumes = [], []
-    for pool_name in pools:
-        pool_states.append(observer.pool_state(pool_name))
-        wanted = names if names else observer.volume_names(pool_name)
-        for name in wanted:
-            key = storage.volume_key(pool_name, name)
-            info = observer.volume(key)
-            if info is None:
-                volumes.append({'key': key, 'pool': pool_name, 'name': name, 'exists': False})
-                continue
-            entry = storage.public_volume(info, users.get(key, ()), attachments.public_attachments(all_atts, key))
-            entry['exists'] = True
-            volumes.append(entry)
-    return pool_states, volumes
+def _kubevirt():
+    """The KubeVirt runner (imported only when a task selects it)."""
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_runs  # pylint: disable=import-outside-toplevel
+    return volume_runs.run_volume_info
 
 
 def main():
     """Entry point."""
-    module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True)
-    if module.params['backend'] == 'kubevirt':
-        main_kubevirt(module)
-        return
-    with ModuleSession(module) as session:
-        refuse_other_backend(module.params)
-        with session.connect() as connection:
-            pools, volumes = report(connection, module.params['pool'], module.params['name'])
-    module.exit_json(changed=False, pools=pools, volumes=volumes)
+    registry.run('volume_info', ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True), libvirt=_libvirt, kubevirt=_kubevirt)
 
 
 if __name__ == '__main__':

@@ -57,11 +57,13 @@ class OptionGroup:  # pylint: disable=too-few-public-methods
     ``owns``: option names, in the order they are checked; ``refusal``: the message template another
     backend fails with when one of them is set; ``field``: whether the failure names it as ``field``;
     ``unset``: option values that count as not given (``namespace: default`` is the default);
-    ``wording``: a template per option that is worded apart from the others.
+    ``wording``: a template per option that is worded apart from the others;
+    ``required``: options this backend cannot run without.
     """
 
-    def __init__(self, owns, refusal=NOT_SUPPORTED, field=True, unset=None, wording=None):
+    def __init__(self, owns, refusal=NOT_SUPPORTED, field=True, unset=None, wording=None, required=()):  # pylint: disable=too-many-arguments
         self.owns = tuple(owns)
+        self.required = tuple(required)
         self.refusal = refusal
         self.wording = dict(wording or {})
         self.field = field
@@ -86,6 +88,14 @@ OPTION_GROUPS = {
         'libvirt': OptionGroup(('uri', 'uris', 'username', 'password'), field=False),
         'kubevirt': OptionGroup(()),
     },
+    'snapshot_info': {
+        'libvirt': OptionGroup(LIBVIRT_CONNECTION, required=('vm',)),
+        'kubevirt': OptionGroup(KUBEVIRT_CONNECTION, refusal=SET_BACKEND),
+    },
+    'volume_info': {
+        'libvirt': OptionGroup(('pool',) + LIBVIRT_CONNECTION),
+        'kubevirt': OptionGroup(KUBEVIRT_CONNECTION, refusal=SET_BACKEND),
+    },
     'vm_info': {
         'libvirt': OptionGroup(LIBVIRT_CONNECTION, refusal=NOT_USED),
         'kubevirt': OptionGroup(KUBEVIRT_CONNECTION + ('namespace',), refusal=NOT_USED, unset={'namespace': 'default'},
@@ -104,17 +114,21 @@ def argument_spec(**own):
 
 
 def refused_option(resource, params):
-    """``(field, message, named)`` for the first option of another backend set in ``params``, or None.
+    """``(field, message, named)`` for the first option of another backend set in ``params`` (or a required one missing), or None.
 
     Nothing is silently ignored: an option the selected backend does not take is a mistake the user hears about.
     """
     backend = params['backend']
-    for owner, group in OPTION_GROUPS[resource].items():
+    groups = OPTION_GROUPS[resource]
+    for owner, group in groups.items():
         if owner == backend:
             continue
         key = group.given(params)
         if key is not None:
             return key, group.wording.get(key, group.refusal).format(key=key, owner=owner, backend=backend), group.field
+    for key in groups[backend].required:
+        if not params.get(key):
+            return key, '%s: is required with backend %s' % (key, backend), groups[backend].field
     return None
 
 

@@ -1,0 +1,50 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The libvirt runners of the volume_info module (selected through _common.registry)."""
+
+from __future__ import annotations
+
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
+
+
+def report(connection, pool, names):
+    """``(pools, volumes)`` of the connection."""
+    observer = storage.StorageObserver(connection)
+    if pool is not None:
+        if '/' in pool or any(ord(char) < 32 for char in pool):
+            raise InvalidDeclaration('pool', '%r is not a valid pool name (no slash, no control character)' % pool)
+        if observer.pool(pool) is None:
+            raise InvalidDeclaration('pool', 'storage pool %s does not exist on this connection' % pool)
+        pools = [pool]
+    else:
+        if names:
+            raise InvalidDeclaration('name', 'needs pool')
+        pools = observer.pool_names()
+    views = attachments.observe_domains(connection)
+    all_atts = attachments.actual_attachments(views, observer)
+    users = attachments.users_of(all_atts)
+    pool_states, volumes = [], []
+    for pool_name in pools:
+        pool_states.append(observer.pool_state(pool_name))
+        wanted = names if names else observer.volume_names(pool_name)
+        for name in wanted:
+            key = storage.volume_key(pool_name, name)
+            info = observer.volume(key)
+            if info is None:
+                volumes.append({'key': key, 'pool': pool_name, 'name': name, 'exists': False})
+                continue
+            entry = storage.public_volume(info, users.get(key, ()), attachments.public_attachments(all_atts, key))
+            entry['exists'] = True
+            volumes.append(entry)
+    return pool_states, volumes
+
+
+def run_volume_info(module):
+    """volume_info with backend libvirt."""
+    with ModuleSession(module) as session:
+        with session.connect() as connection:
+            pools, volumes = report(connection, module.params['pool'], module.params['name'])
+    module.exit_json(changed=False, pools=pools, volumes=volumes)
