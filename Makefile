@@ -139,7 +139,15 @@ integration: venv layout guest kube peers
 
 integration-run:
 > $(LAB_ENV) CONVERGE_VIRT_REQUIRE_PEERS=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=25 -n 2 --dist loadfile --no-loadscope-reorder \
-    tests/reliability tests/integration tests/kubeapi_tests
+    tests/reliability tests/chaos tests/integration tests/kubeapi_tests
+
+# a longer randomized chaos campaign (tests/chaos/campaign.py) on three private libvirt hosts: make chaos SEED=7 MINUTES=20
+# (the seed reproduces the declarations and faults; the history and the checker's verdict go to build/chaos/seed-<SEED>)
+.PHONY: chaos
+SEED ?= 1
+MINUTES ?= 10
+chaos: venv layout
+> $(LAB_ENV) $(NETNS) nice -n 10 $(VPY) -m tests.chaos.campaign --seed $(SEED) --minutes $(MINUTES) --out $(BUILD)/chaos
 
 # the peer collections as users get them: the `ansible` package (kubevirt.core, community.libvirt ...) unpacked into
 # build/ansible-pkg, outside the virtualenvs, for the contract tests that run them side by side with ours (pip's cache
@@ -159,10 +167,12 @@ molecule-run:
     echo "molecule: $$role/$$name"; (cd roles/$$role && PATH=$(VENV)/bin:$$PATH $(VENV)/bin/molecule test -s $$name); done'
 
 # the unit tests, both inventories, the secrets canary and a few module tests on every ansible-core the collection
-# claims (meta/runtime.yml), one virtualenv each in build/matrix/<version>, made outside the private network
-# namespace (pip needs the package index) and reused while the requirements stay the same (tools/matrix.py);
+# claims (meta/runtime.yml), one virtualenv each in $(CONVERGE_VIRT_MATRIX_CACHE)/<version>-<digest>, made outside the
+# private network namespace (pip needs the package index) and reused while the requirements stay the same (tools/matrix.py);
 # MATRIX_VERSIONS="2.16 2.18" runs some of them
 .PHONY: matrix
+# the matrix virtualenvs, outside the checkout (clean clones reuse them), named by a digest of what they hold
+export CONVERGE_VIRT_MATRIX_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/converge-virt/matrix
 # 2.19, the .venv's own ansible-core, runs every test in the other tiers; MATRIX_VERSIONS="2.16 2.17 2.18 2.19" runs all four here
 MATRIX_VERSIONS ?= 2.16 2.17 2.18
 matrix: matrix-setup
@@ -183,6 +193,8 @@ test: setup kube units sanity lint guest peers matrix-setup
 
 demo: setup guest
 > $(LAB_ENV) $(NETNS) $(VENV)/bin/ansible-playbook -i playbooks/inventory/localhost.yml playbooks/demo.yml
+> @mkdir -p $(BUILD)/demo-golden
+> $(LAB_ENV) $(NETNS) $(VENV)/bin/ansible-playbook -i playbooks/inventory/localhost.yml -i $(BUILD)/demo-golden/guests.converge_libvirt.yml playbooks/demo_golden.yml
 
 # Benchmarks run side by side with the peer collections (the `ansible` package
 # from PyPI brings community.libvirt); they are never part of `make test`.
