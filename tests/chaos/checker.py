@@ -18,15 +18,15 @@ A history (a dict, as :mod:`tests.chaos.campaign` writes it to ``history.json``)
 
 Rules (each violation names its kind):
 
-* ``overlap``: two acting intervals (kind ``vm``) on one VM overlap, or one volume's;
+* ``overlap``: two acting intervals (kind ``vm``: they hold the VM's task) on one VM overlap;
 * ``unended``: an interval begun by a process that was not killed never ended;
 * ``lost-declaration``: an acknowledged declaration's field does not hold at the end although no other declaration
-  on that object overlapped or followed it (a ``capacity`` holds when the volume is at least that large);
+  that may change that object (its own, or one naming it in ``touches``) overlapped or followed it (a ``capacity`` holds when the volume is at least that large);
 * ``checksum``: a volume's content differs from its last declared write;
 * ``orphan-domain`` / ``half-migrated`` / ``orphan-volume`` / ``job-left`` / ``task-left``: the final world holds
   what no declaration explains;
-* ``reconcile-finds`` / ``not-idempotent``: after the final converge and a reconcile with fix, reconcile still finds
-  something, or a second converge changed something.
+* ``final-converge-failed`` / ``reconcile-finds`` / ``not-idempotent``: the final converge (with a reconcile with fix)
+  failed, or after it reconcile still finds something, or a second converge changed something.
 """
 
 import json
@@ -76,10 +76,12 @@ def intervals(history):
 
 
 def check_overlaps(spans):
-    """Violations: two intervals of one object (per kind) that overlap."""
+    """Violations: two intervals of one VM that overlap (volume create/grow/delete hold no task: they may overlap)."""
     violations = []
     last = {}
     for span in spans:
+        if span['kind'] != 'vm':
+            continue
         key = (span['kind'], span['object'])
         previous = last.get(key)
         if previous is not None and span['begin'] < previous['end']:
@@ -97,6 +99,11 @@ def _holds(field, declared, actual):
     return actual == declared
 
 
+def touches(decl, obj):
+    """Whether ``decl`` may change ``obj`` (its object, or one it names in ``touches``: a VM deleted takes its attachments)."""
+    return decl['object'] == obj or obj in decl.get('touches', ())
+
+
 def check_declarations(history):
     """Violations: an acknowledged declaration whose field does not hold although nothing overlapped or followed it."""
     finals = dict(((v['object'], v['field']), v['value']) for v in history.get('final', {}).get('values', ()))
@@ -111,7 +118,7 @@ def check_declarations(history):
             actual = finals[(decl['object'], field)]
             if _holds(field, value, actual):
                 continue
-            later = [other for other in decls if other is not decl and other['object'] == decl['object'] and field in other['fields']
+            later = [other for other in decls if other is not decl and touches(other, decl['object'])
                      and (other['end'] is None or other['end'] > decl['start'])]
             if later:
                 continue
@@ -159,6 +166,9 @@ def check_world(history):
     for task in final.get('tasks', ()):
         violations.append(Violation('task-left', task.get('name'), 'a task is still recorded after the final converge: %s'
                                     % json.dumps(task, sort_keys=True)))
+    converge = final.get('final_converge') or {}
+    if converge.get('rc', 0) != 0:
+        violations.append(Violation('final-converge-failed', None, 'the final converge (and reconcile with fix) failed: %s' % converge.get('failures')))
     for finding in final.get('reconcile_after_fix', ()):
         violations.append(Violation('reconcile-finds', finding.get('name'), 'reconcile still finds %s after a reconcile with fix'
                                     % json.dumps(finding, sort_keys=True)))

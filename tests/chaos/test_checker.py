@@ -32,7 +32,7 @@ LEGAL = {
     'final': {'values': [{'object': 'vm-a', 'field': 'power', 'value': 'running'}, {'object': 'vol-x', 'field': 'capacity', 'value': 12}],
               'checksums': {'keep': 'aa' * 32}, 'domains': {'h0': ['vm-a'], 'h1': []}, 'expected_domains': {'vm-a': ['h0', 'h1']},
               'volumes': {'h0': ['keep', 'vol-x']}, 'expected_volumes': {'h0': ['keep', 'vol-x']}, 'jobs': [], 'tasks': [],
-              'reconcile_after_fix': [], 'second_converge_changed': []},
+              'reconcile_after_fix': [], 'second_converge_changed': [], 'final_converge': {'rc': 0, 'failures': '[]'}},
 }
 
 
@@ -103,6 +103,10 @@ def _reconcile(h):
     h['final']['reconcile_after_fix'] = [{'name': 'vm-a', 'kind': 'power'}]
 
 
+def _final_failed(h):
+    h['final']['final_converge'] = {'rc': 2, 'failures': "[('c0a running', 'boom')]"}
+
+
 def _idempotent(h):
     h['final']['second_converge_changed'] = ['vm-a power']
 
@@ -111,7 +115,7 @@ def _idempotent(h):
     (_overlap, 'overlap'), (_killed_task_overlaps, 'overlap'), (_unended, 'unended'), (_end_without_begin, 'unended'),
     (_lost, 'lost-declaration'), (_lost_capacity, 'lost-declaration'), (_checksum, 'checksum'), (_orphan_domain, 'orphan-domain'),
     (_half_migrated, 'half-migrated'), (_orphan_volume, 'orphan-volume'), (_job, 'job-left'), (_task, 'task-left'),
-    (_reconcile, 'reconcile-finds'), (_idempotent, 'not-idempotent')])
+    (_reconcile, 'reconcile-finds'), (_idempotent, 'not-idempotent'), (_final_failed, 'final-converge-failed')])
 def test_each_kind_of_violation_is_found(change, kind):
     history = forged(change)
     assert kinds(history) == [kind]
