@@ -9,6 +9,7 @@ hook of tests/reliability/conftest.py calls this at the end of a run.  By hand::
 
 import argparse
 import datetime
+import json
 import os
 import sys
 
@@ -103,6 +104,31 @@ def _cell(text):
     return str(text).replace('|', '\\|').replace('\n', ' ')
 
 
+CHAOS_RECORD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tests', 'chaos', 'campaigns.json')
+
+
+def chaos_section(path=CHAOS_RECORD):
+    """The chaos campaigns' section (tests/chaos/campaign.py --record writes the file it reads); [] when none was recorded."""
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding='utf-8') as handle:
+        campaigns = json.load(handle)
+    lines = ['## Chaos campaigns (randomized histories, checked)', '',
+             'Recorded by `tests/chaos/campaign.py --record` (`make chaos SEED=... MINUTES=...`); the bounded campaign of `make test` is '
+             '`tests/chaos/test_campaign_libvirt.py`. Workers run real ansible-playbook processes with random declarations while a nemesis '
+             'kills process trees and faults libvirt daemons; `tests/chaos/checker.py` checks the audit journal and the final world.', '',
+             '| Date | Seed | Hosts, workers | Seconds | Declarations (ok / failed / killed) | Task intervals journaled | Faults | Violations | Notes |',
+             '|---|---|---|---|---|---|---|---|---|']
+    for run in campaigns:
+        outcomes = run.get('outcomes', {})
+        faults = ', '.join('%s %d' % (name, count) for name, count in sorted(run.get('faults', {}).items())) or 'none'
+        found = '%d%s' % (run['violations'], ' (%s)' % ', '.join(run['violation_kinds']) if run.get('violation_kinds') else '')
+        lines.append('| %s | %s | %d, %d | %d | %d (%d / %d / %d) | %d | %s | %s | %s |' % (
+            run.get('date', ''), run['seed'], run['hosts'], run['workers'], run['seconds'], run['declarations'], outcomes.get('ok', 0),
+            outcomes.get('failed', 0), outcomes.get('killed', 0), run['journal_intervals'], _cell(faults), _cell(found), _cell(run.get('note', ''))))
+    return lines + ['']
+
+
 def render(entries, date, command):
     """The report as Markdown text."""
     tot = totals(entries)
@@ -137,7 +163,7 @@ def render(entries, date, command):
             lines.append('| %s | %d | %s | %d | %s |' % (_cell(row['scenario']), row['count'],
                                                          'yes' if row['survived'] == row['runs'] else 'NO (%d of %d)' % (row['survived'], row['runs']),
                                                          row['data_lost'], _cell('; '.join(row['details']))))
-    lines += [''] + SECURITY
+    lines += [''] + chaos_section() + SECURITY
     return '\n'.join(lines) + '\n'
 
 

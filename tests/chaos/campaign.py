@@ -433,6 +433,22 @@ def run_campaign(state_dir, layout, seed, seconds, hosts=3, workers=3, movers=1)
     return history, violations, numbers
 
 
+RECORD = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'campaigns.json')
+
+
+def record(numbers, hosts, workers, movers, path=RECORD, note=''):  # pylint: disable=too-many-arguments
+    """Append one campaign's figures to ``path`` (tests/chaos/campaigns.json: the chaos section of docs/reliability.md)."""
+    entries = []
+    if os.path.exists(path):
+        with open(path, encoding='utf-8') as handle:
+            entries = json.load(handle)
+    entries.append(dict(numbers, hosts=hosts, workers=workers, movers=movers, note=note,
+                        date=time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())))
+    with open(path, 'w', encoding='utf-8') as handle:
+        json.dump(entries, handle, indent=1, sort_keys=True)
+        handle.write('\n')
+
+
 def main(argv=None):
     from tests.integration.virtlab_fixtures import virtlab_layout_for  # pylint: disable=import-outside-toplevel
     parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
@@ -442,12 +458,15 @@ def main(argv=None):
     parser.add_argument('--workers', type=int, default=3)
     parser.add_argument('--movers', type=int, default=1)
     parser.add_argument('--out', default=os.path.join('build', 'chaos'))
+    parser.add_argument('--record', action='store_true', help='append the figures to tests/chaos/campaigns.json (docs/reliability.md)')
     args = parser.parse_args(argv)
     state_dir = os.path.abspath(os.path.join(args.out, 'seed-%d' % args.seed))
     os.makedirs(state_dir, exist_ok=True)
     history, violations, numbers = run_campaign(state_dir, virtlab_layout_for(2), args.seed, args.minutes * 60, args.hosts, args.workers,
                                                 args.movers)
     print(json.dumps(numbers, sort_keys=True))
+    if args.record:
+        record(numbers, args.hosts, args.workers, args.movers)
     if violations:
         print(checker.report(history, violations))
         return 1

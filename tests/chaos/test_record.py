@@ -1,0 +1,18 @@
+"""A campaign's figures are recorded and rendered in docs/reliability.md's chaos section."""
+
+from tests.chaos import campaign
+from tools import reliability_report
+
+
+def test_recorded_figures_are_rendered(tmp_path):
+    path = str(tmp_path / 'campaigns.json')
+    numbers = {'seed': 41, 'seconds': 1500, 'declarations': 321, 'outcomes': {'ok': 200, 'failed': 100, 'killed': 21}, 'journal_intervals': 290,
+               'faults': {'kill': 21, 'sigstop': 9}, 'violations': 1, 'violation_kinds': ['lost-declaration']}
+    campaign.record(numbers, 3, 3, 2, path=path, note='fixed: see seed 41')
+    campaign.record(dict(numbers, seed=42, violations=0, violation_kinds=[]), 2, 3, 1, path=path)
+    lines = reliability_report.chaos_section(path)
+    rows = [line for line in lines if line.startswith('| ') and '---' not in line][1:]
+    assert len(rows) == 2
+    assert '| 41 | 3, 3 | 1500 | 321 (200 / 100 / 21) | 290 | kill 21, sigstop 9 | 1 (lost-declaration) | fixed: see seed 41 |' in rows[0]
+    assert '| 42 | 2, 3 |' in rows[1] and '| 0 |' in rows[1]
+    assert reliability_report.chaos_section(str(tmp_path / 'none.json')) == []
