@@ -1,10 +1,12 @@
 """The ansible-core test matrix (`make matrix`): the collection's tests on every ansible-core it claims.
 
-For each version in VERSIONS a virtual environment ``build/matrix/<version>`` holds
-requirements.txt, the test tools of test-requirements.txt (not the linters, molecule
-and the packaging tools: those run once, in ``.venv``) and ``ansible-core==<version>.*``.
-It is made once and reused while the requirement files, the version and the Python
-do not change (``.stamp`` holds their digest); pip's wheel cache keeps a remake cheap.
+For each version in VERSIONS a virtual environment holds requirements.txt, the test tools of
+test-requirements.txt (not the linters, molecule and the packaging tools: those run once, in
+``.venv``) and ``ansible-core==<version>.*``. It lives outside the checkout, in
+``$CONVERGE_VIRT_MATRIX_CACHE`` (``~/.cache/converge-virt/matrix``), named
+``<version>-<digest>`` by what it holds (the requirement files, the version and the Python), so a
+clean clone reuses it and a change of the requirements makes a new one; pip's wheel cache keeps a
+remake cheap. What a run leaves (logs, hypothesis database, ansible home) stays in ``build/matrix/<version>``.
 
 Then, per version, pytest with that environment's Python runs UNIT_TESTS, and
 INTEGRATION_TESTS inside a private network namespace (``python -m tools.virtlab netns``:
@@ -32,7 +34,12 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# what a run leaves (logs, hypothesis database, ansible home) per version
 MATRIX = os.path.join(ROOT, 'build', 'matrix')
+# the virtual environments, outside the checkout so that clean clones reuse them: one per version and digest of
+# what it holds (requirements, ansible-core, Python), <cache>/<version>-<digest>; `make` exports the variable
+VENVS = os.environ.get('CONVERGE_VIRT_MATRIX_CACHE') or os.path.join(
+    os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache'), 'converge-virt', 'matrix')
 VERSIONS = ('2.16', '2.17', '2.18', '2.19')
 # run once in .venv (make sanity / lint / molecule / docs), not per ansible-core
 NOT_IN_MATRIX = ('ansible-core', 'ansible-lint', 'molecule', 'antsibull-changelog', 'ansible-builder')
@@ -97,13 +104,22 @@ def _stamp(version):
     return hashlib.sha256(text.encode('utf-8')).hexdigest()
 
 
+def venv_home(version):
+    """The directory of the environment of ``version`` as the requirements are now."""
+    return os.path.join(VENVS, '%s-%s' % (version, _stamp(version)[:16]))
+
+
 def venv_python(version):
-    return os.path.join(MATRIX, version, 'bin', 'python')
+    return os.path.join(venv_home(version), 'bin', 'python')
 
 
 def ensure_venv(version):
-    """Make (or reuse) the environment of ``version``; return its Python."""
-    home = os.path.join(MATRIX, version)
+    """Make (or reuse) the environment of ``version``; return its Python.
+
+    The directory is named by the digest of what it holds, so a change of the requirements makes a new one;
+    the version's older environments are removed then.
+    """
+    home = venv_home(version)
     stamp_path = os.path.join(home, '.stamp')
     stamp = _stamp(version)
     try:
@@ -112,8 +128,11 @@ def ensure_venv(version):
                 return venv_python(version)
     except OSError:
         pass
-    print('matrix: making %s (ansible-core %s.*)' % (os.path.relpath(home, ROOT), version), flush=True)
-    shutil.rmtree(home, ignore_errors=True)
+    print('matrix: making %s (ansible-core %s.*)' % (home, version), flush=True)
+    os.makedirs(VENVS, exist_ok=True)
+    for name in os.listdir(VENVS):
+        if name.startswith(version + '-'):
+            shutil.rmtree(os.path.join(VENVS, name), ignore_errors=True)
     subprocess.run([sys.executable, '-m', 'venv', home], check=True)
     req_path = os.path.join(home, 'requirements.txt')
     with open(req_path, 'w', encoding='utf-8') as handle:
@@ -135,6 +154,7 @@ def run_tests(version, python, tests=None):
     Return (exit code, seconds, path of the log that holds the output of both runs).
     """
     home = os.path.join(MATRIX, version)
+    os.makedirs(home, exist_ok=True)
     env = dict(os.environ)
     env.update({
         'PYTHONPATH': os.path.join(ROOT, 'build', 'collections'),
