@@ -36,7 +36,7 @@ import pytest
 import yaml
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from tests.integration.ansible_run import BIN, ROOT, ok, run_module
+from tests.integration.ansible_run import BIN, ROOT, ok, run_module, run_playbook
 from tests.kubeapi.fixtures import kube_server  # noqa: F401 pylint: disable=unused-import  (pytest fixture)
 from tools.virtlab import hosts as virtlab_hosts
 
@@ -356,3 +356,45 @@ def test_a_kubevirt_inventory_sync_as_awx_runs_it_with_the_bearer_token_credenti
     assert (made['awx-kv']['readiness'], made['awx-kv']['address']) == ('address', hostvars['default-awx-kv']['ansible_host']), made['awx-kv']
     assert hostvars['default-awx-kv']['readiness'] == 'address', hostvars['default-awx-kv']
     assert 'readiness' not in hostvars['default-awx-kv-off'] and 'ansible_host' not in hostvars['default-awx-kv-off'], hostvars
+
+
+def defaults_play(checks):
+    """A play that loads the three roles' defaults files (as the roles do) and asserts ``checks`` on them; then, with the
+    backends switched to kubevirt, that no libvirt URI is taken from the environment for reconcile and evacuate."""
+    defaults = [{'name': 'Defaults of %s' % role, 'ansible.builtin.include_vars': os.path.join(ROOT, 'roles', role, 'defaults', 'main.yml')}
+                for role in ('lifecycle', 'reconcile', 'evacuate')]
+    return {'hosts': 'localhost', 'gather_facts': False, 'tasks': defaults + [
+        {'name': 'With the libvirt backends', 'ansible.builtin.assert': {'that': checks, 'quiet': True}},
+        {'name': 'Switch to kubevirt', 'ansible.builtin.set_fact': {'reconcile_backend': 'kubevirt', 'evacuate_backend': 'kubevirt'}},
+        {'name': 'With the kubevirt backends', 'ansible.builtin.assert': {'that': ["reconcile_uri == ''", "evacuate_uri == ''"], 'quiet': True}},
+    ]}
+
+
+def write_plays(path, plays):
+    with open(path, 'w', encoding='utf-8') as handle:
+        yaml.safe_dump(plays, handle)
+    return path
+
+
+def test_the_roles_take_the_uri_from_the_credentials_environment(host, tmp_path):
+    # a job template running converge.virt.lifecycle with the credential attached and no lifecycle_uri; then the three
+    # roles' defaults with the variable (its URI, for the libvirt backend only) and without it
+    os.makedirs(os.path.join(str(tmp_path), 'env'))
+    env, _extra_vars = inject(credential_type(CREDENTIAL_TYPE), dict(planted()[0], uri=host.uri), str(tmp_path))
+    lifecycle = {'hosts': 'localhost', 'gather_facts': False, 'roles': [
+        {'role': 'converge.virt.lifecycle', 'lifecycle_vms': [{'name': 'awx-role', 'memory': '64MiB', 'domain_type': virtlab_hosts.diskless_domain_type()}],
+         'lifecycle_shutdown_timeout': 0}]}
+    conn = libvirt.open(host.uri)
+    try:
+        checks = ['lifecycle_uri == %r' % host.uri, 'reconcile_uri == %r' % host.uri, 'evacuate_uri == %r' % host.uri]
+        rc, data = run_playbook(write_plays(os.path.join(str(tmp_path), 'set.yml'), [lifecycle, defaults_play(checks)]), env=env)
+        assert rc == 0, json.dumps(data)[-3000:]
+        assert conn.lookupByName('awx-role').state()[0] == libvirt.VIR_DOMAIN_RUNNING
+        checks = ["lifecycle_uri == 'qemu:///system'", "reconcile_uri == ''", "evacuate_uri == ''"]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.delenv('LIBVIRT_DEFAULT_URI', raising=False)
+            rc, data = run_playbook(write_plays(os.path.join(str(tmp_path), 'unset.yml'), [defaults_play(checks)]))
+        assert rc == 0, json.dumps(data)[-3000:]
+    finally:
+        conn.close()
+        run_module('vm', small(host, 'awx-role', state='absent'))
