@@ -17,8 +17,12 @@ run under their sshd, so their CPU is not in that figure):
 * ``community``     -- community.libvirt.virt (``command: define``, one loop item per VM; from the
   ``ansible`` package of the bench venv) from nothing over the same inventory, ``forks`` = hosts.
 
-VMs are ``state: present`` by default (defined, not started: 400 running qemu
-processes do not fit a 2-core machine); ``--state running`` starts them.  Needs
+VMs are ``state: present`` by default (defined, not started); ``--state running`` starts them: diskless guests
+(no disk, no OS: the firmware finds nothing to boot and idles), ``kvm`` when /dev/kvm works (``--domain-type``,
+default ``auto``; TCG otherwise), so 400 running qemu processes fit a 2-core machine (about 40 MiB each).  With
+``--state running`` two more runs say where the time goes: ``split_define`` (the fleet ``state: present`` from
+nothing: definitions only) then ``split_start`` (the same fleet ``state: running``: only the starts and the
+waits), and community.libvirt gets a second loop (``state: running``, one item per VM).  Needs
 root, ``make bench-venv`` and a private network namespace:
 
     python -m tools.virtlab netns -- build/bench-venv/bin/python -m bench.fleet_hosts --hosts 8 --vms 50
@@ -28,7 +32,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,22 +39,22 @@ import time
 
 from bench.common import ROOT, bench_env, lab_layout, load_average, report, results_name, timed_playbook
 from tools.virtlab import domains, hosts as virtlab_hosts
-from tools.virtlab import sshd as virtlab_sshd
+from tools.virtlab import outage, sshd as virtlab_sshd
 
 
 def _names(count):
     return ['fleet-%03d' % index for index in range(1, count + 1)]
 
 
-def _converge_play(count, state):
+def _converge_play(count, state, domain_type):
     return [{'name': 'fleet', 'hosts': 'virtlab', 'gather_facts': False, 'tasks': [{
         'name': 'the fleet of this hypervisor', 'converge.virt.vm': {
-            'uri': 'qemu:///system', 'state': state, 'memory': '64MiB', 'domain_type': 'qemu', 'shutdown_timeout': 0,
+            'uri': 'qemu:///system', 'state': state, 'memory': '64MiB', 'domain_type': domain_type, 'shutdown_timeout': 0,
             'vms': [{'name': name} for name in _names(count)]}}]}]
 
 
-def _community_play(count, state):
-    xml = {name: domains.diskless_domain_xml(name, domain_type='qemu', memory_mib=64) for name in _names(count)}
+def _community_play(count, state, domain_type):
+    xml = {name: domains.diskless_domain_xml(name, domain_type=domain_type, memory_mib=64) for name in _names(count)}
     tasks = [{'name': 'define', 'community.libvirt.virt': {'uri': 'qemu:///system', 'command': 'define', 'xml': '{{ item.value }}'},
               'loop': '{{ fleet_xml | dict2items }}', 'loop_control': {'label': '{{ item.key }}'}}]
     if state == 'running':
@@ -78,39 +81,23 @@ def _wipe(started, count):
             conn.close()
 
 
-def _count(started):
+def _count(started, active=False):
+    """Per host, how many fleet-* domains are defined (active: running)."""
     import libvirt  # pylint: disable=import-outside-toplevel
     found = []
     for host in started:
         conn = libvirt.open(host.uri)
         try:
-            found.append(len([dom for dom in conn.listAllDomains() if dom.name().startswith('fleet-')]))
+            found.append(len([dom for dom in conn.listAllDomains() if dom.name().startswith('fleet-') and (dom.isActive() or not active)]))
         finally:
             conn.close()
     return found
 
 
-def _restart_libvirtd(host):
-    """Start the host's libvirtd again in its namespaces (entered through its virtlogd, which outlives libvirtd)."""
-    import libvirt  # pylint: disable=import-outside-toplevel
-    argv = ['nsenter', '--target', str(host.pids['virtlogd']), '--mount', '--uts', virtlab_hosts._which('libvirtd'),  # pylint: disable=protected-access
-            '--listen', '--config', '/etc/libvirt/libvirtd.conf', '--pid-file', '/run/libvirt/libvirtd.pid']
-    with open(os.path.join(host.root, 'daemon.log'), 'ab') as log:
-        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # pylint: disable=consider-using-with
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            libvirt.open(host.uri).close()
-            return
-        except libvirt.libvirtError:
-            time.sleep(0.1)
-    raise RuntimeError('libvirtd of %s did not come back' % host.name)
-
-
-def _interrupted(bin_dir, inventory, started, count, state, env):
+def _interrupted(bin_dir, inventory, started, count, state, domain_type, env):  # pylint: disable=too-many-arguments
     """strategy free, forks = hosts; the third host's libvirtd is killed once its first VMs exist; then a re-run."""
     victim = started[2 % len(started)]
-    plays = _converge_play(count, state)
+    plays = _converge_play(count, state, domain_type)
     plays[0]['strategy'] = 'free'
     with tempfile.NamedTemporaryFile('w', suffix='.yml', delete=False) as handle:
         json.dump(plays, handle)
@@ -119,13 +106,8 @@ def _interrupted(bin_dir, inventory, started, count, state, env):
         start = time.perf_counter()
         argv = [os.path.join(bin_dir, 'ansible-playbook'), '-i', inventory, '-f', str(len(started)), path]
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # pylint: disable=consider-using-with
-        while _count([victim])[0] == 0 and proc.poll() is None:
-            time.sleep(0.05)
-        os.kill(victim.pids['libvirtd'], signal.SIGKILL)
+        defined_at_kill = len(outage.kill_libvirtd_when(victim, 'fleet-', still_running=lambda: proc.poll() is None))
         killed_at = time.perf_counter() - start
-        time.sleep(0.2)
-        defined_at_kill = len([name for name in os.listdir(os.path.join(victim.dirs['etc'], 'qemu')) if name.startswith('fleet-')]) \
-            if os.path.isdir(os.path.join(victim.dirs['etc'], 'qemu')) else 0
         out, _err = proc.communicate()
         elapsed = time.perf_counter() - start
     finally:
@@ -133,7 +115,7 @@ def _interrupted(bin_dir, inventory, started, count, state, env):
     recap = out.rsplit('PLAY RECAP', maxsplit=1)[-1]
     failed = sorted(line.split()[0] for line in recap.splitlines() if ('failed=1' in line or 'unreachable=1' in line))
     counts_after_kill = _count([host for host in started if host is not victim])
-    _restart_libvirtd(victim)
+    outage.restart_libvirtd(victim)
     rerun = _run(bin_dir, inventory, plays, len(started), env)
     return {'killed': victim.name, 'killed_after_s': round(killed_at, 2), 'defined_at_kill': defined_at_kill,
             'wall_s': round(elapsed, 2), 'rc': proc.returncode,
@@ -141,16 +123,18 @@ def _interrupted(bin_dir, inventory, started, count, state, env):
             'rerun': rerun, 'after_rerun': _count(started)}
 
 
-def main(argv=None):  # pylint: disable=too-many-locals
+def main(argv=None):  # pylint: disable=too-many-locals,too-many-statements
     parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
     parser.add_argument('--hosts', type=int, default=8)
     parser.add_argument('--vms', type=int, default=50)
     parser.add_argument('--state', choices=['present', 'running'], default='present')
+    parser.add_argument('--domain-type', choices=['auto', 'kvm', 'qemu'], default='auto', help='auto: kvm when /dev/kvm works, else qemu (TCG)')
     parser.add_argument('--venv', default=os.path.join(ROOT, 'build', 'bench-venv'))
     parser.add_argument('--skip-community', action='store_true')
     parser.add_argument('--interrupt', action='store_true', help='also: strategy free with one host\'s libvirtd killed mid-run, then a re-run')
     parser.add_argument('--results-name')
     args = parser.parse_args(argv)
+    domain_type = virtlab_hosts.diskless_domain_type() if args.domain_type == 'auto' else args.domain_type
     bin_dir = os.path.join(os.path.abspath(args.venv), 'bin')
     env = bench_env(bin_dir)
     env['ANSIBLE_HOST_KEY_CHECKING'] = '1'
@@ -158,27 +142,45 @@ def main(argv=None):  # pylint: disable=too-many-locals
     began = time.perf_counter()
     started = virtlab_hosts.start_hosts(args.hosts, state_dir, ssh=True, ssh_python=os.path.join(bin_dir, 'python'),
                                         **lab_layout('127.0.40.11', 'fleet-hv', 17100, 51000))
-    results = {'hosts': args.hosts, 'vms_per_host': args.vms, 'state': args.state, 'lab_start_s': round(time.perf_counter() - began, 2),
-               'load_before': load_average()}
+    results = {'hosts': args.hosts, 'vms_per_host': args.vms, 'state': args.state, 'domain_type': domain_type,
+               'lab_start_s': round(time.perf_counter() - began, 2), 'load_before': load_average()}
     inventory = os.path.join(state_dir, virtlab_sshd.INVENTORY_FILE)
+    running = args.state == 'running'
+
+    def converge(forks, state=args.state):
+        return _run(bin_dir, inventory, _converge_play(args.vms, state, domain_type), forks, env)
+
+    def expect_fleet(key, expected_state=args.state):
+        results[key] = {'defined': _count(started), 'running': _count(started, active=True)}
+        want_running = args.vms if expected_state == 'running' else 0
+        if results[key]['defined'] != [args.vms] * args.hosts or (expected_state == 'running' and results[key]['running'] != [want_running] * args.hosts):
+            raise RuntimeError('%s: not the declared fleet: %s' % (key, results[key]))
+
     try:
         # warm-up, not measured: each hypervisor's first module run fills its bytecode cache (docs/hypervisors.md)
         _run(bin_dir, inventory, [{'hosts': 'virtlab', 'gather_facts': False, 'tasks': [{'converge.virt.vm_info': {'uri': 'qemu:///system'}}]}],
              args.hosts, env)
-        results['converge'] = _run(bin_dir, inventory, _converge_play(args.vms, args.state), args.hosts, env)
-        results['vms_defined'] = _count(started)
-        results['noop'] = _run(bin_dir, inventory, _converge_play(args.vms, args.state), args.hosts, env)
+        results['converge'] = converge(args.hosts)
+        expect_fleet('vms_after_converge')
+        results['noop'] = converge(args.hosts)
         if results['noop']['changed']:  # the hosts on which something changed
             raise RuntimeError('the no-op re-run changed something')
         _wipe(started, args.vms)
-        results['converge_forks1'] = _run(bin_dir, inventory, _converge_play(args.vms, args.state), 1, env)
+        results['converge_forks1'] = converge(1)
+        expect_fleet('vms_after_converge_forks1')
+        if running:  # where the time goes: definitions alone, then the starts alone
+            _wipe(started, args.vms)
+            results['split_define'] = converge(args.hosts, 'present')
+            expect_fleet('vms_after_split_define', 'present')
+            results['split_start'] = converge(args.hosts, 'running')
+            expect_fleet('vms_after_split_start')
         if not args.skip_community:
             _wipe(started, args.vms)
-            results['community'] = _run(bin_dir, inventory, _community_play(args.vms, args.state), args.hosts, env)
-            results['community_vms_defined'] = _count(started)
+            results['community'] = _run(bin_dir, inventory, _community_play(args.vms, args.state, domain_type), args.hosts, env)
+            expect_fleet('vms_after_community')
         if args.interrupt:
             _wipe(started, args.vms)
-            results['interrupted'] = _interrupted(bin_dir, inventory, started, args.vms, args.state, env)
+            results['interrupted'] = _interrupted(bin_dir, inventory, started, args.vms, args.state, domain_type, env)
         results['speedup_forks'] = round(results['converge_forks1']['wall_s'] / results['converge']['wall_s'], 2)
         if 'community' in results:
             results['speedup_vs_community'] = round(results['community']['wall_s'] / results['converge']['wall_s'], 2)

@@ -17,6 +17,16 @@ timings, free memory, the other runs' VMs, each run's own names); the key path n
 the libvirt inventory plugin's output over the two qemu+ssh URIs.  What the SSH runs leave on
 the managed hosts (their private $HOME) is checked: no Ansible temporary directory, a
 bytecode cache of at most one file per module_utils module, owner-only.
+
+The roles: on two more pairs of hosts at once (an evacuation drains a whole host), locally and over SSH, one playbook
+runs the lifecycle role (present) on both hosts, the evacuate role on the first (a running VM live, a stopped one
+offline, onto the second), then the lifecycle role (absent, volumes purged) on the second; every task's result and
+the roles' reports are compared the same way.
+
+The interrupted fleet (the reduced form of ``bench/fleet_hosts.py --interrupt``): two hosts over SSH, a fleet per
+host, ``strategy: free``; the second host's libvirtd is killed once its first VMs are defined
+(:mod:`tools.virtlab.outage`): the first host finishes, the second is reported failed naming the lost daemon; with
+the daemon started again a re-run completes the second host only, and a further re-run changes nothing.
 """
 
 import json
@@ -32,7 +42,7 @@ import yaml
 from tests.integration.ansible_run import BIN, ROOT, ansible_env
 from tools.procs import pid_alive
 from tools.virtlab import domains, hosts as virtlab_hosts
-from tools.virtlab import sshd as virtlab_sshd
+from tools.virtlab import outage, sshd as virtlab_sshd
 
 POOL = 'rhpool'
 VMS = ('rh-a', 'rh-m')
@@ -106,12 +116,12 @@ def _results(data):
     return found
 
 
-def _normal(value, words, foreign):
+def _normal(value, words, foreign, volatile=frozenset(VOLATILE)):
     """value without the keys that differ by nature and without the other modes' VMs, the mode's own strings replaced by placeholders."""
     if isinstance(value, dict):
-        return {key: _normal(item, words, foreign) for key, item in value.items() if key not in VOLATILE and not key.startswith('_ansible')}
+        return {key: _normal(item, words, foreign, volatile) for key, item in value.items() if key not in volatile and not key.startswith('_ansible')}
     if isinstance(value, list):
-        return [_normal(item, words, foreign) for item in value if (item.get('name') if isinstance(item, dict) else item) not in foreign]
+        return [_normal(item, words, foreign, volatile) for item in value if (item.get('name') if isinstance(item, dict) else item) not in foreign]
     if isinstance(value, str):
         for word, placeholder in words:
             value = value.replace(word, placeholder)
@@ -303,3 +313,197 @@ def test_a_key_ssh_refuses_is_masked_in_the_error(lab, tmp_path):
     result = json.loads(proc.stdout)['plays'][0]['tasks'][0]['hosts']['localhost']
     assert proc.returncode != 0 and result['failed'] and 'Load key "********"' in result['msg'], result.get('msg')
     assert garbage not in proc.stdout + proc.stderr
+
+
+# ---- the evacuate and lifecycle roles over SSH -------------------------------------------------------------------------------
+
+ROLE_VMS = ('ro-a', 'ro-b', 'ro-c')
+ROLE_POOL = 'ropool'
+# the role's facts are its report: compared too; what differs by nature besides: who set the drain mark (the machine the
+# module ran on, checked on its own), the other pair's host UUIDs, the free space of the file system holding the pool
+ROLE_VOLATILE = (VOLATILE - {'ansible_facts'}) | {'by', 'host_uuid', 'allocation', 'available'}
+
+
+@pytest.fixture(scope='module')
+def role_lab(tmp_path_factory, virtlab_layout):
+    """Four hosts with sshd: the local run drives the first two, the SSH run the last two (evacuation drains a whole host)."""
+    state_dir = str(tmp_path_factory.mktemp('sshroles'))
+    started = virtlab_hosts.start_hosts(4, state_dir, ssh=True, **virtlab_layout(5))
+    try:
+        yield state_dir, started
+    finally:
+        virtlab_hosts.stop_hosts(state_dir)
+
+
+def _role_plays(pool_dir, sfx):
+    """lifecycle present on both hosts, evacuate the first onto the second, lifecycle absent on the second (everything there)."""
+    first = "inventory_hostname == groups['virtlab'][0]"
+    vm = {'memory': '64MiB', 'domain_type': 'qemu'}
+    volume = {'name': 'ro-disk.raw', 'pool': ROLE_POOL + sfx, 'pool_path': pool_dir, 'capacity': '1MiB'}
+    disk = {'dev': 'vdb', 'pool': ROLE_POOL + sfx, 'volume': 'ro-disk.raw', 'format': 'raw'}
+    fleet_first = [dict(vm, name='ro-a' + sfx), dict(vm, name='ro-b' + sfx, state='stopped')]
+    fleet_second = [dict(vm, name='ro-c' + sfx, disks=[disk])]
+    common = {'lifecycle_uri': '{{ hv_uri }}', 'lifecycle_wait_timeout': 120, 'lifecycle_shutdown_timeout': 0}
+    present = dict(common, lifecycle_vms='{{ %s if %s else %s }}' % (json.dumps(fleet_first), first, json.dumps(fleet_second)),
+                   lifecycle_volumes='{{ [] if %s else [%s] }}' % (first, json.dumps(volume)))
+    absent = dict(common, lifecycle_state='absent', lifecycle_purge_volumes=True,
+                  lifecycle_vms=[{'name': name + sfx} for name in ROLE_VMS], lifecycle_volumes=[volume])
+    evacuate = {'evacuate_uri': '{{ hv_uri }}', 'evacuate_target_uris': ['{{ hv_target_uri }}'], 'evacuate_reason': 'maintenance over ssh',
+                'evacuate_wait_timeout': 120}
+    return [
+        {'name': 'lifecycle present', 'hosts': 'virtlab', 'gather_facts': False,
+         'tasks': [{'name': 'lifecycle', 'ansible.builtin.include_role': {'name': 'converge.virt.lifecycle'}, 'vars': present}]},
+        {'name': 'evacuate', 'hosts': 'virtlab', 'gather_facts': False,
+         'tasks': [{'name': 'evacuate', 'when': first, 'ansible.builtin.include_role': {'name': 'converge.virt.evacuate'}, 'vars': evacuate}]},
+        {'name': 'lifecycle absent', 'hosts': 'virtlab', 'gather_facts': False,
+         'tasks': [{'name': 'lifecycle', 'when': 'not (%s)' % first, 'ansible.builtin.include_role': {'name': 'converge.virt.lifecycle'},
+                    'vars': absent}]},
+    ]
+
+
+def _play_results(data, host_index):
+    """{(play, task name, n-th of that name, host index): result} of a playbook run (host_index: inventory name -> 0 or 1)."""
+    found = {}
+    for play in data['plays']:
+        seen = {}
+        for task in play['tasks']:
+            name = task['task']['name']
+            seen[name] = seen.get(name, 0) + 1
+            for host, result in task['hosts'].items():
+                found[(play['play']['name'], name, seen[name], host_index[host])] = result
+    return found
+
+
+def test_evacuate_and_lifecycle_roles_over_ssh_as_locally(role_lab, tmp_path):  # pylint: disable=too-many-locals
+    """The roles, run by ansible-playbook with the modules on the hypervisors (their Python and libvirt-python), give the local results."""
+    state_dir, started = role_lab
+    with open(os.path.join(state_dir, virtlab_sshd.INVENTORY_FILE), encoding='utf-8') as handle:
+        lab_inventory = json.load(handle)['all']['children']['virtlab']['hosts']
+    pairs = {'local': started[:2], 'ssh': started[2:]}
+    modes = {
+        'local': {host.name: {'ansible_connection': 'local', 'hv_uri': host.uri, 'hv_target_uri': pairs['local'][1].uri} for host in pairs['local']},
+        'ssh': {host.name: dict(lab_inventory[host.name], hv_uri='qemu:///system', hv_target_uri=pairs['ssh'][1].tcp_uri) for host in pairs['ssh']},
+    }
+    suffix = {'local': '-l', 'ssh': '-s'}
+    running = {}
+    for mode, members in modes.items():
+        pool_dir = str(tmp_path / 'pools' / mode)
+        os.makedirs(pool_dir)
+        playbook = tmp_path / ('roles-%s.yml' % mode)
+        playbook.write_text(yaml.safe_dump(_role_plays(pool_dir, suffix[mode])))
+        argv = [os.path.join(BIN, 'ansible-playbook'), '-i', _inventory(tmp_path / ('roles-%s.json' % mode), members), '-f', '2', str(playbook)]
+        env = {'ANSIBLE_HOST_KEY_CHECKING': '1'} if mode == 'ssh' else None
+        running[mode] = (_start(argv, env), time.monotonic(), pool_dir)
+    outcome, times = {}, {}
+    for mode, (proc, began, pool_dir) in running.items():
+        _out, err, data, times[mode] = _finish(proc, began)
+        pair, sfx = pairs[mode], suffix[mode]
+        results = _play_results(data, {host.name: index for index, host in enumerate(pair)})
+        assert proc.returncode == 0 and not any(r.get('failed') or r.get('unreachable') for r in results.values()), \
+            (mode, {k: r.get('msg') for k, r in results.items() if r.get('failed') or r.get('unreachable')}, err[-2000:])
+        words = {(member['hv_uri'], '<uri>') for member in modes[mode].values()} | {(pair[1].uri, '<target>'), (pair[1].tcp_uri, '<target>')}
+        words |= {(name + sfx, name) for name in ROLE_VMS} | {(ROLE_POOL + sfx, ROLE_POOL), (pool_dir, '<pools>')}
+        words |= {(host.name, '<hv%d>' % index) for index, host in enumerate(pair)} | {(host.address, '<address%d>' % index) for index, host in enumerate(pair)}
+        outcome[mode] = {k: _normal(r, sorted(words, key=lambda w: -len(w[0])), set(), ROLE_VOLATILE) for k, r in results.items()}
+        # the drain mark names where the module ran: the controller locally, the hypervisor itself over SSH
+        drained_by = [r['host']['drain']['by'] for k, r in results.items() if k[1].endswith('Read the host again')]
+        assert len(drained_by) == 1 and drained_by[0].split(':')[0] == (socket.gethostname() if mode == 'local' else pair[0].name), (mode, drained_by)
+        # what the roles did, on the right daemons: nothing on the drained first host, everything gone from the second
+        for host in pair:
+            conn = libvirt.open(host.uri)
+            try:
+                assert [dom.name() for dom in conn.listAllDomains() if dom.name().startswith('ro-')] == [], (mode, host.name)
+            finally:
+                conn.close()
+    print('\nroles wall time, the two at once (s): ' + ', '.join('%s %.1f' % item for item in times.items()))
+
+    for mode, results in outcome.items():
+        report = [r for k, r in results.items() if k[1].endswith('Report per VM what happened')][0]['ansible_facts']['evacuate_report']
+        assert sorted((r['name'], r['mode'], r['changed'], r.get('failed', False)) for r in report) == \
+            [('ro-a', 'live', True, False), ('ro-b', 'offline', True, False)], (mode, report)
+        lifecycle = [r for k, r in results.items() if k[0] == 'lifecycle present' and k[1].endswith(': Report per VM')][:2]
+        rows = sorted((row['name'], row['declared'], row['vm_state'], row['changed']) for fact in lifecycle for row in fact['ansible_facts']['lifecycle_report'])
+        assert rows == [('ro-a', 'running', 'ACTIVE', True), ('ro-b', 'stopped', 'STOPPED', True), ('ro-c', 'running', 'ACTIVE', True)], (mode, rows)
+    assert set(outcome['ssh']) == set(outcome['local']), sorted(set(outcome['ssh']) ^ set(outcome['local']))
+    differences = [(k, outcome['local'][k], outcome['ssh'][k]) for k in outcome['local'] if outcome['local'][k] != outcome['ssh'][k]]
+    assert not differences, json.dumps(differences, indent=1, sort_keys=True)
+
+
+# ---- a fleet on two hosts, one host's libvirtd killed mid-run (the reduced form of bench/fleet_hosts.py --interrupt) ---------
+
+FLEET = 20
+# what libvirt says when the daemon of an open connection goes away (the cause the failed host must name)
+CAUSES = ('End of file while reading data', 'Connection reset by peer', 'Cannot recv data', 'Failed to connect socket', 'client socket is closed')
+
+
+def _fleet_run(inventory, playbook):
+    """One ansible-playbook run; {host: [its results of the fleet task]}, stats (strategy free: a result may land on any entry)."""
+    proc = _start([os.path.join(BIN, 'ansible-playbook'), '-i', inventory, '-f', '2', playbook], {'ANSIBLE_HOST_KEY_CHECKING': '1'})
+    return proc
+
+
+def _fleet_outcome(proc, began):
+    _out, err, data, took = _finish(proc, began)
+    per_host = {}
+    for task in data['plays'][0]['tasks']:
+        for host, result in task['hosts'].items():
+            per_host.setdefault(host, []).append(result)
+    return proc.returncode, per_host, data['stats'], took, err
+
+
+def test_interrupted_fleet_strategy_free_then_reruns(tmp_path, virtlab_layout):  # pylint: disable=too-many-locals
+    """strategy free over SSH, a fleet per host; host 2's libvirtd killed once its first VMs exist: host 1 finishes, host 2 is
+    reported failed naming the lost daemon; with the daemon back a re-run completes host 2 only, a further re-run changes nothing."""
+    state_dir = str(tmp_path / 'lab')
+    started = virtlab_hosts.start_hosts(2, state_dir, ssh=True, **virtlab_layout(6))
+    try:
+        healthy, victim = started
+        names = ['fl-%02d' % index for index in range(1, FLEET + 1)]
+        play = [{'name': 'fleet', 'hosts': 'virtlab', 'gather_facts': False, 'strategy': 'free', 'tasks': [
+            {'name': 'the fleet of this hypervisor',
+             'converge.virt.vm': {'uri': 'qemu:///system', 'state': 'present', 'memory': '32MiB', 'domain_type': 'qemu', 'parallel': 4,
+                                  'vms': [{'name': name} for name in names]}}]}]
+        playbook = str(tmp_path / 'fleet.yml')
+        with open(playbook, 'w', encoding='utf-8') as handle:
+            yaml.safe_dump(play, handle)
+        inventory = os.path.join(state_dir, virtlab_sshd.INVENTORY_FILE)
+
+        began = time.monotonic()
+        proc = _fleet_run(inventory, playbook)
+        at_kill = outage.kill_libvirtd_when(victim, 'fl-', still_running=lambda: proc.poll() is None)
+        rc, per_host, stats, took, err = _fleet_outcome(proc, began)
+        assert 0 < len(at_kill) < FLEET, ('killed mid-fleet', at_kill)
+        assert rc == 2, (rc, err[-2000:])
+        # the other host finished: its whole fleet, no failure
+        assert stats[healthy.name]['failures'] == 0 and stats[healthy.name]['unreachable'] == 0, stats
+        done = [r for r in per_host[healthy.name] if not r.get('skipped')]
+        assert len(done) == 1 and not done[0].get('failed') and done[0]['changed'], done
+        assert sorted(vm['name'] for vm in done[0]['results'] if vm['changed'] and not vm.get('failed')) == names
+        # the failed host is reported failed, naming the cause (its libvirt daemon went away)
+        assert stats[victim.name]['failures'] == 1, stats
+        failed = [r for r in per_host[victim.name] if r.get('failed')]
+        assert len(failed) == 1, per_host[victim.name]
+        said = ' '.join([failed[0].get('msg', '')] + [vm.get('msg', '') for vm in failed[0].get('results', []) if vm.get('failed')])
+        assert any(word in said for word in CAUSES), said
+        assert set(outage.defined(victim, 'fl-')) >= set(at_kill) and len(outage.defined(victim, 'fl-')) < FLEET
+
+        outage.restart_libvirtd(victim)
+        for round_ in ('re-run', 'further re-run'):
+            began = time.monotonic()
+            rc, per_host, stats, rerun_took, err = _fleet_outcome(_fleet_run(inventory, playbook), began)
+            assert rc == 0 and all(s['failures'] == 0 and s['unreachable'] == 0 for s in stats.values()), (round_, stats, err[-2000:])
+            changed = {host: [vm['name'] for r in results for vm in r.get('results', []) if vm.get('changed')] for host, results in per_host.items()}
+            if round_ == 're-run':  # only what the kill left undone, on the victim only
+                assert changed == {healthy.name: [], victim.name: sorted(set(names) - set(at_kill))}, changed
+                assert stats[victim.name]['changed'] == 1 and stats[healthy.name]['changed'] == 0, stats
+            else:
+                assert changed == {healthy.name: [], victim.name: []} and all(s['changed'] == 0 for s in stats.values()), (changed, stats)
+            for host in started:
+                conn = libvirt.open(host.uri)
+                try:
+                    assert sorted(dom.name() for dom in conn.listAllDomains() if dom.name().startswith('fl-')) == names, (round_, host.name)
+                finally:
+                    conn.close()
+        print('\ninterrupted fleet: killed with %d of %d defined, run %.1f s, re-run %.1f s' % (len(at_kill), FLEET, took, rerun_took))
+    finally:
+        virtlab_hosts.stop_hosts(state_dir)
