@@ -17,9 +17,17 @@ events = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(events)
 
 
-def test_defaults_and_numbers():
+def test_defaults_and_numbers(monkeypatch):
+    monkeypatch.delenv('LIBVIRT_DEFAULT_URI', raising=False)
     assert events.check_args({}) == {'uri': 'qemu:///system', 'stopped_delay': 15.0, 'reconnect_max': 30.0, 'initial_sync': True}
     assert events.check_args({'stopped_delay': '2', 'uri': 'qemu+tcp://h/system'})['stopped_delay'] == 2.0
+
+
+def test_the_uri_falls_back_to_the_environment_as_in_the_modules(monkeypatch):
+    # an EDA/AWX credential injects LIBVIRT_DEFAULT_URI; a uri given in the rulebook wins
+    monkeypatch.setenv('LIBVIRT_DEFAULT_URI', 'qemu+tcp://hv1.example.com/system')
+    assert events.check_args({})['uri'] == 'qemu+tcp://hv1.example.com/system'
+    assert events.check_args({'uri': 'qemu+tcp://h/system'})['uri'] == 'qemu+tcp://h/system'
 
 
 @pytest.mark.parametrize('args,field', [

@@ -21,7 +21,8 @@ at start - so a rule sees the state it missed.
 
 Arguments (``sources: - converge.virt.libvirt_events: {...}``):
 
-    uri             libvirt URI (default qemu:///system)
+    uri             libvirt URI (default: $LIBVIRT_DEFAULT_URI, as an AWX/EDA credential injects it, then qemu:///system,
+                    the modules' order)
     stopped_delay   seconds a STOPPED event is held back (default 15; 0 emits at once)
     reconnect_max   longest wait between two reconnection attempts, seconds (default 30)
     initial_sync    emit a sync event for every VM at start (default true)
@@ -51,6 +52,7 @@ except ImportError:  # pragma: no cover - said when the source starts
 from ansible_collections.converge.virt.plugins.module_utils._common.events import Outbox, print_events
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import fleet
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import resolve_uri
 from ansible_collections.converge.virt.plugins.module_utils._phase.views import absent_view
 
 DEFAULTS = {'uri': 'qemu:///system', 'stopped_delay': 15.0, 'reconnect_max': 30.0, 'initial_sync': True}
@@ -88,6 +90,8 @@ def check_args(args):
     if unknown:
         raise ValueError('libvirt_events: %s: unknown argument (known: %s)' % (unknown[0], ', '.join(sorted(DEFAULTS))))
     out = dict(DEFAULTS, **(args or {}))
+    if 'uri' not in (args or {}):
+        out['uri'] = resolve_uri()
     if not isinstance(out['uri'], str) or not out['uri']:
         raise ValueError('libvirt_events: uri: must be a libvirt URI')
     for key in ('stopped_delay', 'reconnect_max'):
