@@ -422,7 +422,8 @@ def test_evacuate_and_lifecycle_roles_over_ssh_as_locally(role_lab, tmp_path):  
         assert sorted((r['name'], r['mode'], r['changed'], r.get('failed', False)) for r in report) == \
             [('ro-a', 'live', True, False), ('ro-b', 'offline', True, False)], (mode, report)
         lifecycle = [r for k, r in results.items() if k[0] == 'lifecycle present' and k[1].endswith(': Report per VM')][:2]
-        rows = sorted((row['name'], row['declared'], row['vm_state'], row['changed']) for fact in lifecycle for row in fact['ansible_facts']['lifecycle_report'])
+        rows = sorted((row['name'], row['declared'], row['vm_state'], row['changed'])
+                      for fact in lifecycle for row in fact['ansible_facts']['lifecycle_report'])
         assert rows == [('ro-a', 'running', 'ACTIVE', True), ('ro-b', 'stopped', 'STOPPED', True), ('ro-c', 'running', 'ACTIVE', True)], (mode, rows)
     assert set(outcome['ssh']) == set(outcome['local']), sorted(set(outcome['ssh']) ^ set(outcome['local']))
     differences = [(k, outcome['local'][k], outcome['ssh'][k]) for k in outcome['local'] if outcome['local'][k] != outcome['ssh'][k]]
