@@ -132,6 +132,29 @@ def test_grow_offline_keeps_data_and_shrink_is_refused(host, conn, pool_dir):
     assert not run_module('volume', vol(host, 'g1.raw', capacity='12MiB'))['changed']
 
 
+def test_a_file_in_the_directory_of_a_new_pool_is_taken_as_the_volume(host, conn, tmp_path):
+    # libvirt lists a directory pool's files as its volumes: a declared volume whose file is already in the directory
+    # of the pool this task makes is that volume (grown here, its data kept), not a create that fails "exists already"
+    directory = tmp_path / 'prefilled'
+    directory.mkdir()
+    path = str(directory / 'pre.raw')
+    with open(path, 'wb') as handle:
+        handle.truncate(2 * MIB)
+    digest = write_pattern(path, 2 * MIB, 'pre')
+    args = {'uri': host.uri, 'pool': 'w3prefilled', 'pool_path': str(directory), 'name': 'pre.raw', 'capacity': '4MiB'}
+    try:
+        made = run_module('volume', args)
+        assert made['changed'] and not made.get('failed'), made
+        assert [o['op'] for o in made['pool_operations']] == ['create_pool']
+        assert ops(made) == [('grow_volume', 'pre.raw')]
+        assert os.path.getsize(path) == 4 * MIB and sha(path, 2 * MIB) == digest
+        assert not run_module('volume', args)['changed']
+    finally:
+        pool = conn.storagePoolLookupByName('w3prefilled')
+        pool.destroy()
+        pool.undefine()
+
+
 def test_clone_copies_content_and_leaves_source(host, conn, pool_dir):
     src = run_module('volume', vol(host, 'src.raw', capacity='6MiB'))['volume']['path']
     digest = write_pattern(src, 6 * MIB, 'src')

@@ -465,9 +465,16 @@ class LibvirtVolumes(volume_driver.VolumeBackend):
         needed_pools = set(by_key[op.volume]['pool'] for op in operations if op.volume in by_key)
         pool_ops = [note for note in pool_ops if note['op'] != 'create_pool' or note['pool'] in needed_pools]
         if not check_mode:
+            created = set()
             for note in pool_ops:
                 if note['op'] == 'create_pool':
                     storage.ensure_pool(connection, observer, note['pool'], note['path'], False)
+                    created.add(note['pool'])
+            # the directory of a pool made just now may hold files already, and libvirt lists them as the pool's
+            # volumes: a declared one is there, so plan again with it observed (grown, kept or refused like any other)
+            if any(observer.volume(s['key'], refresh=True) is not None for s in specs if s['pool'] in created):
+                again = self.plan(specs, force, check_mode)
+                return again._replace(pool_operations=[n for n in pool_ops if n['op'] == 'create_pool'] + list(again.pool_operations))
         self.formats = dict((k, (observed.get(k) or {}).get('format') or by_key[k]['format']) for k in by_key)
         return volume_driver.PlannedVolumes(actual_vols, [a for a in all_atts if a.volume in by_key], operations, refusals, plan.deferred,
                                             plan.uncertain, pool_ops, tuple(recovered))
