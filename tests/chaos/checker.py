@@ -21,7 +21,8 @@ Rules (each violation names its kind):
 * ``overlap``: two acting intervals (kind ``vm``: they hold the VM's task) on one VM overlap;
 * ``unended``: an interval begun by a process that was not killed never ended;
 * ``lost-declaration``: an acknowledged declaration's field does not hold at the end although no other declaration
-  that may change that object (its own, or one naming it in ``touches``) overlapped or followed it (a ``capacity`` holds when the volume is at least that large);
+  that may change that object (its own, or one naming it in ``touches``) overlapped or followed it (a ``capacity``
+  holds when the volume is at least that large);
 * ``checksum``: a volume's content differs from its last declared write;
 * ``orphan-domain`` / ``half-migrated`` / ``orphan-volume`` / ``job-left`` / ``task-left``: the final world holds
   what no declaration explains;

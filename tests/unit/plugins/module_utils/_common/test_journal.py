@@ -154,8 +154,8 @@ def test_a_migration_is_journaled_with_its_target_host_and_no_password(records, 
     else:
         run._run(object())  # pylint: disable=protected-access
     got = records()
-    assert [(e['event'], e['vm'], e['action'], e.get('outcome')) for e in got] == [('begin', 'web-1', 'live_migrate', None),
-                                                                                  ('end', 'web-1', 'live_migrate', outcome)]
+    expected = [('begin', 'web-1', 'live_migrate', None), ('end', 'web-1', 'live_migrate', outcome)]
+    assert [(e['event'], e['vm'], e['action'], e.get('outcome')) for e in got] == expected
     assert '10.0.0.2' in got[0]['target'] and all('hunter2' not in json.dumps(e) for e in got)
 
 
