@@ -1,6 +1,7 @@
 """converge.virt.kubevirt inventory plugin against the Kubernetes API test server.
 
-Words agree with vm_info (backend kubevirt) and with KubeVirt's printableStatus,
+Words agree with vm_info (backend kubevirt) and with KubeVirt's printableStatus, readiness and ansible_host with
+the vm module's vm.readiness / vm.address,
 groups by state/namespace/node, label selectors, Jinja in a label or a host
 name is never evaluated (issue 24; `make matrix` runs this file on every
 ansible-core the collection claims), the cache serves a second run, an API
@@ -26,9 +27,9 @@ DEFAULT_VARS = ('vm_state', 'power_state', 'task_state', 'status', 'phase', 'mes
                 'kubevirt_namespace', 'uid')
 
 
-def _vm(srv, name, state, namespace='default', labels=None):
+def _vm(srv, name, state, namespace='default', labels=None, **extra):
     args = dict(backend='kubevirt', kubeconfig=srv.kubeconfig_path, namespace=namespace, wait_timeout=60, name=name, vcpus=1,
-                memory='64Mi', disks=[{'name': 'root', 'image': 'quay.io/containerdisks/fedora:40'}], state=state)
+                memory='64Mi', disks=[{'name': 'root', 'image': 'quay.io/containerdisks/fedora:40'}], state=state, **extra)
     if labels:
         args['labels'] = labels
     result = run_module('vm', args)
@@ -64,7 +65,7 @@ def _config(tmp_path, srv, **extra):
 
 def test_words_groups_selectors_and_injection(kube_server, tmp_path):
     srv = kube_server
-    _vm(srv, 'web', 'running', labels={'app': 'web'})
+    web_vm = _vm(srv, 'web', 'running', labels={'app': 'web'}, wait_for='address')
     # a label holding Jinja, written by someone else (not through a module, whose arguments ansible templates); a real
     # API server refuses it (422: a label value must match the label regex), only the emulator stores it
     note = INJECTED if not srv.real else 'plain'
@@ -86,6 +87,9 @@ def test_words_groups_selectors_and_injection(kube_server, tmp_path):
             assert host[word] == vm[word], (vm['name'], word)
     assert hostvars['default-web']['status'] == 'Running' == hostvars['default-web']['printable_status']
     assert hostvars['default-db']['vm_state'] == 'STOPPED'
+    # readiness and ansible_host: what the vm module reported (wait_for: address) for the running VM; none for a stopped one
+    assert (hostvars['default-web']['readiness'], hostvars['default-web']['ansible_host']) == ('address', web_vm['address']), web_vm
+    assert web_vm['readiness'] == 'address' and not {'readiness', 'ansible_host'} & set(hostvars['default-db']), hostvars['default-db']
     assert hostvars['default-web']['labels']['note'] == note
     assert 'default-web' in data['status_running']['hosts'] and 'demo-batch' in data['namespace_demo']['hosts']
     assert 'default-db' in data['vm_state_stopped']['hosts']

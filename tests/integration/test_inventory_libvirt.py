@@ -1,6 +1,6 @@
 """converge.virt.libvirt inventory plugin against real private libvirt hosts.
 
-State words agree with vm_info, groups, compose/keyed_groups, cache (a second
+State words agree with vm_info, readiness and ansible_host with the vm module's probe, groups, compose/keyed_groups, cache (a second
 run is served from the cache), an unreachable host costs one warning and its
 VMs are reported as Unknown from the cache, Jinja in names and titles is never
 evaluated: not as a host variable, not as inventory_hostname, in compose or
@@ -17,6 +17,8 @@ import libvirt
 import pytest
 import yaml
 
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import readiness as libvirt_readiness
+from ansible_collections.converge.virt.plugins.module_utils._phase.readiness import readiness_word
 from tests.integration.ansible_run import ANSIBLE_CORE, BIN, ansible_env, flushed_hostvars, run_module, run_playbook, task_results, write_name_probe_play
 from tools.virtlab import domains, hosts as virtlab_hosts
 
@@ -78,7 +80,7 @@ def fleet(libvirt_hosts, host_conns):
         domains.remove_domain(dom.connect(), dom.name())
 
 
-def test_state_words_agree_with_vm_info_and_groups(fleet, tmp_path):
+def test_state_words_agree_with_vm_info_and_groups(fleet, host_conns, tmp_path):
     path = write_config(str(tmp_path / 'lab.converge_libvirt.yml'), [h.uri for h in fleet],
                         compose={'double_vcpus': 'vcpus * 2'}, groups={'small': 'memory_kib < 100000'},
                         keyed_groups=[{'key': 'status', 'prefix': 'st'}])
@@ -92,6 +94,11 @@ def test_state_words_agree_with_vm_info_and_groups(fleet, tmp_path):
             for word in ('vm_state', 'power_state', 'task_state', 'status', 'phase', 'state_reason', 'vcpus', 'memory_kib', 'uuid'):
                 assert hostvars[vm['name']][word] == vm[word], (vm['name'], word)
     assert hostvars['inv-run']['status'] == 'Running' and hostvars['inv-pause']['status'] == 'Paused'
+    # readiness and ansible_host as the vm module's probe sees the same domains (running only; no agent channel, no lease here)
+    for conn, name in ((host_conns[0], 'inv-run'), (host_conns[0], 'inv-pause'), (host_conns[1], 'inv-stop')):
+        seen = libvirt_readiness.probe(conn.lookupByName(name))
+        assert (hostvars[name].get('readiness'), hostvars[name].get('ansible_host')) == (readiness_word(seen), seen.address), name
+    assert hostvars['inv-run']['readiness'] == 'running' and 'readiness' not in hostvars['inv-pause']
     # the default host variables: the state words, vcpus, memory, uuid, host and URI; the others only when asked for
     assert set(DEFAULT_VARS) <= set(hostvars['inv-stop']) and hostvars['inv-stop']['libvirt_uri'] == fleet[1].uri
     assert not set(hostvars['inv-stop']) & {'task_id', 'autostart', 'pending_restart', 'libvirt_name'}
