@@ -439,178 +439,38 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
+from ansible_collections.converge.virt.plugins.module_utils._common import registry
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
-from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import check_timeout
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
-from ansible_collections.converge.virt.plugins.module_utils._common.volume_args import VOLUME_OPTIONS, declared
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
+from ansible_collections.converge.virt.plugins.module_utils._common.volume_run import argument_spec
 
 
-KUBEVIRT_VOLUME_OPTIONS = dict(
-    data_volume=dict(type='bool'),
-    storage_class=dict(type='str'),
-    access_modes=dict(type='list', elements='str', choices=list(volume_backend.ACCESS_MODES)),
-    volume_mode=dict(type='str', choices=list(volume_backend.VOLUME_MODES)),
-)
-KUBEVIRT_ONLY_TOP = ('wait_timeout', 'kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs')
+def _libvirt():
+    """The libvirt runners (imported only when a task selects them)."""
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import volume_runs  # pylint: disable=import-outside-toplevel
+    return volume_runs
 
 
-def argument_spec():
-    """The module's argument spec."""
-    item = dict(name=dict(type='str', required=True))
-    item.update(VOLUME_OPTIONS)
-    item.update(KUBEVIRT_VOLUME_OPTIONS)
-    spec = dict(
-        backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
-        name=dict(type='str'),
-        force=dict(type='bool', default=False),
-        detach_timeout=dict(type='int', default=30),
-        wait_timeout=dict(type='int'),
-        volumes=dict(type='list', elements='dict', options=item),
-    )
-    spec.update(VOLUME_OPTIONS)
-    spec.update(KUBEVIRT_VOLUME_OPTIONS)
-    spec.update(LIBVIRT_CONNECTION_ARGS)
-    spec.update(KUBEVIRT_CONNECTION_ARGS)
-    return spec
-
-
-def _kubevirt_declared(params):
-    """The declaration keys of ``params`` that are set, kubevirt options included."""
-    out = declared(params)
-    out.update((k, params.get(k)) for k in KUBEVIRT_VOLUME_OPTIONS if params.get(k) is not None)
-    return out
-
-
-def refuse_other_backend(params):
-    """Options of the other backend are an error naming them (nothing is silently ignored)."""
-    items = [('', params)] + [('volumes[%d].' % i, item) for i, item in enumerate(params.get('volumes') or [])]
-    if params['backend'] == 'libvirt':
-        for key in KUBEVIRT_ONLY_TOP:
-            if params.get(key) is not None:
-                raise InvalidDeclaration(key, 'is a kubevirt option; set backend: kubevirt')
-        for prefix, item in items:
-            for key in KUBEVIRT_VOLUME_OPTIONS:
-                if item.get(key) is not None:
-                    raise InvalidDeclaration(prefix + key, 'is a kubevirt option; set backend: kubevirt')
-        return
-    for prefix, item in items:
-        for key in volume_backend.LIBVIRT_ONLY:
-            if item.get(key) is not None:
-                raise InvalidDeclaration(prefix + key, 'is a libvirt option and is not supported with backend kubevirt')
-
-
-def fleet_defaults(params, declared_keys):
-    """The top-level options given with ``volumes``: the defaults of every item (an item's own value wins).
-
-    A non-empty attachments list inherited by two or more items would plug every volume into the same VM targets: refused,
-    naming the field ([] - unplug every listed volume - is a valid default).
-    """
-    defaults = dict((k, v) for k, v in declared_keys(params).items() if k != 'name')
-    if defaults.get('attachments'):
-        heirs = [item['name'] for item in params['volumes'] if item.get('attachments') is None]
-        if len(heirs) > 1:
-            raise InvalidDeclaration('attachments', 'as the default of every item of volumes it would plug %s into the same VM targets; '
-                                     'set attachments in the volumes items' % ', '.join(heirs))
-    return defaults
-
-
-def kubevirt_declarations(params):
-    """Validate every kubevirt declaration before anything is touched; return normalized specs."""
-    check_timeout('detach_timeout', params['detach_timeout'])
-    check_timeout('wait_timeout', params['wait_timeout'])
-    if params['volumes'] is None:
-        return [volume_backend.normalize_volume(_kubevirt_declared(params))]
-    defaults = fleet_defaults(params, _kubevirt_declared)
-    specs = [volume_backend.normalize_volume(_kubevirt_declared(item), 'volumes[%d].' % index, defaults)
-             for index, item in enumerate(params['volumes'])]
-    names = [s['key'] for s in specs]
-    twice = sorted(set(n for n in names if names.count(n) > 1))
-    if twice:
-        raise InvalidDeclaration('volumes', 'the same volume is declared more than once: %s' % ', '.join(twice))
-    return specs
+def _kubevirt():
+    """The KubeVirt runners (imported only when a task selects them)."""
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_runs  # pylint: disable=import-outside-toplevel
+    return volume_runs
 
 
 def declarations(params):
-    """Validate every declaration before anything is touched; return normalized specs."""
-    check_timeout('detach_timeout', params['detach_timeout'])
-    if params['volumes'] is None:
-        return [storage.normalize_volume(declared(params), 'volume')]
-    defaults = fleet_defaults(params, declared)
-    specs = [storage.normalize_volume(declared(item), 'volumes[%d]' % index, defaults) for index, item in enumerate(params['volumes'])]
-    keys = [s['key'] for s in specs]
-    twice = sorted(set(k for k in keys if keys.count(k) > 1)) if len(set(keys)) != len(keys) else []
-    if twice:
-        raise InvalidDeclaration('volumes', 'the same volume is declared more than once: %s' % ', '.join(twice))
-    return specs
+    """The normalized libvirt specs of ``params`` (validated before anything is touched)."""
+    return _libvirt().declarations(params)
 
 
-def _refusal_text(refusals):
-    parts = []
-    for ref in refusals:
-        where = ref['volume']
-        if ref.get('vm'):
-            where += ' (VM %s%s)' % (ref['vm'], ', ' + ref['target'] if ref.get('target') else '')
-        if ref.get('field'):
-            where += ' [%s]' % ref['field']
-        parts.append('%s: %s' % (where, ref['reason']))
-    return 'refused, nothing was changed for these volumes: ' + '; '.join(parts)
-
-
-def _finish(module, result, redact):
-    """exit_json / fail_json from a converge result (the same on both backends)."""
-    out = dict(changed=result['changed'], operations=result['operations'], pool_operations=result['pool_operations'],
-               refusals=result['refusals'], deferred=result['deferred'], uncertain=result['uncertain'])
-    if module.params['volumes'] is None:
-        out['volume'] = result['volumes'][0]
-    else:
-        out['volumes'] = result['volumes']
-    if module._diff:  # pylint: disable=protected-access
-        out['diff'] = result['diff']
-    error = result['error']
-    if error is not None:
-        details = redact_fields(error.to_result(), redact)
-        details.pop('msg', None)
-        details.update(out)
-        module.fail_json(msg=redact(error.message), **details)
-    if result['refusals']:
-        module.fail_json(msg=_refusal_text(result['refusals']), **out)
-    module.exit_json(**out)
-
-
-def main_kubevirt(module):
-    """The module on backend kubevirt."""
-    with kubevirt_client.ModuleSession(module) as session:
-        refuse_other_backend(module.params)
-        specs = kubevirt_declarations(module.params)
-        wait_timeout = module.params['wait_timeout']
-        with session.connect() as client:
-            result = volume_backend.converge_volumes(client, module.params['namespace'], specs, force=module.params['force'],
-                                                     check_mode=module.check_mode,
-                                                     wait_timeout=volume_backend.DEFAULT_WAIT_TIMEOUT if wait_timeout is None else wait_timeout)
-    _finish(module, result, session.redact)
+def kubevirt_declarations(params):
+    """The normalized KubeVirt specs of ``params`` (validated before anything is touched)."""
+    return _kubevirt().declarations(params)
 
 
 def main():
     """Entry point."""
     module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'volumes')],
                             required_one_of=[('name', 'volumes')])
-    if module.params['backend'] == 'kubevirt':
-        main_kubevirt(module)
-        return
-    with ModuleSession(module) as session:
-        refuse_other_backend(module.params)
-        specs = declarations(module.params)
-        with session.connect() as connection:
-            result = attachments.converge_volumes(connection, specs, force=module.params['force'], check_mode=module.check_mode,
-                                                  detach_timeout=module.params['detach_timeout'])
-    _finish(module, result, session.redact)
+    registry.run('volume', module, libvirt=lambda: _libvirt().run_volume, kubevirt=lambda: _kubevirt().run_volume)
 
 
 if __name__ == '__main__':

@@ -58,12 +58,16 @@ class OptionGroup:  # pylint: disable=too-few-public-methods
     backend fails with when one of them is set; ``field``: whether the failure names it as ``field``;
     ``unset``: option values that count as not given (``namespace: default`` is the default);
     ``wording``: a template per option that is worded apart from the others;
-    ``required``: options this backend cannot run without.
+    ``required``: options this backend cannot run without;
+    ``item_owns``: options owned both at the top and in each item of the list option ``items`` (named ``items[i].key``).
     """
 
-    def __init__(self, owns, refusal=NOT_SUPPORTED, field=True, unset=None, wording=None, required=()):  # pylint: disable=too-many-arguments
+    def __init__(self, owns, refusal=NOT_SUPPORTED, field=True, unset=None, wording=None,  # pylint: disable=too-many-arguments
+                 required=(), item_owns=(), items=None):
         self.owns = tuple(owns)
         self.required = tuple(required)
+        self.item_owns = tuple(item_owns)
+        self.items = items
         self.refusal = refusal
         self.wording = dict(wording or {})
         self.field = field
@@ -75,6 +79,12 @@ class OptionGroup:  # pylint: disable=too-few-public-methods
             value = params.get(key)
             if value is not None and (key not in self.unset or value != self.unset[key]):
                 return key
+        if self.item_owns:
+            items = [('', params)] + [('%s[%d].' % (self.items, index), item) for index, item in enumerate(params.get(self.items) or [])]
+            for prefix, item in items:
+                for key in self.item_owns:
+                    if item.get(key) is not None:
+                        return prefix + key
         return None
 
 
@@ -95,6 +105,12 @@ OPTION_GROUPS = {
     'volume_info': {
         'libvirt': OptionGroup(('pool',) + LIBVIRT_CONNECTION),
         'kubevirt': OptionGroup(KUBEVIRT_CONNECTION, refusal=SET_BACKEND),
+    },
+    'volume': {
+        'libvirt': OptionGroup((), item_owns=('pool', 'pool_path', 'format', 'preallocation', 'import_format', 'backing_volume', 'wipe',
+                                              'uri', 'username', 'password'), items='volumes'),
+        'kubevirt': OptionGroup(('wait_timeout',) + KUBEVIRT_CONNECTION, refusal=SET_BACKEND,
+                                item_owns=('data_volume', 'storage_class', 'access_modes', 'volume_mode'), items='volumes'),
     },
     'vm_info': {
         'libvirt': OptionGroup(LIBVIRT_CONNECTION, refusal=NOT_USED),

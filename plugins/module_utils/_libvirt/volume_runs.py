@@ -1,13 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The libvirt runners of the volume_info module (selected through _common.registry)."""
+"""The libvirt runners of the volume and volume_info modules (selected through _common.registry)."""
 
 from __future__ import annotations
 
+from ansible_collections.converge.virt.plugins.module_utils._common import volume_run
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.volume_args import declared
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
+from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import check_timeout
 
 
 def report(connection, pool, names):
@@ -48,3 +51,24 @@ def run_volume_info(module):
         with session.connect() as connection:
             pools, volumes = report(connection, module.params['pool'], module.params['name'])
     module.exit_json(changed=False, pools=pools, volumes=volumes)
+
+
+def declarations(params):
+    """volume: validate every declaration before anything is touched; return normalized specs."""
+    check_timeout('detach_timeout', params['detach_timeout'])
+    if params['volumes'] is None:
+        return [storage.normalize_volume(declared(params), 'volume')]
+    defaults = volume_run.fleet_defaults(params, declared)
+    specs = [storage.normalize_volume(declared(item), 'volumes[%d]' % index, defaults) for index, item in enumerate(params['volumes'])]
+    volume_run.declared_twice([s['key'] for s in specs])
+    return specs
+
+
+def run_volume(module):
+    """volume with backend libvirt."""
+    with ModuleSession(module) as session:
+        specs = declarations(module.params)
+        with session.connect() as connection:
+            result = attachments.converge_volumes(connection, specs, force=module.params['force'], check_mode=module.check_mode,
+                                                  detach_timeout=module.params['detach_timeout'])
+    volume_run.finish(module, result, session.redact)
