@@ -23,21 +23,11 @@ description:
 author:
   - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
+  - converge.virt.backend
+  - converge.virt.backend.info
   - converge.virt.libvirt_connection
   - converge.virt.kubevirt_connection
-attributes:
-  check_mode:
-    support: full
-    description: Reads only.
-  diff_mode:
-    support: none
-    description: Reads only.
 options:
-  backend:
-    description: Where the VMs live.
-    type: str
-    choices: [libvirt, kubevirt]
-    default: libvirt
   uris:
     description: Several hosts to read (instead of, or besides, O(uri)). Credentials of O(username) and O(password) apply to all.
     type: list

@@ -22,21 +22,11 @@ description:
 author:
   - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
+  - converge.virt.backend
+  - converge.virt.backend.info
   - converge.virt.libvirt_connection
   - converge.virt.kubevirt_connection
-attributes:
-  check_mode:
-    support: full
-    description: Reads only.
-  diff_mode:
-    support: none
-    description: Reads only.
 options:
-  backend:
-    description: Where the VM lives. V(libvirt) (a libvirt/KVM host) or V(kubevirt) (a KubeVirt C(VirtualMachine) in O(namespace)).
-    type: str
-    choices: [libvirt, kubevirt]
-    default: libvirt
   vm:
     description:
       - Name of the VM (libvirt domain, or KubeVirt C(VirtualMachine)).

@@ -21,21 +21,11 @@ description:
 author:
   - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
+  - converge.virt.backend
+  - converge.virt.backend.info
   - converge.virt.libvirt_connection
   - converge.virt.kubevirt_connection
-attributes:
-  check_mode:
-    support: full
-    description: Reads only.
-  diff_mode:
-    support: none
-    description: Reads only.
 options:
-  backend:
-    description: Where the VMs live.
-    type: str
-    choices: [libvirt, kubevirt]
-    default: libvirt
   name:
     description: Names of the VMs to report (all when not given). A name that does not exist is reported with C(exists=false).
     type: list

@@ -19,21 +19,11 @@ description:
 author:
   - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
+  - converge.virt.backend
+  - converge.virt.backend.info
   - converge.virt.libvirt_connection
   - converge.virt.kubevirt_connection
-attributes:
-  check_mode:
-    support: full
-    description: Reads only.
-  diff_mode:
-    support: none
-    description: Reads only.
 options:
-  backend:
-    description: Where the volumes live. V(libvirt) or V(kubevirt) (claims and DataVolumes of O(namespace)).
-    type: str
-    choices: [libvirt, kubevirt]
-    default: libvirt
   pool:
     description: Only the volumes of this pool (every active pool when not given). libvirt only.
     type: str
