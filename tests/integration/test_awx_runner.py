@@ -37,7 +37,7 @@ import yaml
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from tests.integration.ansible_run import BIN, ROOT, ok, run_module, run_playbook
-from tests.kubeapi.fixtures import kube_server  # noqa: F401 pylint: disable=unused-import  (pytest fixture)
+from tests.kubeapi.fixtures import kube_server  # noqa: F401 pylint: disable=unused-import
 from tools.virtlab import hosts as virtlab_hosts
 
 if os.environ.get('CONVERGE_VIRT_REQUIRE_PEERS'):    # `make integration` installed it: missing is a failure there

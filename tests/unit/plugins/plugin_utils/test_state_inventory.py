@@ -203,6 +203,6 @@ def test_a_cache_directory_of_another_user_is_refused(tmp_path):
 
 def test_a_cached_vm_of_an_unreadable_source_claims_no_readiness():
     cached = [{'name': 'web', 'status': 'Running', 'readiness': 'address', 'ansible_host': '192.0.2.5'}]
-    assert _state_inventory.stale_copy(cached) == [{'name': 'web', 'status': 'Unknown', 'power_state': 'NOSTATE', 'phase': 'Unknown', 'stale': True,
-                                   'ansible_host': '192.0.2.5'}]
+    assert _state_inventory.stale_copy(cached) == [
+        {'name': 'web', 'status': 'Unknown', 'power_state': 'NOSTATE', 'phase': 'Unknown', 'stale': True, 'ansible_host': '192.0.2.5'}]
     assert cached[0]['readiness'] == 'address'     # the cache itself is not changed
