@@ -66,8 +66,8 @@ def test_golden_image_to_configured_guests_over_ssh(host, tmp_path):
     assert {h: r['stdout'] for h, r in configure['The host name cloud-init set'].items()} == {n: n for n in NAMES}
     assert {h: base64.b64decode(r['content']).decode() for h, r in configure['Read the golden release file'].items()} == {
         n: 'converge-golden 1\n' for n in NAMES}
-    assert {h: int(base64.b64decode(r['content'])) * 512 for h, r in configure["The disk's size in 512-byte sectors (grown from the golden "
-                                                                              "image's 64 KiB)"].items()} == {n: 64 * 1024 * 1024 for n in NAMES}
+    sizes = configure["The disk's size in 512-byte sectors (grown from the golden image's 64 KiB)"]
+    assert {h: int(base64.b64decode(r['content'])) * 512 for h, r in sizes.items()} == {n: 64 * 1024 * 1024 for n in NAMES}
     assert all(r['changed'] for r in configure['Write a file'].values())
     assert {h: r['msg'].split(' ', 2)[1] for h, r in configure['Summary line'].items()} == {n: '(%s):' % addresses[n] for n in NAMES}
 
