@@ -116,7 +116,9 @@ def chaos_section(path=CHAOS_RECORD):
     lines = ['## Chaos campaigns (randomized histories, checked)', '',
              'Recorded by `tests/chaos/campaign.py --record` (`make chaos SEED=... MINUTES=...`); the bounded campaign of `make test` is '
              '`tests/chaos/test_campaign_libvirt.py`. Workers run real ansible-playbook processes with random declarations while a nemesis '
-             'kills process trees and faults libvirt daemons; `tests/chaos/checker.py` checks the audit journal and the final world.', '',
+             'kills process trees and faults libvirt daemons; `tests/chaos/checker.py` checks the audit journal and the final world. Every acting '
+             'task appends begin/end records to `$CONVERGE_VIRT_AUDIT_JOURNAL`: vm steps, attach/detach and snapshots (under the VM\'s task), '
+             'migrations, a host\'s drain mark, volume create/grow/delete.', '',
              '| Date | Seed | Hosts, workers | Seconds | Declarations (ok / failed / killed) | Task intervals journaled | Faults | Violations | Notes |',
              '|---|---|---|---|---|---|---|---|---|']
     for run in campaigns:
