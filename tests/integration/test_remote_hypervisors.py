@@ -505,6 +505,7 @@ def test_interrupted_fleet_strategy_free_then_reruns(tmp_path, virtlab_layout): 
                     assert sorted(dom.name() for dom in conn.listAllDomains() if dom.name().startswith('fl-')) == names, (round_, host.name)
                 finally:
                     conn.close()
-        print('\ninterrupted fleet: killed with %d of %d defined, run %.1f s, re-run %.1f s' % (len(at_kill), FLEET, took, rerun_took))
+        print('\ninterrupted fleet: killed with %d of %d defined, run %.1f s, re-run %.1f s; the failed host said: %s'
+              % (len(at_kill), FLEET, took, rerun_took, said[:300]))
     finally:
         virtlab_hosts.stop_hosts(state_dir)
