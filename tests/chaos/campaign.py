@@ -267,6 +267,13 @@ class Campaign:  # pylint: disable=too-many-instance-attributes
             thread.start()
         self.stop.wait(self.seconds)
         self.stop.set()
+        # the campaign ends as a controller machine dies: whatever is still in flight is SIGKILLed (the final converge recovers it)
+        with self.lock:
+            runs = sorted(self.current.items())
+        for index, run in runs:
+            pids = run.kill()
+            self.history['kills'].append({'time': time.monotonic(), 'pids': pids})
+            self.history['faults'].append({'fault': 'kill', 'worker': index, 'processes': len(pids), 'at_end': True})
         for thread in threads:
             thread.join(PLAYBOOK_TIMEOUT + 30)
         for pid in list(self.stopped_daemons):

@@ -1,8 +1,9 @@
-"""The bounded chaos campaign of ``make test``: a fixed seed, two private libvirt hosts, three workers, 30 s of faults.
+"""The bounded chaos campaign of ``make test``: a fixed seed, two private libvirt hosts, three workers, 25 s of faults.
 
 Workers run real ``ansible-playbook`` processes with random declarations (power states, delete and re-create,
 attach/detach, volume create/grow/delete, migrations) while a nemesis SIGKILLs whole process trees, restarts or
-SIGKILLs a libvirtd and SIGSTOPs one; then the final converge, reconcile with fix, reconcile and second converge.
+SIGKILLs a libvirtd and SIGSTOPs one; the runs still in flight at the end are SIGKILLed; then the final converge,
+reconcile with fix, reconcile and second converge.
 The checker (:mod:`tests.chaos.checker`) must find nothing; a violation prints the seed and the history around it
 (rerun it with ``make chaos SEED=<seed> MINUTES=<minutes>``, three hosts). ``CHAOS_SEED`` / ``CHAOS_SECONDS`` change the bounded
 campaign.
@@ -13,7 +14,7 @@ import os
 from tests.chaos import campaign, checker
 
 SEED = int(os.environ.get('CHAOS_SEED', '20261126'))
-SECONDS = float(os.environ.get('CHAOS_SECONDS', '30'))
+SECONDS = float(os.environ.get('CHAOS_SECONDS', '25'))
 
 
 def test_bounded_chaos_campaign_is_legal(tmp_path, virtlab_layout):
