@@ -661,6 +661,10 @@ def _start_emulated_controllers(client, directory, state, server, ca_file, virt_
 
 NODES = ("node01", "node02", "node03")
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+# kwok's pod stages: its default ones plus the start failures a VM chooses with this label on its template (issue 15)
+KWOK_STAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kwok-stages.yaml")
+LAUNCHER_FAULT_LABEL = "kubelab.converge.virt/launcher-fault"
+LAUNCHER_FAULTS = ("crash", "errimagepull")
 # what virt-controller's launcher pods ask of a node besides cpu and memory (virt-handler's device plugins advertise them)
 NODE_DEVICES = {"devices.kubevirt.io/kvm": "1k", "devices.kubevirt.io/tun": "1k", "devices.kubevirt.io/vhost-net": "1k"}
 NODE_CAPACITY = dict({"cpu": "64", "memory": "256Gi", "pods": "110", "ephemeral-storage": "1Ti"}, **NODE_DEVICES)
@@ -696,16 +700,21 @@ def _start_real_controllers(client, directory, state, binaries, kubeconfig):  # 
     kwok = _start(directory, "kwok", [
         binaries["kwok"], f"--kubeconfig={kubeconfig}", f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
         "--manage-all-nodes=false", "--node-ip=127.0.0.1", "--node-name=kwok-controller", "--node-port=0",
-        f"--server-address=127.0.0.1:{ports['kwok']}", "--cidr=10.244.0.1/16"], state)
+        f"--server-address=127.0.0.1:{ports['kwok']}", "--cidr=10.244.0.1/16", f"--config={KWOK_STAGES}"], state)
     controller_kubeconfig = _controller_identity(client, directory, server, ca_file)
     pki_dir = os.path.join(directory, "pki")
     crt, key = pki.ensure_leaf(pki_dir, "virt-controller", pki.ensure_ca(pki_dir, "ca", "converge-virt-kubelab-ca"),
                                "virt-controller", server=True, client=True, dns=("virt-controller", "localhost"), addresses=("127.0.0.1",))
+    _drop_stale_lease(client)
     controller = _start(directory, "virt-controller", [
         binaries["virt-controller"], "--kubeconfig", controller_kubeconfig, "--listen", "127.0.0.1", "--port", str(ports["virt-controller"]),
         "--prom-cert-file", crt, "--prom-key-file", key, "--launcher-image", "quay.io/kubevirt/virt-launcher:v1.8.0",
         "--exporter-image", "quay.io/kubevirt/virt-exportserver:v1.8.0",
-        "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s"], state)
+        # virt-controller exits when it cannot renew its lease within the renew deadline: 3 s, and then 10 s, lost it at
+        # load average 20-70 (the API server answered too late; the stack then had no controller). The lab runs one
+        # virt-controller, so the lease only has to survive a slow API server; the stale lease of a stopped lab is
+        # deleted before the start (_drop_stale_lease), so a long lease costs no wait
+        "--leader-elect-lease-duration=90s", "--leader-elect-renew-deadline=60s", "--leader-elect-retry-period=2s"], state)
     handler = os.path.join(directory, "pki", "handler.kubeconfig")
     _kubeconfig(handler, server, ca_file, f"system:serviceaccount:{VIRT_API_NAMESPACE}:kubevirt-handler",
                 grant(client, VIRT_API_NAMESPACE, "kubevirt-handler", ALL_RULES, ALL_RULES))
@@ -743,6 +752,13 @@ def _node_status(client, name):
     code, answer = client.request("PUT", f"/api/v1/nodes/{name}/status", node)
     if code != 200:
         raise LabError(f"could not set node {name}'s capacity: HTTP {code}: {answer}")
+
+
+def _drop_stale_lease(client):
+    """Delete virt-controller's lease left by a stopped lab (its holder is gone; the new one would wait it out)."""
+    code, answer = client.request("DELETE", f"/apis/coordination.k8s.io/v1/namespaces/{VIRT_API_NAMESPACE}/leases/virt-controller")
+    if code not in (200, 404):
+        raise LabError(f"could not delete virt-controller's stale lease: HTTP {code}: {answer}")
 
 
 def _virt_controller_leading(client):
@@ -842,6 +858,9 @@ def start_role(directory, role):
     if _is_ours(record, boot_id()):
         return record["pid"]
     state["processes"].remove(record)
+    if role == "virt-controller":      # the only one: its old lease would keep the new one waiting up to 90 s
+        paths = pki.make_all(os.path.join(directory, "pki"))
+        _drop_stale_lease(Client(state["server"], paths["ca"], pki.ensure_token(os.path.join(directory, "pki", "admin.token"))))
     proc = _start(directory, role, record["argv"], state, cwd=REPO_ROOT if role == "virt-handler" else None)
     _wait(role, proc, state["processes"][-1]["log"], _role_ready(directory, state, role))
     return proc.pid
