@@ -6,9 +6,14 @@ tests/kubeapi/node_agent.py for what only virt-handler writes (VMI Scheduled -> 
 Ready, interfaces, the handler's side of a migration and of a hot-plug, pause/unpause through virt-api).  Every VMI,
 launcher pod, ``printableStatus``, VM condition and migration phase is written by virt-controller itself.
 
-The scenarios are driven by our modules (converge.virt.vm, migration, volume): create, start, pause, unpause, restart,
-migrate, hot-plug, stop, delete, and a start that cannot be scheduled.  Not yet here: a failing launcher (kwok has no
-stage for it; see docs/states.md).  While they run, a sampler reads every VM and
+The first test drives our modules (converge.virt.vm, migration, volume): create, start, pause, unpause, restart,
+migrate, hot-plug, stop, delete, a start that cannot be scheduled, and two launcher start failures made by kwok's
+fault stages (tools/kubelab/kwok-stages.yaml: a launcher that crashes on start -> CrashLoopBackOff, one whose image
+cannot be pulled -> ErrImagePull).  The second, on the same stack (started once for the file), runs every other
+KubeVirt module and role in two playbooks: the lifecycle role (volume, three VMs, start, verify, later remove),
+vm_info, volume_info, snapshot, snapshot_info and a restore (virt-controller's snapshot and restore controllers), the
+evacuate role (virt-controller's migrations), migration_info, reconcile after virt-controller stopped a VM behind our
+back, and the reconcile role fixing it.  While they run, a sampler reads every VM and
 VMI of the namespace; each *settled* observation (the VM's and VMI's resourceVersions unchanged across two reads
 >= 0.4 s apart, so virt-controller has had its turn) is one observed state, and for it the status word our phase logic
 computes from the objects (``kubevirt_vm_view``: ``status``) is compared with virt-controller's ``printableStatus``,
@@ -24,19 +29,22 @@ docs/states.md with the upstream reason); the agreement counts are printed.  Run
 
 # pylint: disable=missing-function-docstring,redefined-outer-name
 
+import json
 import os
 import threading
 import time
 
 import pytest
+import yaml
 
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.views import kubevirt_vm_view
-from tests.integration.ansible_run import run_module
+from tests.integration.ansible_run import ROOT, run_module, run_playbook
 from tests.kubeapi.real import FEATURE_GATES
 from tools.kubelab import lab
 
 NS = 'default'
 API = '/apis/kubevirt.io/v1/namespaces/%s/' % NS
+SNAPSHOTS = '/apis/snapshot.kubevirt.io/v1beta1/namespaces/%s/' % NS
 # (ours, virt-controller's) pairs that differ for a documented reason (docs/states-virt-controller.md)
 KNOWN_DISAGREEMENTS = {}
 
@@ -66,6 +74,8 @@ class Sampler:
         self.seen = {}          # (vm name, vm rv, vmi rv) -> first seen
         self.settled = {}       # same key -> observation dict, once settled
         self.trail = []         # every observation, in order (for the transient words)
+        self.migrations = {}    # VirtualMachineInstanceMigration name -> the last phase seen (read every 5th poll)
+        self.polls = 0
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.errors = []
@@ -87,6 +97,10 @@ class Sampler:
         vms = {vm['metadata']['name']: vm for vm in self._items(API + 'virtualmachines')}
         vmis = {vmi['metadata']['name']: vmi for vmi in self._items(API + 'virtualmachineinstances')}
         pvcs = self._items('/api/v1/namespaces/%s/persistentvolumeclaims' % NS)
+        self.polls += 1
+        if self.polls % 5 == 0:
+            for vmim in self._items(API + 'virtualmachineinstancemigrations'):
+                self.migrations[vmim['metadata']['name']] = (vmim.get('status') or {}).get('phase')
         for name, vm in vms.items():
             vmi = vmis.get(name)
             key = (name, vm['metadata']['resourceVersion'], (vmi or {}).get('metadata', {}).get('resourceVersion'))
@@ -216,9 +230,30 @@ def test_our_words_agree_with_virt_controller(reallab):  # pylint: disable=too-m
         wait_for('ErrorUnschedulable from virt-controller', lambda: printable('huge') == 'ErrorUnschedulable', timeout=20)
         vm_step('huge', 'absent')
         vm_step('life', 'absent')
+
+        # start failures of the launcher pod (kwok's fault stages, tools/kubelab/kwok-stages.yaml): one that crashes
+        # on start (virt-controller fails the VMI, counts a start failure and backs off) and one whose image cannot be pulled
+        for name, fault, word in (('crashy', 'crash', 'CrashLoopBackOff'), ('pully', 'errimagepull', 'ErrImagePull')):
+            template = {'template': {'metadata': {'labels': {lab.LAUNCHER_FAULT_LABEL: fault}}}}
+            failed = run_module('vm', vm_args(reallab, name, state='running', spec=template, wait_timeout=20))
+            assert failed.get('failed') and word in failed['msg'], failed.get('msg')
+            module_checks.append(('vm %s running (launcher fault %s): status' % (name, fault), failed['vm']['status'], printable(name)))
+            wait_for(word + ' from virt-controller', lambda name=name, word=word: printable(name) == word, timeout=30)
+        crashed = get(reallab, API + 'virtualmachines/crashy')['status']['startFailure']
+        assert crashed['consecutiveFailCount'] >= 1, crashed          # virt-controller counted the failed start
+        vm_step('crashy', 'absent')
+        vm_step('pully', 'absent')
         wait_for('VMs gone', lambda: not get(reallab, API + 'virtualmachines')['items'], timeout=30)
     elapsed = time.monotonic() - started
 
+    judge('vm, migration, volume, start failures', reallab, sampler, module_checks, elapsed,
+          {'Stopped', 'Running', 'Paused', 'ErrorUnschedulable', 'CrashLoopBackOff', 'ErrImagePull'})
+
+
+def judge(label, reallab, sampler, module_checks, elapsed, required_words):  # pylint: disable=too-many-arguments,too-many-locals
+    """Print the agreement counts of one scenario run and fail on any unexplained disagreement; returns the counts."""
+    stopped = [p['role'] for p in lab.status(reallab['dir']) if not p['running']]
+    assert not stopped, 'the stack lost %s while the scenarios ran (see its log in %s/logs)' % (', '.join(stopped), reallab['dir'])
     assert not sampler.errors, sampler.errors
     observed = [o for o in sampler.settled.values() if o['theirs'] is not None]
     states = {}
@@ -227,8 +262,8 @@ def test_our_words_agree_with_virt_controller(reallab):  # pylint: disable=too-m
     agree = [k for k in states if k[1] == k[2]]
     differ = [k for k in states if k[1] != k[2]]
     phase_agree = [k for k in states if k[3] == k[4]]
-    print('\nreal virt-controller: stack up %.1f s, scenarios %.1f s; %d settled observations, %d distinct states' % (
-        reallab['up_seconds'], elapsed, len(observed), len(states)))
+    print('\nreal virt-controller, %s: stack up %.1f s, scenarios %.1f s; %d settled observations, %d distinct states' % (
+        label, reallab['up_seconds'], elapsed, len(observed), len(states)))
     for key in sorted(states, key=str):
         print('  %-5s vm=%s ours=%s virt-controller=%s our_phase=%s vmi_phase=%s' % ('ok' if key[1] == key[2] else 'DIFF', *key))
     transients = sampler.transients()
@@ -238,15 +273,140 @@ def test_our_words_agree_with_virt_controller(reallab):  # pylint: disable=too-m
     module_agree = [c for c in module_checks if c[1] == c[2]]
     for what, ours, theirs in module_checks:
         print('  %-5s %s: ours=%s virt-controller=%s' % ('ok' if ours == theirs else 'DIFF', what, ours, theirs))
-    print('agreement: status %d/%d settled states, phase %d/%d settled states, module results %d/%d; every observation: '
+    counts = dict(states=len(states), status_agree=len(agree), phase_agree=len(phase_agree), modules=len(module_checks),
+                  modules_agree=len(module_agree), agree=sum(1 for v in transients.values() if v == 'agree'),
+                  lag=sum(1 for v in transients.values() if v == 'lag'), open=sum(1 for v in transients.values() if v == 'open'))
+    print('agreement (%s): status %d/%d settled states, phase %d/%d settled states, module results %d/%d; every observation: '
           '%d (vm, ours, virt-controller) pairs agree, %d agree once virt-controller had its turn, %d open; words agreed: %s' % (
-              len(agree), len(states), len(phase_agree), len(states), len(module_agree), len(module_checks),
-              sum(1 for v in transients.values() if v == 'agree'), sum(1 for v in transients.values() if v == 'lag'),
-              sum(1 for v in transients.values() if v == 'open'), ', '.join(words_agreed)))
+              label, counts['status_agree'], counts['states'], counts['phase_agree'], counts['states'], counts['modules_agree'],
+              counts['modules'], counts['agree'], counts['lag'], counts['open'], ', '.join(words_agreed)))
     words = {k[2] for k in states}
     # the scenarios must have shown virt-controller's words for them, or the check checked nothing
-    assert {'Stopped', 'Running', 'Paused', 'ErrorUnschedulable'} <= words, words
+    assert required_words <= words, (required_words, words)
     unexplained = [k for k in differ if (k[1], k[2]) not in KNOWN_DISAGREEMENTS]
     assert not unexplained, unexplained
-    assert len(phase_agree) == len(states)
+    assert len(phase_agree) == len(states), [k for k in states if k[3] != k[4]]
     assert not [c for c in module_checks if c[1] != c[2]], module_checks
+    return counts
+
+
+def play_results(out):
+    """{task name (role prefix dropped): result on localhost} of every play of a run_playbook output (the last run of a name)."""
+    found = {}
+    for play in out['plays']:
+        for task in play['tasks']:
+            result = task['hosts'].get('localhost')
+            if result is not None:
+                found[task['task']['name'].split(' : ')[-1]] = result
+    return found
+
+
+def write_play(tmp_path, name, tasks):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump([{'hosts': 'localhost', 'gather_facts': False, 'tasks': tasks}]))
+    return str(path)
+
+
+def role(name, **variables):
+    return {'name': 'Role %s' % name, 'ansible.builtin.include_role': {'name': 'converge.virt.' + name}, 'vars': variables}
+
+
+def test_every_module_and_role_against_virt_controller(reallab, tmp_path):  # pylint: disable=too-many-locals,too-many-statements
+    """vm_info, volume_info, snapshot, snapshot_info, migration_info, reconcile and the lifecycle, evacuate and reconcile
+    roles, in two playbooks, on the same stack: their results against what virt-controller wrote, and the sampler's
+    settled states as above."""
+    client = reallab['client']
+    conn = {'backend': 'kubevirt', 'kubeconfig': reallab['kubeconfig'], 'namespace': NS}
+    root = {'name': 'root', 'image': 'quay.io/containerdisks/fedora:40'}
+    fleet = [{'name': 'fl-a', 'vcpus': 1, 'memory': '64Mi', 'disks': [root, {'name': 'data', 'claim': 'fl-data'}]},
+             {'name': 'fl-b', 'vcpus': 1, 'memory': '64Mi', 'disks': [root], 'state': 'stopped'},
+             {'name': 'fl-c', 'vcpus': 1, 'memory': '64Mi', 'disks': [root]}]
+    lifecycle = {'lifecycle_backend': 'kubevirt', 'lifecycle_namespace': NS, 'lifecycle_kubeconfig': reallab['kubeconfig'],
+                 'lifecycle_wait_timeout': 90, 'lifecycle_parallel': 3}
+    env = {'ANSIBLE_ROLES_PATH': os.path.join(ROOT, 'roles')}
+    module_checks = []
+
+    def obj(kind, name):
+        return get(reallab, API + kind + '/' + name)
+
+    def printable(name):
+        return ((obj('virtualmachines', name) or {}).get('status') or {}).get('printableStatus')
+
+    started = time.monotonic()
+    with Sampler(client) as sampler:
+        # 1: lifecycle (volumes, define, start, verify), the info modules, a snapshot, its listing and a restore
+        one = write_play(tmp_path, 'one.yml', [
+            role('lifecycle', lifecycle_volumes=[{'name': 'fl-data', 'capacity': '1Gi'}], lifecycle_vms=fleet, **lifecycle),
+            {'name': 'vm_info', 'converge.virt.vm_info': conn},
+            {'name': 'volume_info', 'converge.virt.volume_info': dict(conn, name='fl-data')},
+            {'name': 'snapshot', 'converge.virt.snapshot': dict(conn, vm='fl-b', name='fl-b-s1', wait_timeout=60)},
+            {'name': 'snapshot_info', 'converge.virt.snapshot_info': dict(conn, vm='fl-b')},
+            {'name': 'restore', 'converge.virt.snapshot': dict(conn, vm='fl-b', name='fl-b-s1', state='restored', wait_timeout=60)},
+        ])
+        rc, out = run_playbook(one, env=env)
+        found = play_results(out)
+        with open(os.path.join(reallab['dir'], 'one.json'), 'w', encoding='utf-8') as handle:
+            json.dump(found, handle, indent=1, default=str)
+        assert rc == 0, [(k, v.get('msg')) for k, v in found.items() if v.get('failed')]
+        for entry in found['vm_info']['vms']:
+            vmi = obj('virtualmachineinstances', entry['name'])
+            module_checks.append(('vm_info %s: status' % entry['name'], entry['status'], printable(entry['name'])))
+            module_checks.append(('vm_info %s: phase' % entry['name'], entry.get('phase'), ((vmi or {}).get('status') or {}).get('phase')))
+        assert found['volume_info']['volumes'][0]['exists'] and found['volume_info']['volumes'][0]['phase'] == 'Bound'
+        # virt-controller's snapshot and restore controllers wrote these objects
+        snap = get(reallab, SNAPSHOTS + 'virtualmachinesnapshots/fl-b-s1')
+        module_checks.append(('snapshot fl-b-s1: kubevirt_phase', found['snapshot']['snapshot']['kubevirt_phase'], snap['status']['phase']))
+        module_checks.append(('snapshot fl-b-s1: ready_to_use', found['snapshot']['snapshot']['ready_to_use'], snap['status']['readyToUse']))
+        listed = dict((s['name'], s) for s in found['snapshot_info']['snapshots'])
+        assert set(listed) == {'fl-b-s1'}, listed
+        module_checks.append(('snapshot_info fl-b-s1: kubevirt_phase', listed['fl-b-s1']['kubevirt_phase'], snap['status']['phase']))
+        restore_name = [o['restore'] for o in found['restore']['operations'] if o['op'] == 'restore_snapshot'][0]
+        restored = get(reallab, SNAPSHOTS + 'virtualmachinerestores/' + restore_name)
+        module_checks.append(('restore fl-b-s1: phase Restored = restore complete', found['restore']['snapshot']['phase'] == 'Restored',
+                              (restored.get('status') or {}).get('complete')))
+        safety = get(reallab, SNAPSHOTS + 'virtualmachinesnapshots/' + found['restore']['safety_snapshot'])
+        module_checks.append(('restore: safety snapshot ready', True, (safety.get('status') or {}).get('readyToUse')))
+
+        # behind our back: fl-c's run strategy set to Halted (virt-controller stops it); the reconcile module reports it
+        for _attempt in range(5):
+            vm = obj('virtualmachines', 'fl-c')
+            vm['spec']['runStrategy'] = 'Halted'
+            code, answer = client.request('PUT', API + 'virtualmachines/fl-c', vm)
+            if code != 409:
+                break
+        assert code == 200, answer
+        wait_for('virt-controller to stop fl-c', lambda: printable('fl-c') == 'Stopped' and obj('virtualmachineinstances', 'fl-c') is None)
+        node = obj('virtualmachineinstances', 'fl-a')['status']['nodeName']
+
+        # 2: evacuate fl-a's node (virt-controller's migrations), migration_info, reconcile (report, then the role fixes), remove all
+        two = write_play(tmp_path, 'two.yml', [
+            role('evacuate', evacuate_backend='kubevirt', evacuate_node=node, evacuate_kubeconfig=reallab['kubeconfig'],
+                 evacuate_namespace=NS, evacuate_wait_timeout=90, evacuate_reason='kubelab'),
+            {'name': 'migration_info', 'converge.virt.migration_info': dict(conn, name='fl-a')},
+            {'name': 'reconcile', 'converge.virt.reconcile': conn},
+            role('reconcile', reconcile_backend='kubevirt', reconcile_namespace=NS, reconcile_kubeconfig=reallab['kubeconfig'],
+                 reconcile_fix=True, reconcile_restart_stopped_guests=True),
+            {'name': 'vm_info after', 'converge.virt.vm_info': conn},
+            role('lifecycle', lifecycle_state='absent', lifecycle_vms=fleet, **lifecycle),
+        ])
+        rc, out = run_playbook(two, env=env)
+        found2 = play_results(out)
+        with open(os.path.join(reallab['dir'], 'two.json'), 'w', encoding='utf-8') as handle:
+            json.dump(found2, handle, indent=1, default=str)
+        assert rc == 0, [(k, v.get('msg')) for k, v in found2.items() if v.get('failed')]
+        evacuated = [r for r in found2['Report per VM what happened']['ansible_facts']['evacuate_report'] if not r.get('failed')]
+        assert 'fl-a' in [r['name'] for r in evacuated], evacuated
+        last = found2['migration_info']['migrations'][0]['last']
+        # the lifecycle role deleted fl-a and with it its migrations: the phase virt-controller wrote, as the sampler last saw it
+        module_checks.append(('migration_info fl-a: last phase', last['phase'], sampler.migrations.get(last['id'])))
+        module_checks.append(('migration_info fl-a: source node', last['source'], node))
+        # reconcile saw what virt-controller did behind our back (fl-c stopped by its run strategy), and only that
+        told = [(d['name'], d['power_state'], d['decision']) for d in found2['reconcile']['disagreements']]
+        assert told == [('fl-c', 'SHUTDOWN', 'record STOPPED')], told
+        fixed = found2['Compare vm_state with power_state and look for stale tasks']['disagreements']
+        assert [(d['name'], [step['action'] for step in d['steps']], d['done']) for d in fixed] == [('fl-c', ['record', 'start'], True)], fixed
+        after = dict((v['name'], v['status']) for v in found2['vm_info after']['vms'])
+        assert after == {'fl-a': 'Running', 'fl-b': 'Stopped', 'fl-c': 'Running'}, after
+        wait_for('VMs gone', lambda: not get(reallab, API + 'virtualmachines')['items'], timeout=30)
+    elapsed = time.monotonic() - started
+    judge('modules and roles', reallab, sampler, module_checks, elapsed, {'Stopped', 'Running'})
