@@ -23,7 +23,7 @@ printableStatus read right after, the migration's ``phase`` with the VirtualMach
 that never settle (Starting, Migrating, Terminating ...) are judged on every observation: they agree, or agree once
 virt-controller has had its turn (it wrote our word later for the same VMI), or stay open (the VMI changed again
 first: nothing to judge); they are printed, not asserted.  Every disagreement must be one of KNOWN_DISAGREEMENTS (documented in
-docs/states.md with the upstream reason); the agreement counts are printed.  Run inside
+docs/states-virt-controller.md with the upstream reason); the agreement counts are printed.  Run inside
 ``python -m tools.virtlab netns -- ...``.
 """
 
