@@ -25,7 +25,7 @@ try:
 except ImportError:  # pragma: no cover
     from urllib import quote, urlencode  # type: ignore
 
-from ansible_collections.converge.virt.plugins.module_utils._common import session
+from ansible_collections.converge.virt.plugins.module_utils._common import registry, session
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
 
@@ -470,16 +470,8 @@ def client_from_params(params, environ=None):
     return KubeClient(**connection_params(params, environ))
 
 
-# Argument specs of the KubeVirt connection (documented by the converge.virt.kubevirt_connection fragment).
-KUBEVIRT_CONNECTION_ARGS = dict(
-    kubeconfig=dict(type='path'),
-    context=dict(type='str'),
-    host=dict(type='str'),
-    api_key=dict(type='str', no_log=True),
-    ca_cert=dict(type='path'),
-    validate_certs=dict(type='bool'),
-    namespace=dict(type='str', default='default'),
-)
+# Argument specs of the KubeVirt connection (documented by the converge.virt.kubevirt_connection fragment), declared in the backend registry.
+KUBEVIRT_CONNECTION_ARGS = registry.CONNECTION_ARGS['kubevirt']
 
 
 class ModuleSession(session.ModuleSession):
