@@ -18,14 +18,17 @@ import hashlib
 import io
 import json
 
-try:
-    import pycdlib
-    HAS_PYCDLIB = True
-except ImportError:  # pragma: no cover - reported by seed_iso
-    pycdlib = None
-    HAS_PYCDLIB = False
-
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+
+
+def _pycdlib(what):
+    """The pycdlib module, imported when a seed is built or read (every vm task imports this file; few need it)."""
+    try:
+        import pycdlib  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        raise InvalidDeclaration('cloud_init', '%s a NoCloud seed needs the Python library pycdlib on the host that runs the module '
+                                 '(pip install pycdlib)' % what) from None
+    return pycdlib
 
 # cloud-init's NoCloud datasource looks for a filesystem with this label
 VOLUME_LABEL = 'cidata'
@@ -110,10 +113,7 @@ def seed_digest(files):
 
 def seed_iso(files):
     """The ISO9660 image (bytes, with Joliet and Rock Ridge names) labelled ``cidata`` that carries ``files``."""
-    if not HAS_PYCDLIB:
-        raise InvalidDeclaration('cloud_init', 'building a NoCloud seed needs the Python library pycdlib on the host that runs the module '
-                                 '(pip install pycdlib)')
-    iso = pycdlib.PyCdlib()
+    iso = _pycdlib('building').PyCdlib()
     iso.new(interchange_level=3, joliet=3, rock_ridge='1.09', vol_ident=VOLUME_LABEL)
     try:
         for iso_name, name in FILES:
@@ -129,8 +129,7 @@ def seed_iso(files):
 
 def read_seed_iso(data):
     """The files of a seed image as ``{name: bytes}`` (by their Rock Ridge names): what a guest would read."""
-    if not HAS_PYCDLIB:
-        raise InvalidDeclaration('cloud_init', 'reading a NoCloud seed needs the Python library pycdlib')
+    pycdlib = _pycdlib('reading')
     iso = pycdlib.PyCdlib()
     iso.open_fp(io.BytesIO(data))
     try:
