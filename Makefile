@@ -133,13 +133,15 @@ kube:
 # two pytest-xdist workers (most tests wait on libvirt daemons, guests and ansible processes); each worker has its
 # own loopback addresses and ports (tests/integration/virtlab_fixtures.py). Whole files per worker (module-scoped labs
 # and fuzz tallies stay on one worker), in argument order: tests/reliability, which holds the longest files, goes first
-# so that no long file starts last (xdist's default reorder would queue the files with the fewest tests last).
+# so that no long file starts last (xdist's default reorder would queue the files with the fewest tests last); the
+# longest files of tests/integration are named first for the same reason (pytest collects each file once).
 integration: venv layout guest kube peers
 > @$(MAKE) --no-print-directory integration-run
 
 integration-run:
 > $(LAB_ENV) CONVERGE_VIRT_REQUIRE_PEERS=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=25 -n 2 --dist loadfile --no-loadscope-reorder \
-    tests/reliability tests/chaos tests/integration tests/kubeapi_tests
+    tests/reliability tests/chaos tests/integration/test_kubevirt_real_controller.py tests/integration/test_golden_journey.py \
+    tests/integration/test_login_guest.py tests/integration tests/kubeapi_tests
 
 # a longer randomized chaos campaign (tests/chaos/campaign.py) on three private libvirt hosts: make chaos SEED=7 MINUTES=20
 # (the seed reproduces the declarations and faults; the history and the checker's verdict go to build/chaos/seed-<SEED>)
