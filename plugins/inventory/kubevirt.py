@@ -114,9 +114,9 @@ options:
 EXAMPLES = r'''
 # the cluster of the environment (AWX: an OpenShift or Kubernetes API Bearer Token credential on the inventory source
 # injects K8S_AUTH_HOST, K8S_AUTH_API_KEY, K8S_AUTH_VERIFY_SSL and K8S_AUTH_SSL_CA_CERT)
-# vms.converge_kubevirt.yml
-plugin: converge.virt.kubevirt
-namespaces: [prod]
+# is a source file of two lines, vms.converge_kubevirt.yml:
+#   plugin: converge.virt.kubevirt
+#   namespaces: [prod]
 
 # cluster.converge_kubevirt.yml
 plugin: converge.virt.kubevirt

@@ -111,8 +111,8 @@ options:
 EXAMPLES = r'''
 # one host, named by the environment (AWX: the converge.virt libvirt host credential of the inventory source
 # injects LIBVIRT_DEFAULT_URI, and CONVERGE_VIRT_LIBVIRT_KEYFILE for a qemu+ssh URI)
-# lab.converge_libvirt.yml
-plugin: converge.virt.libvirt
+# is a source file of one line, lab.converge_libvirt.yml:
+#   plugin: converge.virt.libvirt
 
 # hypervisors.converge_libvirt.yml
 plugin: converge.virt.libvirt

@@ -8,7 +8,7 @@ launcher pod, ``printableStatus``, VM condition and migration phase is written b
 
 The first test drives our modules (converge.virt.vm, migration, volume): create, start, pause, unpause, restart,
 migrate, hot-plug, stop, delete, a start that cannot be scheduled, and two launcher start failures made by kwok's
-fault stages (tools/kubelab/kwok-stages.yaml: a launcher that crashes on start -> CrashLoopBackOff, one whose image
+fault stages (tools/kubelab/kwok-stages.conf: a launcher that crashes on start -> CrashLoopBackOff, one whose image
 cannot be pulled -> ErrImagePull).  The second, on the same stack (started once for the file), runs every other
 KubeVirt module and role in two playbooks: the lifecycle role (volume, three VMs, start, verify, later remove),
 vm_info, volume_info, snapshot, snapshot_info and a restore (virt-controller's snapshot and restore controllers), the
@@ -231,7 +231,7 @@ def test_our_words_agree_with_virt_controller(reallab):  # pylint: disable=too-m
         vm_step('huge', 'absent')
         vm_step('life', 'absent')
 
-        # start failures of the launcher pod (kwok's fault stages, tools/kubelab/kwok-stages.yaml): one that crashes
+        # start failures of the launcher pod (kwok's fault stages, tools/kubelab/kwok-stages.conf): one that crashes
         # on start (virt-controller fails the VMI, counts a start failure and backs off) and one whose image cannot be pulled
         for name, fault, word in (('crashy', 'crash', 'CrashLoopBackOff'), ('pully', 'errimagepull', 'ErrImagePull')):
             template = {'template': {'metadata': {'labels': {lab.LAUNCHER_FAULT_LABEL: fault}}}}

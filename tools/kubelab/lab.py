@@ -662,7 +662,7 @@ def _start_emulated_controllers(client, directory, state, server, ca_file, virt_
 NODES = ("node01", "node02", "node03")
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 # kwok's pod stages: its default ones plus the start failures a VM chooses with this label on its template (issue 15)
-KWOK_STAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kwok-stages.yaml")
+KWOK_STAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kwok-stages.conf")
 LAUNCHER_FAULT_LABEL = "kubelab.converge.virt/launcher-fault"
 LAUNCHER_FAULTS = ("crash", "errimagepull")
 # what virt-controller's launcher pods ask of a node besides cpu and memory (virt-handler's device plugins advertise them)

@@ -30,6 +30,7 @@ def _pycdlib(what):
                                  '(pip install pycdlib)' % what) from None
     return pycdlib
 
+
 # cloud-init's NoCloud datasource looks for a filesystem with this label
 VOLUME_LABEL = 'cidata'
 # (ISO9660 level-1 name, Rock Ridge / Joliet name): guests read the long names
