@@ -32,7 +32,7 @@ import xml.etree.ElementTree as ET
 import libvirt
 
 from bench.common import ROOT, bench_env, lab_layout, load_average, playbook, report
-from tools.virtlab import golden, hosts, loginguest
+from tools.virtlab import domains, golden, hosts, loginguest
 
 POOL = 'bgolden-pool'
 NETWORK = 'bgolden'
@@ -123,13 +123,7 @@ def peer_plays(uri, names, public_key, golden_path, templates):
 
 def cleanup(conn, names):
     for name in names:
-        try:
-            dom = conn.lookupByName(name)
-        except libvirt.libvirtError:
-            continue
-        if dom.isActive():
-            dom.destroy()
-        dom.undefine()
+        domains.remove_domain(conn, name)
     pool = conn.storagePoolLookupByName(POOL)
     pool.refresh(0)
     for vol in pool.listAllVolumes(0):

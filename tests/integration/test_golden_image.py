@@ -24,18 +24,6 @@ MIB = 1024 * 1024
 
 
 @pytest.fixture(scope='module')
-def host(libvirt_hosts):
-    return libvirt_hosts[0]
-
-
-@pytest.fixture(scope='module')
-def conn(host):
-    c = libvirt.open(host.uri)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope='module')
 def pool_dir(host, tmp_path_factory):
     path = str(tmp_path_factory.mktemp('goldpool'))
     ok(run_module('volume', {'uri': host.uri, 'pool': POOL, 'pool_path': path, 'name': 'gold-scratch.raw', 'capacity': '1MiB'}))
