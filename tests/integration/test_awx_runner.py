@@ -261,19 +261,28 @@ def inventory_sync(tmp_path, source, env, hidden):
     return listed, proc.stderr
 
 
+def libvirt_source_with_credential(tmp_path, uri):
+    """AWX's inventory update of a libvirt source: (source file, env the credential injects, planted secrets).
+
+    The source file is the project's and names no URI; the credential attached to the source gives ``uri`` (an
+    inventory update gets the credential's env only, not its extra vars).
+    """
+    source = os.path.join(str(tmp_path), 'lab.converge_libvirt.yml')
+    with open(source, 'w', encoding='utf-8') as handle:
+        yaml.safe_dump({'plugin': 'converge.virt.libvirt'}, handle)
+    pdd = os.path.join(str(tmp_path), 'inv')
+    os.makedirs(os.path.join(pdd, 'env'))
+    inputs, hidden = planted()
+    env, _extra_vars = inject(credential_type(CREDENTIAL_TYPE), dict(inputs, uri=uri), pdd)
+    return source, env, hidden
+
+
 def test_an_inventory_sync_as_awx_runs_it_takes_the_host_from_the_credential(host, tmp_path):
     ok(run_module('vm', small(host, 'awx-inv', state='running')))
     ok(run_module('vm', small(host, 'awx-inv-off', state='running')))
     ok(run_module('vm', small(host, 'awx-inv-off', state='stopped')))
     try:
-        # AWX: a source file of the project; it names no URI, the credential attached to the source does
-        source = os.path.join(str(tmp_path), 'lab.converge_libvirt.yml')
-        with open(source, 'w', encoding='utf-8') as handle:
-            yaml.safe_dump({'plugin': 'converge.virt.libvirt'}, handle)
-        pdd = os.path.join(str(tmp_path), 'inv')
-        os.makedirs(os.path.join(pdd, 'env'))
-        inputs, hidden = planted()
-        env, _extra_vars = inject(credential_type(CREDENTIAL_TYPE), dict(inputs, uri=host.uri), pdd)  # inventory updates get the env only
+        source, env, hidden = libvirt_source_with_credential(tmp_path, host.uri)
         assert env['LIBVIRT_DEFAULT_URI'] == host.uri and not host.uri.startswith('qemu+ssh')
         listed, _stderr = inventory_sync(tmp_path, source, env, hidden)
         hostvars = listed['_meta']['hostvars']
@@ -290,14 +299,8 @@ def test_an_inventory_sync_as_awx_runs_it_takes_the_host_from_the_credential(hos
 def test_an_inventory_sync_of_a_qemu_ssh_credential_gives_ssh_its_key(tmp_path):
     # the same credential with a qemu+ssh URI: its key file reaches ssh (a stand-in that fails: the host is left out
     # with one warning and the sync succeeds, as an unreachable host does)
-    source = os.path.join(str(tmp_path), 'lab.converge_libvirt.yml')
-    with open(source, 'w', encoding='utf-8') as handle:
-        yaml.safe_dump({'plugin': 'converge.virt.libvirt'}, handle)
-    pdd = os.path.join(str(tmp_path), 'inv')
-    os.makedirs(os.path.join(pdd, 'env'))
-    inputs, hidden = planted()
     uri = 'qemu+ssh://nobody@hv1.invalid/system'
-    env, _extra_vars = inject(credential_type(CREDENTIAL_TYPE), dict(inputs, uri=uri), pdd)
+    source, env, hidden = libvirt_source_with_credential(tmp_path, uri)
     fake_bin, record = fake_ssh(tmp_path)
     env['PATH'] = fake_bin + os.pathsep + os.environ.get('PATH', '')
     listed, stderr = inventory_sync(tmp_path, source, env, hidden)
