@@ -16,12 +16,12 @@ import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, WaitTimeout)
-from ansible_collections.converge.virt.plugins.module_utils._common import driver
+from ansible_collections.converge.virt.plugins.module_utils._common import driver, journal
 from ansible_collections.converge.virt.plugins.module_utils._common.driver import VmOptions  # pylint: disable=unused-import  # the module's options
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init, domain_build, domain_diff, domain_merge, domain_spec, metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import is_no_domain, libvirt
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, audit, metadata_from_record
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, metadata_from_record
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
@@ -189,19 +189,15 @@ class LibvirtVm(driver.VmBackend):
         store = self.store(obs)
         record = tasks.take_task(store, step.action, task_id, time.time(), lease_seconds=options.lease_seconds, owner=self.owner,
                                  name=self.name)
-        audit('begin', self.name, task_id, step.action, target=step.vm_state_after)
         try:
-            handler = getattr(self, '_do_' + step.action)
-            handler(dom, spec, obs, options)
-        except ConvergeError as exc:
-            audit('end', self.name, task_id, step.action, target=step.vm_state_after, outcome='failed')
+            with journal.Interval(self.name, task_id, step.action, target=step.vm_state_after):
+                getattr(self, '_do_' + step.action)(dom, spec, obs, options)
+        except ConvergeError:
             self._abandon(store, task_id, dom)
-            raise exc
+            raise
         except libvirt.libvirtError as exc:
-            audit('end', self.name, task_id, step.action, target=step.vm_state_after, outcome='failed')
             self._abandon(store, task_id, dom)
             raise self.connection.error(exc, '%s of VM %r failed' % (step.action, self.name))
-        audit('end', self.name, task_id, step.action, target=step.vm_state_after, outcome='done')
         if step.action == 'delete':
             return self.observe(spec)
         after = tasks.finish_task(store, task_id, name=self.name, vm_state=_after_state(step, record))
@@ -230,12 +226,11 @@ class LibvirtVm(driver.VmBackend):
             if exc.get_error_code() in (libvirt.VIR_ERR_OPERATION_FAILED, libvirt.VIR_ERR_DOM_EXIST):
                 raise TaskConflict(self.name, 'another run', 'SPAWNING', reason=self.connection.redact(str(exc)))
             raise self.connection.error(exc, 'cannot define VM %r' % self.name)
-        audit('begin', self.name, task_id, 'create', target='STOPPED')
-        autostart = domain_spec.spec_autostart(spec)
-        if autostart is not None:
-            dom.setAutostart(1 if autostart else 0)
-        obs = self.observe(spec)
-        audit('end', self.name, task_id, 'create', target='STOPPED', outcome='done')
+        with journal.Interval(self.name, task_id, 'create', target='STOPPED'):
+            autostart = domain_spec.spec_autostart(spec)
+            if autostart is not None:
+                dom.setAutostart(1 if autostart else 0)
+            obs = self.observe(spec)
         tasks.finish_task(self.store(obs), task_id, name=self.name, vm_state='STOPPED')
         return self.observe(spec)
 
