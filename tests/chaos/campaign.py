@@ -64,6 +64,8 @@ class World:
         self.scratch = dict((h, 'scratch%d.raw' % i) for i, h in enumerate(self.hosts))
         self.pool_paths = dict((h.name, os.path.join(lab.state_dir, 'pool-%s' % h.name)) for h in lab.hosts)
         self.mover_at = dict((m, self.hosts[i % len(self.hosts)]) for i, m in enumerate(self.movers))
+        # the last migration declared for each mover: (source host, target host, the task's arguments)
+        self.last_migration = {}
         self.lock = threading.Lock()
 
     def track(self, mover, target, outcome, error):
@@ -118,8 +120,10 @@ def random_declaration(rng, world):
     if rng.random() < 0.2:
         source = rng.choice(world.hosts)
     target = rng.choice([h for h in world.hosts if h != source])
-    return mover, {'host': target}, [], {'converge.virt.migration': {'uri': world.uris[source], 'target_uri': world.uris[target], 'name': mover,
-                                                                     'bandwidth': 1000, 'wait_timeout': 60}}
+    args = {'uri': world.uris[source], 'target_uri': world.uris[target], 'name': mover, 'bandwidth': 1000, 'wait_timeout': 60}
+    with world.lock:
+        world.last_migration[mover] = (source, target, args)
+    return mover, {'host': target}, [], {'converge.virt.migration': args}
 
 
 class Run:
@@ -322,6 +326,12 @@ class Campaign:  # pylint: disable=too-many-instance-attributes
                 host, [self.world.keep_volume(host, first), {'name': self.world.scratch[host], 'state': 'absent'}])})
         for mover in self.world.movers:
             where = [host for host, conn in conns.items() if rl.state_of(conn, mover) is not None] or [self.world.mover_at[mover]]
+            if len(where) > 1 and mover in self.world.last_migration:
+                # a migration killed half-way left the VM defined on two hosts: run that migration again, as a user
+                # re-runs the interrupted task (a vm task on one host cannot know of the other copy)
+                _source, target, args = self.world.last_migration[mover]
+                tasks.append({'name': '%s migration again' % mover, 'converge.virt.migration': args})
+                where = [target]
             tasks.append({'name': '%s running' % mover, 'converge.virt.vm': self.world.vm_args(where[0], mover, 'running')})
         return tasks
 
