@@ -124,8 +124,8 @@ def _bind_system_paths(work):
 
 def _start_system_daemon(work):
     log = open(os.path.join(work, "system-daemon.log"), "ab")  # pylint: disable=consider-using-with
-    virtlogd = subprocess.Popen([hosts._which("virtlogd")], stdout=log, stderr=subprocess.STDOUT)  # pylint: disable=protected-access
-    libvirtd = subprocess.Popen([hosts._which("libvirtd")], stdout=log, stderr=subprocess.STDOUT)  # pylint: disable=protected-access
+    virtlogd = subprocess.Popen([hosts.which("virtlogd")], stdout=log, stderr=subprocess.STDOUT)
+    libvirtd = subprocess.Popen([hosts.which("libvirtd")], stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while True:
         try:

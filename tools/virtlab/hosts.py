@@ -322,17 +322,17 @@ def _prepare_host(host, all_hosts):
     config = {
         "hostname": host.name,
         "binds": [[host.dirs[key], target] for key, target in PRIVATE_DIRS] + [[host.dirs["hosts_file"], "/etc/hosts"]],
-        "virtlogd_argv": [_which("virtlogd"), "--config", "/etc/libvirt/virtlogd.conf", "--pid-file", "/run/libvirt/virtlogd.pid"],
+        "virtlogd_argv": [which("virtlogd"), "--config", "/etc/libvirt/virtlogd.conf", "--pid-file", "/run/libvirt/virtlogd.pid"],
         "virtlogd_pid_file": os.path.join(host.dirs["run"], "virtlogd.child-pid"),
         "virtlogd_stdout": os.path.join(host.root, "daemon.log"),
         "virtlogd_socket": "/run/libvirt/virtlogd-sock",
-        "libvirtd_argv": [_which("libvirtd"), "--listen", "--config", "/etc/libvirt/libvirtd.conf", "--pid-file", "/run/libvirt/libvirtd.pid"],
+        "libvirtd_argv": [which("libvirtd"), "--listen", "--config", "/etc/libvirt/libvirtd.conf", "--pid-file", "/run/libvirt/libvirtd.pid"],
     }
     with open(os.path.join(host.root, "nsinit.json"), "w", encoding="utf-8") as handle:
         json.dump(config, handle, indent=2)
 
 
-def _which(program):
+def which(program):
     """Absolute path of a program, also looking in the sbin directories."""
     path = os.environ.get("PATH", "") + ":/usr/local/sbin:/usr/sbin:/sbin"
     found = shutil.which(program, path=path)
@@ -548,7 +548,7 @@ def start_hosts(count, state_dir, first_address=DEFAULT_FIRST_ADDRESS, *, name_p
                         first_migration_port=first_migration_port, ports_per_host=migration_ports_per_host)
     os.makedirs(state_dir, mode=0o700, exist_ok=True)
     stop_hosts(state_dir)
-    unshare = _which("unshare")
+    unshare = which("unshare")
     procs = []
     try:
         for host in hosts:
@@ -585,7 +585,7 @@ def _start_sshds(state_dir, hosts, procs, port, public_key, python, deadline):  
         host.ssh_port = port
         host.ssh_home = os.path.join(host.root, "home")
         config = sshd.prepare(host.root, host.address, port, public_key, host.ssh_home)
-        host.pids["sshd"] = sshd.launch(_which("nsenter"), proc.pid, config, os.path.join(host.root, "daemon.log"))
+        host.pids["sshd"] = sshd.launch(which("nsenter"), proc.pid, config, os.path.join(host.root, "daemon.log"))
         host.started["sshd"] = start_time(host.pids["sshd"])
         _write_hosts(state_dir, hosts)
     for host in hosts:

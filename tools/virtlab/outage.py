@@ -50,8 +50,8 @@ def restart_libvirtd(host, timeout=60.0):
     """Start host's libvirtd again and wait until its socket answers."""
     import libvirt  # pylint: disable=import-outside-toplevel
     from tools.virtlab import hosts  # pylint: disable=import-outside-toplevel
-    libvirtd = hosts._which('libvirtd')  # pylint: disable=protected-access
-    argv = [hosts._which('nsenter'), '--target', str(host.pids['virtlogd']), '--mount', '--uts', libvirtd,  # pylint: disable=protected-access
+    libvirtd = hosts.which('libvirtd')
+    argv = [hosts.which('nsenter'), '--target', str(host.pids['virtlogd']), '--mount', '--uts', libvirtd,
             '--listen', '--config', '/etc/libvirt/libvirtd.conf', '--pid-file', '/run/libvirt/libvirtd.pid']
     with open(os.path.join(host.root, 'daemon.log'), 'ab') as log:
         subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # pylint: disable=consider-using-with
