@@ -33,7 +33,7 @@ description:
   - "Options for both backends: O(name), O(state), O(vcpus), O(memory), O(disks), O(interfaces), O(cloud_init), O(vms), O(parallel),
     O(wait), O(wait_timeout), O(restart_on_change), O(force_stop), O(shutdown_timeout), O(lock_timeout).
     libvirt only: O(uri), O(username), O(password), O(xml), O(uuid), O(title), O(description), O(machine), O(arch),
-    O(domain_type), O(firmware), O(boot), O(serial), O(graphics), O(on_poweroff), O(on_reboot), O(on_crash), O(autostart).
+    O(domain_type), O(firmware), O(boot), O(serial), O(graphics), O(on_poweroff), O(on_reboot), O(on_crash), O(autostart), O(if_moved).
     kubevirt only: the connection options, O(namespace), O(spec), O(instancetype), O(preference), O(data_volume_templates),
     O(labels), O(delete_volumes). Giving an option of the other backend fails naming it."
 author:
@@ -298,6 +298,19 @@ options:
       - Seconds to wait for another task in flight on the VM to end. V(0) fails at once, naming the task. At most V(86400).
     type: int
     default: 0
+  if_moved:
+    description:
+      - What to do when the VM migrated away from this host (libvirt; the migration module leaves a departure record on the
+        source host) and its guest does not run here. Declaring it here would define or start a second copy on the same disks.
+      - V(fail) refuses, naming where the VM went and the migration task; nothing is changed.
+      - V(skip) leaves it alone and reports RV(moved_to) (a playbook that creates a VM on one host and then migrates it stays
+        re-runnable).
+      - O(state=absent) is always accepted: it removes what is left of the VM here and forgets the departure (the VM on the other
+        host is not touched).
+      - libvirt only. A KubeVirt VM never leaves its cluster; V(skip) is refused with O(backend=kubevirt).
+    type: str
+    choices: [fail, skip]
+    default: fail
   vms:
     description:
       - Converge several VMs in one task. Each item takes O(name), O(state) and the definition options
@@ -509,6 +522,16 @@ changes:
   returned: always
   type: list
   elements: dict
+moved_to:
+  description:
+    - The host the VM departed to (its URI without credentials), when the task met a departure record (libvirt, see O(if_moved)).
+    - RV(departure) is V(left) after a finished migration, V(leaving) when the migration's run did not finish.
+  returned: with O(if_moved=skip), or in the failure, when the VM left this host
+  type: str
+departure_forgotten:
+  description: The departure record that O(state=absent) removed (target, task id, phase).
+  returned: with O(state=absent), when the VM had left this host
+  type: dict
 results:
   description: With O(vms), one result per VM (name, changed, failed, msg, vm, steps).
   returned: when O(vms) is given
@@ -740,7 +763,7 @@ def options_from(params):
     for field in ('wait_timeout', 'shutdown_timeout', 'lock_timeout'):
         tasks.check_timeout(field, params[field])
     return VmOptions(wait=params['wait'], wait_timeout=params['wait_timeout'], shutdown_timeout=params['shutdown_timeout'],
-                     force_stop=params['force_stop'], lock_timeout=params['lock_timeout'])
+                     force_stop=params['force_stop'], lock_timeout=params['lock_timeout'], if_moved=params.get('if_moved') or 'fail')
 
 
 def fleet_items(module, make):
@@ -784,6 +807,8 @@ def fleet_items(module, make):
 def kubevirt_options(params):
     """Execution options on kubevirt, validated."""
     base = options_from(params)
+    if params.get('if_moved') == 'skip':
+        raise InvalidDeclaration('if_moved', 'is a libvirt option and is not supported with backend kubevirt (a KubeVirt VM never leaves its cluster)')
     backend = _kubevirt_backend()
     return backend.KubevirtOptions(wait=base.wait, wait_timeout=base.wait_timeout, shutdown_timeout=base.shutdown_timeout,
                                    force_stop=base.force_stop, lock_timeout=base.lock_timeout, delete_volumes=params['delete_volumes'])

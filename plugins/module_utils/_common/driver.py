@@ -37,8 +37,9 @@ class VmOptions:  # pylint: disable=too-few-public-methods
     """
 
     def __init__(self, wait=True, wait_timeout=300, shutdown_timeout=60, force_stop=True, lock_timeout=0,
-                 lease_seconds=None):  # pylint: disable=too-many-arguments
+                 lease_seconds=None, if_moved='fail'):  # pylint: disable=too-many-arguments
         self.wait = wait
+        self.if_moved = if_moved  # a VM that migrated away from a libvirt host: fail, or skip (see the vm module)
         self.wait_timeout = wait_timeout
         self.shutdown_timeout = shutdown_timeout
         self.force_stop = force_stop

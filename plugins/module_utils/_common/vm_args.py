@@ -66,6 +66,7 @@ BEHAVIOUR_ARGS = dict(
     force_stop=dict(type='bool', default=True),
     shutdown_timeout=dict(type='int', default=60),
     lock_timeout=dict(type='int', default=0),
+    if_moved=dict(type='str', choices=['fail', 'skip'], default='fail'),
 )
 
 

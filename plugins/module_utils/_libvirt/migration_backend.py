@@ -41,7 +41,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.errors impor
 from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._common import migrate
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import metadata
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import departures, metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import (
     Connection, ModuleSession, is_no_domain, libvirt, resolve_uri)
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
@@ -588,6 +588,8 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
                     self._finish_history(dom, migration.SUCCEEDED, None, [], task_id=record.task_id)
         if changed:
             self.phase = migration.SUCCEEDED
+        if not self.check_mode:
+            changed = self._departed(None) or changed
         return self._result(changed=changed, vm=self._public_vm(dest_dom), on_target=True,
                             msg=None if changed else 'the VM already runs on the target')
 
@@ -613,6 +615,7 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
             if self.check_mode:
                 return None
             tasks.abandon_task(store, record.task_id, name=self.name, rolled_back=True)
+            self._stayed(record.task_id)
             self.notes.append('cleared the task %s left by an interrupted run (the guest stayed on the source): %s' % (record.task_id, reason))
             return None
         raise TaskConflict(self.name, record.task_id, record.task_state, owner=record.owner)
@@ -656,6 +659,12 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
                               'mode': 'offline' if self.opts.offline else 'live', 'started_at': started_at, 'phase': self.phase,
                               'owner': self.owner}
         write_history(src_dom, upsert_history(read_history(src_dom), self.history_entry))
+        try:
+            # before the guest can move: a vm task on this host must not define or start a second copy meanwhile
+            departures.mark(self.source.conn, self.name, departures.LEAVING, redact_uri(self.target_uri), task_id, src_dom.UUIDString())
+        except libvirt.libvirtError as exc:
+            tasks.abandon_task(store, task_id, name=self.name, rolled_back=True)
+            raise BackendError(self._redact('cannot record the departure on the source: %s' % exc)) from exc
         try:
             if not self.opts.offline and self.opts.max_downtime:
                 src_dom.migrateSetMaxDowntime(int(self.opts.max_downtime), 0)
@@ -728,6 +737,7 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
             if src_record.task_id == task_id:
                 tasks.finish_task(src_store, task_id, name=self.name, vm_state='STOPPED')
             self.notes.append('the source keeps a stopped definition (undefine_source=false)')
+        self._departed(task_id)
         history = read_history(src_left) if src_left is not None else []
         history = history or read_history(dest_dom)
         self._finish_history(dest_dom, migration.SUCCEEDED, None, history, task_id=task_id, started_at=started_at)
@@ -774,11 +784,44 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
             self.notes.append('could not clear the task on the source: %s' % self._redact(exc))
         self._finish_history(src_dom, migration.FAILED, self.reason, [], task_id=task_id, started_at=started_at,
                              error=self._redact(error) if error else None)
+        self._stayed(task_id)
         where = 'the guest keeps running on the source' if src_active else 'the guest is not running on the source'
         why = self.reason if not (aborted and self.stopped_by) else '%s: %s' % (self.reason, self.stopped_by)
         return self._result(changed=False, failed=True, vm=self._public_vm(src_dom), on_target=False,
                             msg='migration of VM %r to %s failed (%s): %s; %s' % (self.name, redact_uri(self.target_uri), why,
                                                                                   error or 'no error reported', where))
+
+    def _departed(self, task_id):
+        """The VM runs on the target: the source records that it left, the target forgets an older departure of it; True when
+        a record changed. ``task_id`` None (a re-run that finds the VM on the target): only a departure an interrupted run
+        recorded (``leaving``) becomes ``left`` - a VM that never ran on the source gets no record there. Errors are notes:
+        the migration is done."""
+        changed = False
+        try:
+            before = departures.departure(self.source.conn, self.name)
+            if (task_id is not None or before is not None) and (before is None or before.get('phase') != departures.LEFT):
+                task = task_id or (before or {}).get('task_id')
+                departures.mark(self.source.conn, self.name, departures.LEFT, redact_uri(self.target_uri), task,
+                                (before or {}).get('uuid'))
+                changed = True
+        except (ConvergeError, libvirt.libvirtError) as exc:
+            self.notes.append('could not record the departure on the source: %s' % self._redact(exc))
+        try:
+            if self.dest is not None and departures.clear(self.dest.conn, self.name):
+                self.notes.append('the target had a departure record of this VM from an earlier move: removed')
+                changed = True
+        except libvirt.libvirtError as exc:
+            self.notes.append('could not remove the departure record on the target: %s' % self._redact(exc))
+        return changed
+
+    def _stayed(self, task_id):
+        """The guest stays on the source: remove the departure record of the migration ``task_id`` (another's is kept)."""
+        try:
+            record = departures.departure(self.source.conn, self.name)
+            if record is not None and record.get('task_id') == task_id:
+                departures.clear(self.source.conn, self.name)
+        except libvirt.libvirtError as exc:
+            self.notes.append('could not remove the departure record on the source: %s' % self._redact(exc))
 
     def _remove_leftover(self, dest_dom, src_dom, task_id):
         try:
@@ -836,6 +879,7 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
         if not vm_view(current)['job_active'] and (owner_gone(record.owner) or record.stale(time.time())):
             try:
                 tasks.abandon_task(LibvirtTaskStore(self.source.conn, current, self.owner), record.task_id, name=self.name)
+                self._stayed(record.task_id)
                 self.notes.append('cleared the task of the run that is gone')
             except TaskConflict:
                 pass  # that run ended its task itself meanwhile

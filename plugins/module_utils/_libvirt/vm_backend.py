@@ -15,11 +15,11 @@ import time
 import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
-    BackendError, ConvergeError, InvalidDeclaration, TaskConflict, WaitTimeout)
+    BackendError, ConvergeError, DataSafetyRefusal, InvalidDeclaration, TaskConflict, WaitTimeout)
 from ansible_collections.converge.virt.plugins.module_utils._common import driver, journal
 from ansible_collections.converge.virt.plugins.module_utils._common.driver import VmOptions  # pylint: disable=unused-import  # the module's options
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init, domain_build, domain_diff, domain_merge, domain_spec, metadata
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init, departures, domain_build, domain_diff, domain_merge, domain_spec, metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import is_no_domain, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, metadata_from_record
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views
@@ -173,12 +173,58 @@ class LibvirtVm(driver.VmBackend):
         a restart of a running guest. With ``state: absent`` the seed volume the domain carries goes with the VM (only the
         seed, never other volumes).
         """
+        departed = self.departure(snapshot)
         if decl.state == 'absent':
-            return _converge_absent(self, decl, spec, options, check_mode, task_id, snapshot)
+            changed, result = _converge_absent(self, decl, spec, options, check_mode, task_id, snapshot)
+            if departed is not None:
+                # the user declares no VM of that name here: the departure is forgotten (the VM elsewhere is not touched)
+                if not check_mode:
+                    self._forget_departure()
+                result['departure_forgotten'] = dict(departed)
+            return changed or departed is not None, result
+        if departed is not None:
+            if getattr(options, 'if_moved', None) == 'skip':
+                return False, self._moved_result(spec, departed)
+            raise DataSafetyRefusal(departures.refusal(self.name, departed), moved_to=departed.get('target'),
+                                    departure=departed.get('phase'), departure_task_id=departed.get('task_id'))
         seed = spec.get(cloud_init.SPEC_KEY) if isinstance(spec, dict) else None
         if seed is None:
             return _converge_without_seed(self, decl, spec, options, check_mode, task_id, snapshot)
         return _converge_with_seed(self, decl, spec, seed, options, check_mode, task_id, snapshot)
+
+    # ------------------------------------------------------------ departures
+    def departure(self, snapshot=None):
+        """The departure record of this VM when it left this host and its guest does not run here, else None.
+
+        One lookup per VM (a fleet lists the host's records once, with its bulk snapshot); the domain is read only when
+        a record exists.
+        """
+        try:
+            if snapshot is not None and departures.SNAPSHOT_KEY in snapshot:
+                record = snapshot[departures.SNAPSHOT_KEY].get(self.name)
+            else:
+                record = departures.departure(self.conn, self.name)
+            if record is None:
+                return None
+            dom = self.lookup()
+            if dom is not None and departures.runs_here(*dom.state()):
+                return None
+            return record
+        except libvirt.libvirtError as exc:
+            raise self.connection.error(exc, 'cannot read the departure record of VM %r' % self.name)
+
+    def _forget_departure(self):
+        try:
+            departures.clear(self.conn, self.name)
+        except libvirt.libvirtError as exc:
+            raise self.connection.error(exc, 'cannot remove the departure record of VM %r' % self.name)
+
+    def _moved_result(self, spec, departed):
+        """if_moved: skip: the VM left this host; nothing is done here and the result says where it went."""
+        view = public_view(self.observe(spec))
+        return {'steps': [], 'changes': [], 'vm': view, 'diff': {'before': _diffable(view), 'after': _diffable(view)},
+                'moved_to': departed.get('target'), 'departure': departed.get('phase'), 'departure_task_id': departed.get('task_id'),
+                'msg': departures.refusal(self.name, departed).split('. Declaring', 1)[0] + '; left alone here (if_moved: skip)'}
 
     # -------------------------------------------------------------- execution
     def run_step(self, step, spec, obs, options, task_id):
@@ -405,6 +451,7 @@ def bulk_snapshot(connection):
             snapshot[name] = {'dom': dom, 'state': stats.get('state.state', 0), 'reason': stats.get('state.reason', 0),
                               'autostart': name in sets['autostart'], 'managed_save': name in sets['managed_save'],
                               'persistent': name in sets['persistent']}
+        snapshot[departures.SNAPSHOT_KEY] = departures.departures(conn)
         return snapshot
     except libvirt.libvirtError as exc:
         raise connection.error(exc, 'cannot list the VMs')
