@@ -523,13 +523,22 @@ changes:
   type: list
   elements: dict
 moved_to:
-  description:
-    - The host the VM departed to (its URI without credentials), when the task met a departure record (libvirt, see O(if_moved)).
-    - RV(departure) is V(left) after a finished migration, V(leaving) when the migration's run did not finish.
+  description: The host the VM departed to (its URI without credentials), when the task met a departure record (libvirt, see O(if_moved)).
   returned: with O(if_moved=skip), or in the failure, when the VM left this host
   type: str
+departure:
+  description: The departure record the task met (libvirt, see O(if_moved)).
+  returned: with O(if_moved=skip), or in the failure, when the VM left this host
+  type: dict
+  contains:
+    name: {description: The VM., type: str}
+    uuid: {description: The VM's UUID., type: str}
+    target: {description: The host it departed to (URI without credentials)., type: str}
+    task_id: {description: The migration task that moved it., type: str}
+    phase: {description: V(left) after a finished migration; V(leaving) when the migration's run did not finish (the guest may run there)., type: str}
+    since: {description: When the record was written (seconds since the epoch)., type: float}
 departure_forgotten:
-  description: The departure record that O(state=absent) removed (target, task id, phase).
+  description: The departure record that O(state=absent) removed (the same fields as RV(departure)).
   returned: with O(state=absent), when the VM had left this host
   type: dict
 results:

@@ -86,7 +86,7 @@ def test_playbook_create_then_migrate_reruns_without_a_second_copy(lab, tmp_path
         assert rl.changed_tasks(data) == [], 'the re-run changed %s' % rl.changed_tasks(data)
         results = dict(rl.task_results(data))
         assert results['create']['moved_to'] == h1.uri, results['create']
-        assert results['create']['departure'] == 'left' and results['create']['vm']['exists'] is False
+        assert results['create']['departure']['phase'] == 'left' and results['create']['vm']['exists'] is False
         assert running_on(lab, name) == [1], 'a second copy runs'
 
         # without skip: refused, naming the target and the state; nothing defined on A
@@ -151,7 +151,7 @@ def test_killed_migration_then_vm_on_source_refuses_and_the_rerun_finishes(lab, 
                         'by the re-run, nothing to refuse')  # never seen with peer_to_peer; kept honest
         source = run_module('vm', vm_args(h0, name))
         assert source.get('failed') and 'left this host' in source['msg'], source
-        assert 'did not finish' in source['msg'] and source['departure'] == 'leaving', source['msg']
+        assert 'did not finish' in source['msg'] and source['departure']['phase'] == 'leaving', source['msg']
         assert running_on(lab, name) == [1], 'a second copy runs: %s' % running_on(lab, name)
 
         # the re-run of the migration finds the guest on the target and finishes the departure
@@ -159,7 +159,7 @@ def test_killed_migration_then_vm_on_source_refuses_and_the_rerun_finishes(lab, 
         assert rc == 0 and not rl.failures(data), rl.failures(data)
         assert rl.changed_tasks(data) == ['move']
         refused = run_module('vm', vm_args(h0, name))
-        assert refused.get('failed') and refused['departure'] == 'left', refused
+        assert refused.get('failed') and refused['departure']['phase'] == 'left', refused
         rc, data = rl.run_playbook(path)
         assert rc == 0 and rl.changed_tasks(data) == []
         assert running_on(lab, name) == [1]

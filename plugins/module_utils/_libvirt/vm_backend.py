@@ -185,8 +185,7 @@ class LibvirtVm(driver.VmBackend):
         if departed is not None:
             if getattr(options, 'if_moved', None) == 'skip':
                 return False, self._moved_result(spec, departed)
-            raise DataSafetyRefusal(departures.refusal(self.name, departed), moved_to=departed.get('target'),
-                                    departure=departed.get('phase'), departure_task_id=departed.get('task_id'))
+            raise DataSafetyRefusal(departures.refusal(self.name, departed), moved_to=departed.get('target'), departure=dict(departed))
         seed = spec.get(cloud_init.SPEC_KEY) if isinstance(spec, dict) else None
         if seed is None:
             return _converge_without_seed(self, decl, spec, options, check_mode, task_id, snapshot)
@@ -223,7 +222,7 @@ class LibvirtVm(driver.VmBackend):
         """if_moved: skip: the VM left this host; nothing is done here and the result says where it went."""
         view = public_view(self.observe(spec))
         return {'steps': [], 'changes': [], 'vm': view, 'diff': {'before': _diffable(view), 'after': _diffable(view)},
-                'moved_to': departed.get('target'), 'departure': departed.get('phase'), 'departure_task_id': departed.get('task_id'),
+                'moved_to': departed.get('target'), 'departure': dict(departed),
                 'msg': departures.refusal(self.name, departed).split('. Declaring', 1)[0] + '; left alone here (if_moved: skip)'}
 
     # -------------------------------------------------------------- execution
