@@ -8,15 +8,25 @@ at the start and the end. bench/vm_noop.py measures the per-task cost instead (T
 whole-playbook figure the issue's 1.10x target is stated in. ``--collections DIR`` adds a third kind: the same vm
 playbook with another tree of the collection (e.g. an older commit's build/collections) for a before/after.
 
+The playbooks run in this process's environment less ``PYTHONDONTWRITEBYTECODE``, as a user's shell has it: with that
+variable set (as in this project's development shells) Python writes no bytecode and the collection's module_utils
+bytecode cache (_common/bytecache.py) is never filled, so every vm task compiles its whole module_utils tree again
+(about 60 ms of CPU per task on this machine). ``--dont-write-bytecode`` keeps the variable (the cold figure); the
+result records which. The size of each kind's AnsiballZ payload (one extra task with ANSIBLE_KEEP_REMOTE_FILES) is
+recorded too.
+
     python -m bench.vm_vs_ping --tasks 20 --repeat 3
 """
 
 import argparse
 import json
 import os
+import glob
 import re
+import shutil
 import statistics
 import sys
+import tempfile
 
 from bench.common import ROOT, bench_env, lab_layout, load_average, playbook, timed_playbook
 from tools.virtlab import domains, hosts
@@ -32,6 +42,8 @@ def main(argv=None):
     parser.add_argument('--venv', default=os.path.join(ROOT, 'build', 'bench-venv'))
     parser.add_argument('--state-dir', default=os.path.join(ROOT, 'build', 'bench-ping-lab'))
     parser.add_argument('--collections', help='another collections path to measure the vm playbook with (before/after)')
+    parser.add_argument('--dont-write-bytecode', action='store_true',
+                        help='keep PYTHONDONTWRITEBYTECODE from this environment (no bytecode cache on the module side: the cold figure)')
     args = parser.parse_args(argv)
     bin_dir = os.path.join(args.venv, 'bin')
     lab = hosts.start_hosts(1, args.state_dir, **lab_layout('127.0.0.46', 'bvp-', 16861, 49860))
@@ -44,6 +56,8 @@ def main(argv=None):
         finally:
             conn.close()
         env = bench_env(bin_dir)
+        if not args.dont_write_bytecode:
+            env.pop('PYTHONDONTWRITEBYTECODE', None)
         vm = {'converge.virt.vm': {'uri': uri, 'name': 'bvp-noop', 'state': 'stopped'}}
         kinds = [('ping', {'ansible.builtin.ping': {}}, env), ('vm', vm, env)]
         if args.collections:
@@ -62,7 +76,10 @@ def main(argv=None):
                     raise RuntimeError('%s: not a no-op run:\n%s' % (kind, proc.stdout[-3000:]))
                 wall[kind].append(round(seconds, 3))
                 cpu[kind].append(round(cpu_seconds, 3))
-        result = {'tasks': args.tasks, 'rounds': args.repeat, 'load': [load_before, load_average()], 'wall': wall, 'cpu': cpu}
+        result = {'tasks': args.tasks, 'rounds': args.repeat, 'load': [load_before, load_average()],
+                  'pythondontwritebytecode': bool(env.get('PYTHONDONTWRITEBYTECODE')),
+                  'payload_bytes': dict((kind, payload_size(bin_dir, task, kind_env, cli)) for kind, task, kind_env in kinds),
+                  'wall': wall, 'cpu': cpu}
         for name, series in (('wall', wall), ('cpu', cpu)):
             medians = dict((kind, statistics.median(values)) for kind, values in series.items())
             result['median_' + name] = medians
@@ -74,6 +91,19 @@ def main(argv=None):
     finally:
         hosts.stop_hosts(args.state_dir)
     return 0
+
+
+def payload_size(bin_dir, task, env, cli):
+    """The size in bytes of the AnsiballZ file one run of ``task`` sends to the host (kept with ANSIBLE_KEEP_REMOTE_FILES)."""
+    keep = tempfile.mkdtemp(prefix='bench-payload-')
+    try:
+        timed_playbook(bin_dir, playbook([task]), dict(env, ANSIBLE_KEEP_REMOTE_FILES='1', ANSIBLE_REMOTE_TMP=keep), cli)
+        found = glob.glob(os.path.join(keep, '*', 'AnsiballZ_*.py'))
+        if len(found) != 1:
+            raise RuntimeError('expected one AnsiballZ payload in %s, found %s' % (keep, found))
+        return os.path.getsize(found[0])
+    finally:
+        shutil.rmtree(keep, ignore_errors=True)
 
 
 if __name__ == '__main__':
