@@ -469,7 +469,10 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
         except TransitionRefused as exc:
             raise exc
         except libvirt.libvirtError as exc:
-            raise BackendError(self._redact('migration of VM %r: %s' % (self.name, exc))) from exc
+            why = lost_connection(str(exc), _alive(self.source), None if self.dest is None else _alive(self.dest))
+            if why is None:
+                raise BackendError(self._redact('migration of VM %r: %s' % (self.name, exc))) from exc
+            raise BackendError(self._redact('migration of VM %r to %s failed (%s): %s' % (self.name, redact_uri(self.target_uri), why, exc))) from exc
         finally:
             self.close()
 
@@ -891,6 +894,30 @@ def _dest_error(error):
     text = error.lower()
     return any(word in text for word in ('end of file', 'connection', 'unable to connect', 'broken pipe', 'reset by peer', 'remote', 'cannot recv',
                                          'cannot send', 'no route', 'refused', 'closed'))
+
+
+def _alive(connection):
+    """False when the libvirt connection of ``connection`` (a :class:`Connection`) is known to be lost, else True."""
+    try:
+        return bool(connection.conn.isAlive())
+    except (AttributeError, libvirt.libvirtError):
+        return False
+
+
+def lost_connection(error, source_alive, dest_alive):
+    """Which daemon went away when ``error`` (the text of a libvirt error raised outside the transfer) is a lost connection.
+
+    The transfer's own failures get their reason in :meth:`Migration._failed`; an error raised while this run read or
+    prepared the VM (e.g. ``internal error: client socket is closed`` when a libvirtd dies under a call) used to reach
+    the user bare. ``dest_alive`` None: the target was not connected. Returns None when ``error`` is no lost connection.
+    """
+    if not _dest_error(error):
+        return None
+    if dest_alive is False:
+        return '%s: its libvirtd closed the connection' % migration.TARGET_FAILED
+    if not source_alive:
+        return "the source's libvirtd died or restarted: it closed the connection; the guest stays where libvirt left it"
+    return 'a libvirtd connection was lost (the source or the target died or restarted)'
 
 
 # -------------------------------------------------------------------- info
