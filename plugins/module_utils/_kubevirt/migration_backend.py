@@ -33,7 +33,7 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt import obs
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CORE_API, KUBEVIRT_API, ApiStatusError, Conflict, check_node_name, segment
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import DNS_LABEL as _DNS_LABEL, is_subdomain
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
-from ansible_collections.converge.virt.plugins.module_utils._common import migrate
+from ansible_collections.converge.virt.plugins.module_utils._common import journal, migrate
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
@@ -481,6 +481,7 @@ class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-insta
         self.target_node = opts.target_node
         self.message = None
         self.closed_leftover = False
+        self.journaled = None   # the task id whose begin this run wrote to the audit journal
 
     # ---------------------------------------------------------- plumbing
     def _observe(self):
@@ -510,10 +511,26 @@ class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-insta
         return result
 
     # ---------------------------------------------------------- task record
+    def _journal(self, event, task_id, succeeded=None):
+        """The VM's interval in the audit journal (action live_migrate; target: the declared node, '' when KubeVirt chooses)."""
+        extra = {'target': self.opts.target_node or ''}
+        if event == 'begin':
+            self.journaled = task_id
+        else:
+            extra.update(phase=self.phase or None, outcome='done' if succeeded else 'failed')
+        journal.append(event, self.name, task_id, 'live_migrate', **extra)
+
     def _close_task(self, task_id, succeeded):
-        """Finish (success) or abandon (vm_state unchanged) our task; another run may have closed it already."""
+        """Finish (success) or abandon (vm_state unchanged) our task; another run may have closed it already.
+
+        The journal's end record is written by the run that wrote the begin, or, for a task adopted from a run that is
+        gone (its owner's process is dead), by the run that closes it: one end per begin.
+        """
         if task_id is None:
             return
+        began = self.journaled == task_id
+        if began:
+            self._journal('end', task_id, succeeded)
         obs = self._observe()
         if not obs['exists']:
             return
@@ -522,10 +539,13 @@ class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-insta
             record, _version = store.load()
             if record.task_id != task_id:
                 return
+            adopted_from_gone = not began and owner_gone(record.owner)
             if succeeded:
                 tasks.finish_task(store, task_id, name=self.name)
             else:
                 tasks.abandon_task(store, task_id, name=self.name, rolled_back=True)
+            if adopted_from_gone:
+                self._journal('end', task_id, succeeded)
         except TaskConflict:
             self.notes.append('the task %s was closed by another run' % task_id)
 
@@ -645,6 +665,7 @@ class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-insta
         lease = task_lease_seconds(self.opts)
         store = self._store(obs)
         taken = tasks.take_task(store, 'live_migrate', task_id, time.time(), lease_seconds=lease, owner=self.owner, name=self.name)
+        self._journal('begin', task_id)
         try:
             vmim = self.client.create(KUBEVIRT_API, self.namespace, VMIM, self._body(task_id))
         except ConvergeError as exc:
@@ -672,6 +693,7 @@ class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-insta
             try:
                 lease_until = tasks.take_task(self._store(obs), 'live_migrate', task_id, time.time(), lease_seconds=task_lease_seconds(self.opts),
                                               owner=self.owner, name=self.name).lease_until
+                self._journal('begin', task_id)
             except ConvergeError:
                 task_id = None
         return self._follow(self.vmim_name, vmim['metadata']['uid'], task_id, attached=True, lease_until=lease_until)

@@ -25,6 +25,7 @@ import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, DataSafetyRefusal, InvalidDeclaration, TaskConflict, WaitTimeout)
+from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_id
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, NotFound
@@ -425,10 +426,14 @@ class Runner:
         """Run ``steps`` in order under one VM task; return what was done (dicts). A failed step abandons the task."""
         if not steps:
             return []
-        self._take(plan_action(steps))
-        self._record = self.store.load()[0]
+        action = plan_action(steps)
+        self._take(action)
+        # the VM's interval in the audit journal (target: the snapshots the steps name, in order)
+        target = ','.join('%s:%s' % (step.op, step.name) for step in steps)
+        journal.append('begin', self.vm, self.task_id, action, target=target)
         done = []
         try:
+            self._record = self.store.load()[0]
             for step in steps:
                 run = {phase.CREATE: self.create, phase.DELETE: self.delete, phase.RESTORE: self.restore}[step.op]
                 extra = run(step)
@@ -437,10 +442,12 @@ class Runner:
                 item.update(extra)
                 done.append(item)
         except BaseException:
+            journal.append('end', self.vm, self.task_id, action, target=target, outcome='failed')
             try:
                 tasks.abandon_task(self.store, self.task_id, name=self.vm, rolled_back=True)
             except ConvergeError:
                 pass
             raise
+        journal.append('end', self.vm, self.task_id, action, target=target, outcome='done')
         tasks.finish_task(self.store, self.task_id, name=self.vm)
         return done

@@ -35,7 +35,7 @@ import re
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError, InvalidDeclaration, WaitTimeout
-from ansible_collections.converge.virt.plugins.module_utils._common import volume_driver
+from ansible_collections.converge.virt.plugins.module_utils._common import journal, volume_driver
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
@@ -818,14 +818,18 @@ class Executor:
         store = KubevirtTaskStore(self.client, self.namespace, op.vm, inferred_vm_state=obs.get('effective_vm_state'), vm=None)
         task_id = tasks.new_task_id()
         tasks.take_task(store, action, task_id, time.time(), owner=self.owner, name=op.vm)
+        # the VM's interval in the audit journal: begun once the task is ours, ended before it is released
+        journal.append('begin', op.vm, task_id, action, target=op.volume)
         try:
             extra = run(group)
         except BaseException:
+            journal.append('end', op.vm, task_id, action, target=op.volume, outcome='failed')
             try:
                 release_task(store, task_id, op.vm, finish=False)
             except ConvergeError:
                 pass
             raise
+        journal.append('end', op.vm, task_id, action, target=op.volume, outcome='done')
         release_task(store, task_id, op.vm)
         return extra
 
