@@ -10,6 +10,16 @@ from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as sn
 
+# status.phase of a VirtualMachineSnapshot (snapshot.kubevirt.io/v1beta1) onto the neutral snapshot phases of
+# _phase/snapshots.py; Succeeded waits for readyToUse (see phase_from_kubevirt_snapshot)
+KUBEVIRT_SNAPSHOT_PHASES = {
+    '': sn.PENDING,
+    'Unknown': sn.PENDING,
+    'InProgress': sn.CREATING,
+    'Succeeded': sn.READY,
+    'Failed': sn.FAILED,
+}
+
 
 def phase_from_kubevirt_snapshot(status, deleting=False, now=None, created_at=None, failure_deadline=None):
     """Our phase of a VirtualMachineSnapshot from its ``status`` dict (pure).
@@ -24,7 +34,7 @@ def phase_from_kubevirt_snapshot(status, deleting=False, now=None, created_at=No
     if deleting:
         return sn.DELETING
     status = status or {}
-    phase = sn.KUBEVIRT_SNAPSHOT_PHASES.get(status.get('phase') or '', sn.PENDING)
+    phase = KUBEVIRT_SNAPSHOT_PHASES.get(status.get('phase') or '', sn.PENDING)
     if phase == sn.READY and not status.get('readyToUse'):
         phase = sn.CREATING
     if phase in (sn.PENDING, sn.CREATING) and None not in (now, created_at, failure_deadline) and now - created_at > failure_deadline:

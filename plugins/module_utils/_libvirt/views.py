@@ -13,7 +13,7 @@ from __future__ import annotations
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
 from ansible_collections.converge.virt.plugins.module_utils._phase import status as st
 from ansible_collections.converge.virt.plugins.module_utils._phase.views import effective_vm_state
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_state import power_state_from_libvirt
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_state import domain_phase_reason, phase_from_domain, power_state_from_libvirt
 
 # task states that expect the domain to start (the status word Starting)
 START_TASKS = ('STARTING', 'REBOOTING', 'REBOOTING_HARD', 'RESUMING', 'UNPAUSING', 'RESTORING')
@@ -47,7 +47,7 @@ def libvirt_vm_view(state, reason, metadata=None, acpi=True, managed_save=False,
         grace_period = _grace_seconds(metadata.get('stop_grace_period'))
     power = power_state_from_libvirt(state, reason)
     task_state = metadata.get('task_state') or None
-    phase = s.phase_from_domain(power.state, power.reason, acpi=acpi, previous=s.PHASE_UNSET, grace_period=grace_period)
+    phase = phase_from_domain(power.state, power.reason, acpi=acpi, previous=s.PHASE_UNSET, grace_period=grace_period)
     active = power.state not in ('shutoff', 'nostate')
     instance = None
     if active:
@@ -75,6 +75,6 @@ def libvirt_vm_view(state, reason, metadata=None, acpi=True, managed_save=False,
         'task_id': metadata.get('task_id') or None,
         'status': st.printable_status(inp),
         'phase': shown_phase,
-        'phase_reason': s.domain_phase_reason(power.state, power.reason, acpi=acpi, grace_period=grace_period)
+        'phase_reason': domain_phase_reason(power.state, power.reason, acpi=acpi, grace_period=grace_period)
         if s.is_final(shown_phase) else None,
     }

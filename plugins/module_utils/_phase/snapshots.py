@@ -78,20 +78,6 @@ def can_move(phase, target):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# KubeVirt's VirtualMachineSnapshot phases onto these phases (the table; _kubevirt/snapshot_status.py reads the objects)
-# ---------------------------------------------------------------------------------------------------------------------
-
-# status.phase of a VirtualMachineSnapshot (snapshot.kubevirt.io/v1beta1) -> ours; Succeeded waits for readyToUse
-KUBEVIRT_SNAPSHOT_PHASES = {
-    '': PENDING,
-    'Unknown': PENDING,
-    'InProgress': CREATING,
-    'Succeeded': READY,
-    'Failed': FAILED,
-}
-
-
-# ---------------------------------------------------------------------------------------------------------------------
 # The plan
 # ---------------------------------------------------------------------------------------------------------------------
 

@@ -8,8 +8,9 @@ Sources: Nova ``compute/power_state.py``, ``vm_states.py``, ``task_states.py``
 (seed 000, second table). Where seed 000 and the upstream code disagree (the
 ACPI rule for a destroyed domain) the upstream code is followed.
 
-Everything here is pure: no libvirt or kubernetes import. A domain's state and
-reason are words here; a backend translates its own numbers or objects first.
+Everything here is pure and backend-neutral: no libvirt or kubernetes import and no backend's
+words. A backend translates its own numbers, words or objects into these records first (libvirt's
+domain states: ``_libvirt/domain_state.py``).
 """
 
 from __future__ import annotations
@@ -60,68 +61,10 @@ WAITING_FOR_SYNC = 'WaitingForSync'     # a receiver of a decentralized migratio
 PHASES = (PHASE_UNSET, PENDING, SCHEDULING, SCHEDULED, PHASE_RUNNING, SUCCEEDED, FAILED, UNKNOWN, WAITING_FOR_SYNC)
 FINAL_PHASES = (SUCCEEDED, FAILED)
 
-# ---------------------------------------------------- domain states, as words
-# A domain's state and reason are words: libvirt's virDomainState names (running, shutoff, ...) and their
-# reasons (booted, destroyed, ...), which KubeVirt's virt-launcher reports too. A backend that reads numbers
-# turns them into these words first (the libvirt backend: _libvirt/views.py).
-
-# Nova power_state.py: BLOCKED is RUNNING, SHUTDOWN (shutting down) and SHUTOFF
-# are SHUTDOWN, PMSUSPENDED is SUSPENDED, FAILED/unknown is NOSTATE.
-POWER_STATE_OF_DOMAIN_STATE = {
-    'nostate': NOSTATE,
-    'running': RUNNING,
-    'blocked': RUNNING,
-    'paused': PAUSED,
-    'shutdown': SHUTDOWN,
-    'shutoff': SHUTDOWN,
-    'crashed': CRASHED,
-    'pmsuspended': SUSPENDED,
-}
-
+# ---------------------------------------------------- observed power, neutral
+# What a backend observed of a guest's power: power_state (one of POWER_STATES) and the backend's own state and
+# reason words, kept for the view. Each backend translates its words at its boundary (libvirt: _libvirt/domain_state.py).
 PowerObservation = namedtuple('PowerObservation', ['power_state', 'state', 'reason'])
-
-
-def domain_state_words(state, reason=None):
-    """A domain's (state, reason) as words: ``reason`` None or empty is 'unknown'."""
-    return str(state), str(reason or 'unknown')
-
-
-def power_state_from_domain(state, reason=None):
-    """power_state from a domain's (state word, reason word), keeping the reason.
-
-    Returns a :class:`PowerObservation` (power_state, state word, reason word);
-    a state word the Nova table does not name is NOSTATE.
-    """
-    state_word, reason_word = domain_state_words(state, reason)
-    return PowerObservation(POWER_STATE_OF_DOMAIN_STATE.get(state_word, NOSTATE), state_word, reason_word)
-
-
-# (state word, reason word or None for "any other"), graceful stop tried (True / False / None for
-# "either"), phase (None: unchanged, keep the previous phase), why (shown as phase_reason). Order matters:
-# the first matching row wins. KubeVirt virt-handler calculateVmPhaseForStatusReason (pkg/virt-handler/vm.go).
-DOMAIN_PHASE_TABLE = (
-    (('shutoff', 'crashed'), None, FAILED, 'the guest crashed'),
-    # libvirt's CRASHED state (reason panicked or unknown) is a crash whatever the reason; KubeVirt fails only
-    # the reasons it names (Crashed, Panicked) and keeps the phase for crashed/unknown (deviation, see docs).
-    (('crashed', None), None, FAILED, 'the guest crashed'),
-    (('shutoff', 'destroyed'), True, FAILED,
-     'forced off (destroyed) after a graceful shutdown (ACPI) did not finish within the grace period'),
-    (('shutoff', 'destroyed'), False, SUCCEEDED, 'powered off at once: no graceful shutdown was asked for (no ACPI or no grace period)'),
-    (('shutoff', 'shutdown'), None, SUCCEEDED, 'the guest shut down'),
-    (('shutoff', 'saved'), None, SUCCEEDED, 'the guest state was saved to disk'),
-    (('shutoff', 'from_snapshot'), None, SUCCEEDED, 'stopped by reverting to a snapshot'),
-    (('shutoff', 'migrated'), None, None, 'the domain migrated away: the phase is the one it had'),
-    (('paused', 'postcopy_failed'), None, FAILED, 'a post-copy migration failed: the guest cannot be recovered'),
-    (('running', None), None, PHASE_RUNNING, None),
-    (('blocked', None), None, PHASE_RUNNING, None),
-    (('paused', None), None, PHASE_RUNNING, None),
-    (('pmsuspended', None), None, PHASE_RUNNING, None),
-)
-
-# The reason shown while the graceful-stop attempt is not known (a destroyed ACPI domain whose record does not say
-# how it was stopped): KubeVirt's default (a grace period is set) reads it as Failed.
-DESTROYED_GRACE_UNKNOWN = ('forced off (destroyed) while ACPI was available: read as a graceful shutdown that did not finish in '
-                           'time (KubeVirt\'s rule when the grace period is not known)')
 
 
 def graceful_stop_tried(acpi, grace_period=None):
@@ -131,43 +74,6 @@ def graceful_stop_tried(acpi, grace_period=None):
     known: KubeVirt then uses its default grace period (30 s), so an ACPI domain counts as tried.
     """
     return bool(acpi) and (grace_period is None or grace_period > 0)
-
-
-def _domain_row(state, reason, acpi, grace_period):
-    state_word, reason_word = domain_state_words(state, reason)
-    tried = graceful_stop_tried(acpi, grace_period)
-    for row in DOMAIN_PHASE_TABLE:
-        (row_state, row_reason), row_tried = row[0], row[1]
-        if row_state == state_word and row_reason in (None, reason_word) and row_tried in (None, tried):
-            return row
-    return None
-
-
-def phase_from_domain(state, reason=None, acpi=True, previous=PHASE_UNSET, grace_period=None):
-    """VMI phase from a domain's (state, reason), grace-period aware (KubeVirt calculateVmPhaseForStatusReason).
-
-    A domain destroyed after a graceful shutdown was tried (ACPI and a grace period above zero) means the grace
-    period ran out: Failed. With no graceful attempt (no ACPI, or ``grace_period`` 0: an immediate power-off)
-    destroy is the normal way to stop: Succeeded. A migrated-away domain keeps ``previous``; so do states and
-    reasons the table does not name, as virt-handler does.
-    """
-    row = _domain_row(state, reason, acpi, grace_period)
-    if row is None or row[2] is None:
-        return previous
-    return row[2]
-
-
-def domain_phase_reason(state, reason=None, acpi=True, grace_period=None):
-    """Why :func:`phase_from_domain` gives its phase, in words (None for a live domain or an unnamed state).
-
-    For a destroyed ACPI domain whose grace period is not known the reason says that the phase is read, not known.
-    """
-    row = _domain_row(state, reason, acpi, grace_period)
-    if row is None:
-        return None
-    if row[2] == FAILED and row[0] == ('shutoff', 'destroyed') and grace_period is None:
-        return DESTROYED_GRACE_UNKNOWN
-    return row[3]
 
 
 def phase_without_domain(host_reachable, launcher_present=True, final=False, previous=PHASE_UNSET):

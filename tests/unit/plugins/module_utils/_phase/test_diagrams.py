@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._phase import diagrams
+from ansible_collections.converge.virt.plugins.module_utils._common import states_doc
 
 DOC = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', '..', 'docs', 'states.md')
 
@@ -16,18 +16,18 @@ DOC = os.path.join(os.path.dirname(__file__), '..', '..', '..', '..', '..', 'doc
 def test_docs_states_md_is_fresh():
     with open(DOC, encoding='utf-8') as handle:
         committed = handle.read()
-    assert committed == diagrams.render_states_markdown(), 'docs/states.md is stale: run `make docs`'
+    assert committed == states_doc.render_states_markdown(), 'docs/states.md is stale: run `make docs`'
 
 
 def test_render_contains_every_table():
-    text = diagrams.render_states_markdown()
+    text = states_doc.render_states_markdown()
     for needle in ('stateDiagram-v2', 'live_migrate', 'CrashLoopBackOff', 'PreparingTarget', 'finish delete', 'postcopy_failed'):
         assert needle in text
 
 
 def test_every_deviation_is_listed_in_the_docs_and_pinned_by_a_test():
     from ansible_collections.converge.virt.plugins.module_utils._phase import deviations
-    text = diagrams.render_states_markdown()
+    text = states_doc.render_states_markdown()
     assert '## Where ours differs from upstream, and why' in text
     keys = [d.key for d in deviations.DEVIATIONS]
     assert len(keys) == len(set(keys)) and len(keys) >= 10

@@ -78,7 +78,7 @@ def test_power_state_from_libvirt(pair, expected):
 def test_every_libvirt_state_has_a_power_state_case():
     covered = {expected[1] for _pair, expected in POWER_CASES}
     assert covered >= set(ds.LIBVIRT_STATES.values())
-    assert s.POWER_STATE_OF_DOMAIN_STATE == {'nostate': 'NOSTATE', 'running': 'RUNNING', 'blocked': 'RUNNING', 'paused': 'PAUSED',
+    assert ds.POWER_STATE_OF_DOMAIN_STATE == {'nostate': 'NOSTATE', 'running': 'RUNNING', 'blocked': 'RUNNING', 'paused': 'PAUSED',
                                              'shutdown': 'SHUTDOWN', 'shutoff': 'SHUTDOWN', 'crashed': 'CRASHED', 'pmsuspended': 'SUSPENDED'}
 
 
@@ -92,11 +92,11 @@ def test_reason_default_and_words():
 
 def test_the_phase_layer_reads_words_only():
     # numbers are the backend's to translate (the libvirt backend: _libvirt/domain_state.py); here they are no state word
-    assert s.power_state_from_domain('shutoff', None) == ('SHUTDOWN', 'shutoff', 'unknown')
-    assert s.power_state_from_domain(fresh('crashed'), fresh('panicked')) == ('CRASHED', 'crashed', 'panicked')
-    assert s.power_state_from_domain(5, 2) == ('NOSTATE', '5', '2')
-    assert s.phase_from_domain(5, 2, previous='Running') == 'Running'
-    assert s.domain_phase_reason(5, 2) is None
+    assert ds.power_state_from_domain('shutoff', None) == ('SHUTDOWN', 'shutoff', 'unknown')
+    assert ds.power_state_from_domain(fresh('crashed'), fresh('panicked')) == ('CRASHED', 'crashed', 'panicked')
+    assert ds.power_state_from_domain(5, 2) == ('NOSTATE', '5', '2')
+    assert ds.phase_from_domain(5, 2, previous='Running') == 'Running'
+    assert ds.domain_phase_reason(5, 2) is None
 
 
 # (state, reason, acpi, grace period, previous) -> phase: every row of DOMAIN_PHASE_TABLE, and the rows around it
@@ -131,14 +131,14 @@ PHASE_CASES = [
 @pytest.mark.parametrize('args,expected', PHASE_CASES)
 def test_phase_from_domain(args, expected):
     state, reason, acpi, grace, previous = args
-    assert s.phase_from_domain(*ds.libvirt_state_words(state, reason), acpi=acpi, previous=previous, grace_period=grace) == expected
+    assert ds.phase_from_domain(*ds.libvirt_state_words(state, reason), acpi=acpi, previous=previous, grace_period=grace) == expected
 
 
 def test_phase_from_domain_defaults_and_outside_words():
-    assert s.phase_from_domain('shutoff', 'destroyed') == 'Failed'      # ACPI on and the grace period not known
-    assert s.phase_from_domain('shutoff') == ''                         # shutoff, unknown reason, no previous phase
-    assert s.phase_from_domain(fresh('shutoff'), fresh('destroyed'), acpi=1, grace_period=0.0) == 'Succeeded'
-    assert s.phase_from_domain(fresh('crashed'), fresh('whatever')) == 'Failed'
+    assert ds.phase_from_domain('shutoff', 'destroyed') == 'Failed'      # ACPI on and the grace period not known
+    assert ds.phase_from_domain('shutoff') == ''                         # shutoff, unknown reason, no previous phase
+    assert ds.phase_from_domain(fresh('shutoff'), fresh('destroyed'), acpi=1, grace_period=0.0) == 'Succeeded'
+    assert ds.phase_from_domain(fresh('crashed'), fresh('whatever')) == 'Failed'
 
 
 def test_phase_table_rows_each_have_a_case():
@@ -147,11 +147,11 @@ def test_phase_table_rows_each_have_a_case():
     for (state, reason, acpi, grace, _previous), _expected in PHASE_CASES:
         sw, rw = ds.libvirt_state_words(state, reason)
         tried = s.graceful_stop_tried(acpi, grace)
-        for index, ((row_state, row_reason), row_tried, _phase, _why) in enumerate(s.DOMAIN_PHASE_TABLE):
+        for index, ((row_state, row_reason), row_tried, _phase, _why) in enumerate(ds.DOMAIN_PHASE_TABLE):
             if row_state == sw and row_reason in (None, rw) and row_tried in (None, tried):
                 hit.add(index)
                 break
-    assert hit == set(range(len(s.DOMAIN_PHASE_TABLE)))
+    assert hit == set(range(len(ds.DOMAIN_PHASE_TABLE)))
 
 
 @pytest.mark.parametrize('acpi, grace, tried', [
@@ -165,7 +165,7 @@ def test_graceful_stop_tried_as_is_acpi_enabled(acpi, grace, tried):
 
 @pytest.mark.parametrize('args, reason', [
     ((5, 2, True, 60), 'forced off (destroyed) after a graceful shutdown (ACPI) did not finish within the grace period'),
-    ((5, 2, True, None), s.DESTROYED_GRACE_UNKNOWN),
+    ((5, 2, True, None), ds.DESTROYED_GRACE_UNKNOWN),
     ((5, 2, True, 0), 'powered off at once: no graceful shutdown was asked for (no ACPI or no grace period)'),
     ((5, 2, False, None), 'powered off at once: no graceful shutdown was asked for (no ACPI or no grace period)'),
     ((5, 3, True, None), 'the guest crashed'),
@@ -181,13 +181,13 @@ def test_graceful_stop_tried_as_is_acpi_enabled(acpi, grace, tried):
 ])
 def test_domain_phase_reason(args, reason):
     state, why, acpi, grace = args
-    assert s.domain_phase_reason(*ds.libvirt_state_words(state, why), acpi=acpi, grace_period=grace) == reason
+    assert ds.domain_phase_reason(*ds.libvirt_state_words(state, why), acpi=acpi, grace_period=grace) == reason
 
 
 def test_domain_phase_reason_defaults():
-    assert s.domain_phase_reason('shutoff') is None
-    assert s.domain_phase_reason('shutoff', 'destroyed') == s.DESTROYED_GRACE_UNKNOWN
-    assert 'read as a graceful shutdown that did not finish in time' in s.DESTROYED_GRACE_UNKNOWN
+    assert ds.domain_phase_reason('shutoff') is None
+    assert ds.domain_phase_reason('shutoff', 'destroyed') == ds.DESTROYED_GRACE_UNKNOWN
+    assert 'read as a graceful shutdown that did not finish in time' in ds.DESTROYED_GRACE_UNKNOWN
 
 
 @pytest.mark.parametrize('kwargs,expected', [

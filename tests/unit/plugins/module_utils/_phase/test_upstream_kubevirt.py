@@ -201,7 +201,7 @@ def test_vmi_phase_as_virt_handler_tests_it(upstream, domain, previous, launcher
     if domain is None:
         phase = s.phase_without_domain(True, launcher_present=launcher, previous=previous)
     else:
-        phase = s.phase_from_domain(*ds.libvirt_state_words(*domain), previous=previous)
+        phase = ds.phase_from_domain(*ds.libvirt_state_words(*domain), previous=previous)
     assert phase == expected, HANDLER + upstream
 
 
@@ -254,12 +254,12 @@ DOMAIN_CODE_CASES = [
 
 @pytest.mark.parametrize('domain, acpi, grace, expected', DOMAIN_CODE_CASES)
 def test_vmi_phase_as_virt_handler_computes_it(domain, acpi, grace, expected):
-    assert s.phase_from_domain(*ds.libvirt_state_words(*domain), acpi=acpi, previous='Running', grace_period=grace) == expected
+    assert ds.phase_from_domain(*ds.libvirt_state_words(*domain), acpi=acpi, previous='Running', grace_period=grace) == expected
 
 
 def test_a_crashed_domain_with_an_unknown_reason_is_failed_a_listed_deviation():
     # KubeVirt keeps the previous phase (the switch names only Crashed and Panicked); ours fails it
-    assert s.phase_from_domain(*ds.libvirt_state_words(6, 0), previous='Running') == 'Failed'
+    assert ds.phase_from_domain(*ds.libvirt_state_words(6, 0), previous='Running') == 'Failed'
     assert deviations.by_key('crashed-unknown-reason')
 
 
@@ -275,7 +275,7 @@ def test_an_immediate_forced_stop_of_an_acpi_guest_is_succeeded_and_says_why():
     assert recorded['phase'] == 'Succeeded'
     # not known: read as KubeVirt's default, and the reason says it is read, not known
     unknown = libvirt_views.libvirt_vm_view(5, 2, acpi=True)
-    assert unknown['phase'] == 'Failed' and unknown['phase_reason'] == s.DESTROYED_GRACE_UNKNOWN
+    assert unknown['phase'] == 'Failed' and unknown['phase_reason'] == ds.DESTROYED_GRACE_UNKNOWN
     assert deviations.by_key('destroyed-grace-unknown')
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_state as ds
 from ansible_collections.converge.virt.plugins.module_utils._phase import views
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
 
@@ -126,7 +127,7 @@ def test_grace_period_from_the_record(record, grace, phase):
 
 def test_a_grace_period_of_zero_reads_as_known():
     assert libvirt_views.libvirt_vm_view(5, 2, {'stop_grace_period': '0'})['phase_reason'].startswith('powered off at once')
-    assert libvirt_views.libvirt_vm_view(5, 2, {'stop_grace_period': 'x'})['phase_reason'] == s.DESTROYED_GRACE_UNKNOWN
+    assert libvirt_views.libvirt_vm_view(5, 2, {'stop_grace_period': 'x'})['phase_reason'] == ds.DESTROYED_GRACE_UNKNOWN
 
 
 # effective_vm_state: (recorded, power_state, managed_save, task_state) -> vm_state a new task starts from
