@@ -22,8 +22,9 @@ description:
     asking again between attempts.
   - Converge many volumes in one task with O(volumes); the other options then serve as defaults of every item.
   - With O(backend=kubevirt) a volume is a C(PersistentVolumeClaim) of O(namespace), or a CDI C(DataVolume) when it is
-    imported (O(import_from) an V(http://), V(https://) or V(docker://) URL), cloned (O(clone_from) another claim) or
-    O(data_volume=true) (blank). The same planner runs - the same operations, refusals and words as on libvirt. Growing
+    imported (O(import_from) an V(http://), V(https://) or V(docker://) URL), cloned (O(clone_from) another claim, or
+    O(clone_from_datasource) a CDI C(DataSource), the usual handle of a golden image) or O(data_volume=true) (blank).
+    The source of a clone is only read. The same planner runs - the same operations, refusals and words as on libvirt. Growing
     raises C(spec.resources.requests.storage) and waits for the resizer; deleting removes the DataVolume or the claim and
     is refused while a VirtualMachine or its instance references it, naming the VM (declare O(attachments=[]), and
     O(force=true) for a running VM, to unplug it first). An attachment hotplugs the claim into a running VM with the
@@ -166,9 +167,21 @@ options:
     default: false
   data_volume:
     description:
-      - Create a CDI C(DataVolume) (O(backend=kubevirt) only). Defaults to V(true) with O(import_from) or O(clone_from)
-        (a blank DataVolume otherwise), else a plain C(PersistentVolumeClaim).
+      - Create a CDI C(DataVolume) (O(backend=kubevirt) only). Defaults to V(true) with O(import_from), O(clone_from) or
+        O(clone_from_datasource) (a blank DataVolume otherwise), else a plain C(PersistentVolumeClaim).
     type: bool
+  clone_from_datasource:
+    description:
+      - Create the volume as a clone of the claim a CDI C(DataSource) points to (O(backend=kubevirt) only): C(name) in
+        O(namespace), or C(namespace/name). The DataVolume gets C(spec.sourceRef) V({kind: DataSource, name, namespace})
+        and CDI resolves it (its C(spec.source.pvc) or C(spec.source.snapshot)), the way KubeVirt's instance types and
+        C(dataVolumeTemplates) use golden images. The DataSource and its claim are only read.
+      - Without O(capacity) the clone takes the size of its source; a larger O(capacity) grows it.
+      - Refused, naming the field, when the DataSource does not exist (checked before anything is created) or together
+        with O(import_from) or O(clone_from).
+      - A VM disk cloned from a DataSource when the VM is created is a O(converge.virt.vm#module:data_volume_templates)
+        entry with the same C(sourceRef).
+    type: str
   storage_class:
     description: Storage class of a new claim (O(backend=kubevirt) only; the cluster default when not given).
     type: str
@@ -269,6 +282,9 @@ options:
       data_volume:
         description: See O(data_volume).
         type: bool
+      clone_from_datasource:
+        description: See O(clone_from_datasource).
+        type: str
       storage_class:
         description: See O(storage_class).
         type: str
@@ -340,6 +356,16 @@ EXAMPLES = r'''
     volumes:
       - {name: fedora-root, import_from: "https://example.com/images/fedora-40.qcow2", capacity: 10Gi}
       - {name: web-1-data, capacity: 40Gi}
+
+- name: Three root disks cloned from one golden image, a DataSource (CDI reads the source, never writes it)
+  converge.virt.volume:
+    backend: kubevirt
+    namespace: vms
+    clone_from_datasource: os-images/fedora-40
+    volumes:
+      - {name: web-1-root}
+      - {name: web-2-root}
+      - {name: db-1-root, capacity: 40Gi}
 
 - name: Unplug from the running VM and delete (refused while a VM uses it unless unplugged here)
   converge.virt.volume:

@@ -110,7 +110,8 @@ OPTION_GROUPS = {
         'libvirt': OptionGroup((), item_owns=('pool', 'pool_path', 'format', 'preallocation', 'import_format', 'backing_volume', 'wipe',
                                               'uri', 'username', 'password'), items='volumes'),
         'kubevirt': OptionGroup(('wait_timeout',) + KUBEVIRT_CONNECTION, refusal=SET_BACKEND,
-                                item_owns=('data_volume', 'storage_class', 'access_modes', 'volume_mode'), items='volumes'),
+                                item_owns=('data_volume', 'clone_from_datasource', 'storage_class', 'access_modes', 'volume_mode'),
+                                items='volumes'),
     },
     'vm_info': {
         'libvirt': OptionGroup(LIBVIRT_CONNECTION, refusal=NOT_USED),

@@ -117,8 +117,34 @@ def bytes_quantity(size):
 
 
 # ------------------------------------------------------------------ declarations
+def _ref(value, field, what):
+    """``name`` or ``namespace/name`` -> {'name': ..., 'namespace': ...} (namespace only when given)."""
+    if not isinstance(value, str):
+        raise InvalidDeclaration(field, 'expected a %s name or namespace/name, got %r' % (what, value))
+    namespace, _sep, name = value.rpartition('/')
+    if not _NAME.match(name) or (namespace and not _LABEL.match(namespace)):
+        raise InvalidDeclaration(field, 'expected a %s name or namespace/name, got %r' % (what, value))
+    ref = {'name': name}
+    if namespace:
+        ref['namespace'] = namespace
+    return ref
+
+
+def source_ref(spec, field):
+    """The CDI ``sourceRef`` of a declaration (a DataSource to clone), or None."""
+    value = spec.get('clone_from_datasource')
+    if value is None:
+        return None
+    given = [key for key in ('import_from', 'clone_from') if spec.get(key)]
+    if given:
+        raise InvalidDeclaration(field + 'clone_from_datasource', 'give only one of import_from, clone_from and clone_from_datasource '
+                                 '(%s is set too)' % given[0])
+    ref = _ref(value, field + 'clone_from_datasource', 'DataSource')
+    return dict(kind='DataSource', **ref)
+
+
 def _source(spec, field):
-    """The CDI source of a declaration (dict), or None for a plain claim."""
+    """The CDI source of a declaration (dict), or None for a plain claim (or a DataSource clone: see :func:`source_ref`)."""
     url, clone = spec.get('import_from'), spec.get('clone_from')
     if url and clone:
         raise InvalidDeclaration(field + 'import_from', 'give only one of import_from and clone_from')
@@ -129,13 +155,7 @@ def _source(spec, field):
             return {'registry': {'url': url}}
         raise InvalidDeclaration(field + 'import_from', 'on kubevirt this is an http(s):// URL or a docker:// registry image, got %r' % redact_uri(url))
     if clone:
-        namespace, _sep, name = clone.rpartition('/')
-        if not _NAME.match(name) or (namespace and not _LABEL.match(namespace)):
-            raise InvalidDeclaration(field + 'clone_from', 'expected a claim name or namespace/name, got %r' % clone)
-        src = {'name': name}
-        if namespace:
-            src['namespace'] = namespace
-        return {'pvc': src}
+        return {'pvc': _ref(clone, field + 'clone_from', 'claim')}
     return None
 
 
@@ -174,12 +194,13 @@ def normalize_volume(decl, field='', defaults=None):
     capacity = quantity = None
     if spec.get('capacity') is not None:
         capacity, quantity = capacity_of(spec['capacity'], field + 'capacity')
+    ref = source_ref(spec, field)
     source = _source(spec, field)
     data_volume = spec.get('data_volume')
-    if data_volume is False and source is not None:
-        raise InvalidDeclaration(field + 'data_volume', 'import_from and clone_from need a DataVolume (data_volume must not be false)')
-    kind = 'DataVolume' if (data_volume or source is not None) else 'PersistentVolumeClaim'
-    if kind == 'DataVolume' and source is None:
+    if data_volume is False and (source is not None or ref is not None):
+        raise InvalidDeclaration(field + 'data_volume', 'import_from, clone_from and clone_from_datasource need a DataVolume (data_volume must not be false)')
+    kind = 'DataVolume' if (data_volume or source is not None or ref is not None) else 'PersistentVolumeClaim'
+    if kind == 'DataVolume' and source is None and ref is None:
         source = {'blank': {}}
     modes = spec.get('access_modes')
     if modes is not None:
@@ -196,14 +217,15 @@ def normalize_volume(decl, field='', defaults=None):
             if att['vm'] in seen:
                 raise InvalidDeclaration(field + 'attachments', 'volume %s is declared twice for VM %s' % (name, att['vm']))
             seen.add(att['vm'])
-    return {'name': name, 'key': name, 'state': state, 'capacity': capacity, 'quantity': quantity, 'kind': kind, 'source': source,
+    return {'name': name, 'key': name, 'state': state, 'capacity': capacity, 'quantity': quantity, 'kind': kind, 'source': source, 'source_ref': ref,
             'storage_class': spec.get('storage_class'), 'access_modes': list(modes) if modes else None,
             'volume_mode': spec.get('volume_mode'), 'attachments': attachments}
 
 
 def check_create(spec, field=''):
     """What a new claim or DataVolume needs (checked when the plan creates it)."""
-    if spec['capacity'] is None and 'pvc' not in (spec['source'] or {}):
+    # a clone (of a claim or of a DataSource) takes the size of its source when none is declared (CDI storage API)
+    if spec['capacity'] is None and 'pvc' not in (spec['source'] or {}) and not spec.get('source_ref'):
         return {'volume': spec['key'], 'field': field + 'capacity', 'reason': 'capacity is required to create %s %s' % (spec['kind'], spec['key'])}
     return None
 
@@ -231,12 +253,18 @@ def datavolume_manifest(spec, namespace):
         storage['storageClassName'] = spec['storage_class']
     if spec['volume_mode']:
         storage['volumeMode'] = spec['volume_mode']
-    source = copy.deepcopy(spec['source'])
-    if 'pvc' in source and 'namespace' not in source['pvc']:
-        source['pvc']['namespace'] = namespace
+    if spec.get('source_ref'):
+        # CDI resolves the DataSource to its claim (or snapshot) and clones it; the source is only read
+        ref = dict(spec['source_ref'])
+        ref.setdefault('namespace', namespace)
+        body = {'sourceRef': ref, 'storage': storage}
+    else:
+        source = copy.deepcopy(spec['source'])
+        if 'pvc' in source and 'namespace' not in source['pvc']:
+            source['pvc']['namespace'] = namespace
+        body = {'source': source, 'storage': storage}
     return {'apiVersion': 'cdi.kubevirt.io/v1beta1', 'kind': 'DataVolume',
-            'metadata': {'name': spec['name'], 'namespace': namespace, 'labels': dict(MANAGED_BY)},
-            'spec': {'source': source, 'storage': storage}}
+            'metadata': {'name': spec['name'], 'namespace': namespace, 'labels': dict(MANAGED_BY)}, 'spec': body}
 
 
 def hotplug_volume(claim, kind, dev):
@@ -357,6 +385,10 @@ class NamespaceVolumes:
         if namespace in (None, self.namespace):
             return name in self.pvcs
         return self.client.get(CORE_API, namespace, 'persistentvolumeclaims', name) is not None
+
+    def datasource_exists(self, namespace, name):
+        """Whether CDI DataSource ``name`` exists in ``namespace`` (this namespace when None); read only when a clone needs it."""
+        return self.client.get(CDI_API, namespace or self.namespace, 'datasources', name) is not None
 
     def names(self):
         """Every claim or DataVolume name of the namespace."""
@@ -483,6 +515,11 @@ def plan(specs, world, force=False):
             if clone and not world.claim_exists(clone.get('namespace'), clone['name']):
                 refusals.append({'volume': spec['key'], 'field': 'clone_from',
                                  'reason': 'clone_from: claim %s does not exist in namespace %s' % (clone['name'], clone.get('namespace') or world.namespace)})
+            ref = spec.get('source_ref')
+            if ref and not world.datasource_exists(ref.get('namespace'), ref['name']):
+                refusals.append({'volume': spec['key'], 'field': 'clone_from_datasource',
+                                 'reason': 'clone_from_datasource: DataSource %s does not exist in namespace %s'
+                                           % (ref['name'], ref.get('namespace') or world.namespace)})
         if op.kind == phase.DETACH_LIVE and not (world.facts.get((op.vm, op.target)) or {}).get('hotpluggable'):
             refusals.append({'volume': op.volume, 'vm': op.vm, 'target': op.target,
                              'reason': 'disk %s of running VM %s was not hotplugged and cannot be unplugged live; stop the VM first' % (op.target, op.vm)})
