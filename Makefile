@@ -31,7 +31,7 @@ LAB_ENV := XDG_CACHE_HOME=$(BUILD)/cache ANSIBLE_HOME=$(BUILD)/ansible-home
 # (outside the checkout, so clean clones reuse it) keeps our offline pip bootstrap out of every other project's runs.
 ANSIBLE_TEST_HOME := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/converge-virt/ansible-test-home
 
-.PHONY: help setup apt venv layout docs units sanity lint integration integration-run molecule molecule-run matrix-setup matrix-run test demo clean guest bench bench-venv docsite docsite-venv
+.PHONY: help setup apt venv layout docs units sanity lint integration integration-run integration-kube-run molecule molecule-run matrix-setup matrix-run test demo clean guest bench bench-venv docsite docsite-venv
 
 help:
 > @echo "make demo   - set up and converge a small real fleet on private libvirt hosts"
@@ -135,13 +135,23 @@ kube:
 # and fuzz tallies stay on one worker), in argument order: tests/reliability, which holds the longest files, goes first
 # so that no long file starts last (xdist's default reorder would queue the files with the fewest tests last); the
 # longest files of tests/integration are named first for the same reason (pytest collects each file once).
+# The KubeVirt files of tests/integration and tests/kubeapi_tests (KUBE_LANE) run apart, in integration-kube-run: make test
+# puts them in the second lane, after molecule and the matrix, which ended 20 minutes before the integration tier (their
+# own Kubernetes stack, network namespace and addresses; tests/reliability stays whole, it writes docs/reliability.md).
+KUBE_LANE := tests/integration/test_kubevirt_real_controller.py $(filter-out tests/integration/test_kubevirt_real_controller.py,\
+    $(wildcard tests/integration/test_kubevirt_*.py)) $(wildcard tests/integration/test_kubelab*.py) \
+    tests/integration/test_evacuate_role_kubevirt.py tests/integration/test_forged_records_kubevirt.py tests/integration/test_reconcile_kubevirt.py \
+    tests/integration/test_lifecycle_rollback_kubevirt.py tests/integration/test_inventory_kubevirt.py tests/kubeapi_tests
 integration: venv layout guest kube peers
-> @$(MAKE) --no-print-directory integration-run
+> @$(MAKE) --no-print-directory integration-run integration-kube-run
 
 integration-run:
 > $(LAB_ENV) CONVERGE_VIRT_REQUIRE_PEERS=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=25 -n 2 --dist loadfile --no-loadscope-reorder \
-    tests/reliability tests/chaos tests/integration/test_kubevirt_real_controller.py tests/integration/test_golden_journey.py \
-    tests/integration/test_login_guest.py tests/integration tests/kubeapi_tests
+    $(addprefix --ignore=,$(KUBE_LANE)) \
+    tests/reliability tests/chaos tests/integration/test_golden_journey.py tests/integration/test_login_guest.py tests/integration
+
+integration-kube-run:
+> $(LAB_ENV) $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=10 -n 2 --dist loadfile --no-loadscope-reorder $(KUBE_LANE)
 
 # a longer randomized chaos campaign (tests/chaos/campaign.py) on three private libvirt hosts: make chaos SEED=7 MINUTES=20
 # (the seed reproduces the declarations and faults; the history and the checker's verdict go to build/chaos/seed-<SEED>)
@@ -190,7 +200,7 @@ matrix-run:
 # in one lane, molecule then the matrix in another, side by side (tools/lanes.py). Both lanes mostly wait on guests,
 # daemons and ansible processes, and each tier starts its own private network namespace, so they cannot meet.
 test: setup kube units sanity lint guest peers matrix-setup
-> $(PYTHON) -m tools.lanes --make $(MAKE) --log-dir $(BUILD)/lanes "integration-run" "molecule-run matrix-run"
+> $(PYTHON) -m tools.lanes --make $(MAKE) --log-dir $(BUILD)/lanes "integration-run" "molecule-run matrix-run integration-kube-run"
 > @echo "make test: all tiers passed"
 
 demo: setup guest
