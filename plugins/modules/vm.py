@@ -305,8 +305,8 @@ options:
       - V(fail) refuses, naming where the VM went and the migration task; nothing is changed.
       - V(skip) leaves it alone and reports RV(moved_to) (a playbook that creates a VM on one host and then migrates it stays
         re-runnable).
-      - O(state=absent) is always accepted: it removes what is left of the VM here and forgets the departure (the VM on the other
-        host is not touched).
+      - "O(state=absent) is always accepted: it removes what is left of the VM here and forgets the departure (the VM on the other
+        host is not touched)."
       - libvirt only. A KubeVirt VM never leaves its cluster; V(skip) is refused with O(backend=kubevirt).
     type: str
     choices: [fail, skip]
@@ -549,390 +549,41 @@ results:
 '''
 
 # pylint: disable=wrong-import-position  # bytecache.install() runs before the collection's own imports, which then use the cache
-import re
-
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.converge.virt.plugins.module_utils._common import bytecache
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import secret_forms
-from ansible_collections.converge.virt.plugins.module_utils._common.driver import finish_fleet, run_fleet
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration, WaitTimeout
-from ansible_collections.converge.virt.plugins.module_utils._common import readiness
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import (
-    BEHAVIOUR_ARGS, DEFINITION_ARGS, LIBVIRT_CONNECTION_ARGS, STATE_CHOICES, WAIT_ARGS, other_connection_option, spec_of)
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_read, domain_spec
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init as libvirt_cloud_init
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import readiness as libvirt_readiness
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, VmOptions, bulk_snapshot, converge_vm
-from ansible_collections.converge.virt.plugins.module_utils._phase import readiness as readiness_phase, tasks
-from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common import registry
+# argument_spec and fleet_items are imported from this module by tests (and the fuzz and journal checks)
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_run import argument_spec, fleet_items, new_module  # pylint: disable=unused-import
 
 
-KUBEVIRT_DEFINITION_ARGS = dict(
-    spec=dict(type='dict'),
-    instancetype=dict(type='str'),
-    preference=dict(type='str'),
-    data_volume_templates=dict(type='list', elements='dict'),
-    labels=dict(type='dict'),
-)
-KUBEVIRT_DISK_KEYS = ('name', 'image', 'claim', 'data_volume')
+def _libvirt():
+    """The libvirt runners (imported only when a task selects libvirt: a libvirt task never compiles the KubeVirt backend)."""
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import vm_converge  # pylint: disable=import-outside-toplevel
+    return vm_converge
 
 
-def _kubevirt_backend():
-    """The KubeVirt backend, imported only when a task uses it: the libvirt path (every no-op task) does not pay for compiling it."""
-    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend  # pylint: disable=import-outside-toplevel
-    return vm_backend
-
-
-def definition_args():
-    """The definition options of both backends (disks and interfaces with the kubevirt suboptions)."""
-    args = dict(DEFINITION_ARGS)
-    disk_options = dict(DEFINITION_ARGS['disks']['options'])
-    disk_options.update(name=dict(type='str'), image=dict(type='str'), claim=dict(type='str'), data_volume=dict(type='str'))
-    args['disks'] = dict(DEFINITION_ARGS['disks'], options=disk_options)
-    iface_options = dict(DEFINITION_ARGS['interfaces']['options'])
-    iface_options.update(name=dict(type='str'))
-    args['interfaces'] = dict(DEFINITION_ARGS['interfaces'], options=iface_options)
-    args.update(KUBEVIRT_DEFINITION_ARGS)
-    return args
-
-
-DEFAULT_STATE = 'present'
-# definition options that belong to one VM only: refused at the top level with vms (they cannot be every VM's default)
-PER_VM_ONLY = ('uuid', 'data_volume_templates')
-
-
-def _fleet_item_options():
-    # state has no default here: an item without one takes the top-level state, else present
-    options = dict(name=dict(type='str', required=True), state=dict(type='str', choices=STATE_CHOICES))
-    options.update(definition_args())
-    return options
-
-
-def fleet_defaults(params, count):
-    """The top-level state and definition options given with ``vms``: the defaults of every item (an item's own value wins).
-
-    Options that belong to one VM only are refused, naming the field: uuid, data_volume_templates, an interface's
-    mac, and a writable disk that two or more items would share.
-    """
-    _refuse_other_backend(params, params['backend'])
-    defaults = {}
-    for key in ('state',) + tuple(definition_args()):
-        if key == 'xml' or params.get(key) is None:
-            continue
-        if key in PER_VM_ONLY:
-            raise InvalidDeclaration(key, 'belongs to one VM and cannot be the default of every item of vms; set it in the vms items')
-        defaults[key] = params[key]
-    for index, iface in enumerate(defaults.get('interfaces') or []):
-        if iface.get('mac') is not None:
-            raise InvalidDeclaration('interfaces[%d].mac' % index, 'a MAC address belongs to one VM and cannot be the default of every item '
-                                     'of vms; set interfaces in the vms items')
-    if count > 1:
-        for index, disk in enumerate(defaults.get('disks') or []):
-            shared = not (disk.get('readonly') or disk.get('device') == 'cdrom' or disk.get('image'))
-            if shared:
-                raise InvalidDeclaration('disks[%d]' % index, 'as the default of every item of vms this writable disk would be attached to '
-                                         'every VM; set disks in the vms items (or make it readonly)')
-    return defaults
-
-
-def cloud_init_secrets(params):
-    """Every value inside the ``cloud_init.user_data`` of the parameters and of each ``vms`` item (as ansible's no_log lists them)."""
-    found = set()
-    sources = [params] + [item for item in (params.get('vms') or []) if isinstance(item, dict)] if isinstance(params, dict) else []
-    stack = [source['cloud_init'].get('user_data') for source in sources if isinstance(source.get('cloud_init'), dict)]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, (list, tuple)):
-            stack.extend(value)
-        elif isinstance(value, str) and value:
-            found.add(value)
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            found.add(str(value))
-    return found
-
-
-class VmModule(ConvergeModule):
-    """The vm module's AnsibleModule: user data (top level and in ``vms`` items) is a no_log value before anything is logged.
-
-    AnsibleModule registers a no_log option's values only once it validated the options, and never those inside the
-    items of ``vms`` (a list of dicts it does not validate); it writes its invocation to the journal meanwhile.
-    """
-
-    def _load_params(self):
-        super()._load_params()
-        self.no_log_values.update(secret_forms(cloud_init_secrets(self.params)))
-
-
-def argument_spec():
-    """The module's argument spec."""
-    spec = dict(
-        backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
-        delete_volumes=dict(type='bool', default=False),
-        name=dict(type='str'),
-        state=dict(type='str', choices=STATE_CHOICES),
-        vms=dict(type='list', elements='dict'),
-        parallel=dict(type='int', default=8),
-        wait_for=dict(type='str', choices=list(readiness_phase.READINESS)),
-        wait_for_port=dict(type='int', default=readiness.DEFAULT_PORT),
-    )
-    spec.update(LIBVIRT_CONNECTION_ARGS)
-    spec.update(KUBEVIRT_CONNECTION_ARGS)
-    spec.update(WAIT_ARGS)
-    spec.update(definition_args())
-    spec.update(BEHAVIOUR_ARGS)
-    return spec
-
-
-def _refuse_other_backend(params, backend, prefix=''):
-    """Options of the other backend are an error naming them (nothing is silently ignored)."""
-    if backend == 'libvirt':
-        for key in KUBEVIRT_DEFINITION_ARGS:
-            if params.get(key) is not None:
-                raise InvalidDeclaration(prefix + key, 'is a kubevirt option; set backend: kubevirt')
-        for index, disk in enumerate(params.get('disks') or []):
-            for key in KUBEVIRT_DISK_KEYS:
-                if disk.get(key) is not None:
-                    raise InvalidDeclaration('%sdisks[%d].%s' % (prefix, index, key), 'is a kubevirt option; set backend: kubevirt')
-        for index, iface in enumerate(params.get('interfaces') or []):
-            if iface.get('name') is not None:
-                raise InvalidDeclaration('%sinterfaces[%d].name' % (prefix, index), 'is a kubevirt option; set backend: kubevirt')
-    else:
-        for key in _kubevirt_backend().LIBVIRT_ONLY:
-            if params.get(key) is not None:
-                raise InvalidDeclaration(prefix + key, 'is a libvirt option and is not supported with backend kubevirt')
-
-
-def kubevirt_declaration(params, namespace):
-    """Validate one kubevirt declaration before anything is touched; return (VmDeclaration, declared manifest, name)."""
-    _refuse_other_backend(params, 'kubevirt')
-    name = params.get('name')
-    if not name:
-        raise InvalidDeclaration('name', 'is required (or give vms)')
-    if params['state'] == 'suspended':
-        raise InvalidDeclaration('state', 'suspended is not available on backend kubevirt (use paused or stopped)')
-    spec = spec_of(params)
-    for key in KUBEVIRT_DEFINITION_ARGS:
-        if params.get(key) is not None:
-            spec[key] = params[key]
-    for key in ('disks', 'interfaces'):
-        if params.get(key) is not None:
-            spec[key] = [dict((k, v) for k, v in item.items() if v is not None) for item in params[key]]
-    declared = _kubevirt_backend().declared_vm(spec, namespace)
-    if params.get('cloud_init') is not None:
-        # pylint: disable-next=import-outside-toplevel
-        from ansible_collections.converge.virt.plugins.module_utils._kubevirt import cloud_init as kubevirt_cloud_init
-        declared = kubevirt_cloud_init.with_seed(declared, kubevirt_cloud_init.Seed(name, params['cloud_init']))
-    decl = VmDeclaration(state=params['state'], autostart=None, restart_on_change=params.get('restart_on_change', False))
-    return decl, declared, name
+def _kubevirt():
+    """The KubeVirt runners (imported only when a task selects kubevirt)."""
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_converge  # pylint: disable=import-outside-toplevel
+    return vm_converge
 
 
 def declaration(params):
-    """Validate one declaration before anything is touched; return (VmDeclaration, spec, name)."""
-    _refuse_other_backend(params, 'libvirt')
-    spec = spec_of(params)
-    try:
-        normalized = domain_spec.normalize_spec(spec)
-    except ValueError as exc:
-        field, _sep, reason = str(exc).partition(':')
-        raise InvalidDeclaration(field.strip(), reason.strip() or str(exc))
-    name = params.get('name')
-    if params.get('xml'):
-        try:
-            name = domain_read.domain_model(params['xml'])['name']
-        except (ValueError, KeyError, TypeError) as exc:
-            raise InvalidDeclaration('xml', 'not a domain XML with a name (%s)' % exc)
-        if params.get('name') and params['name'] != name:
-            raise InvalidDeclaration('name', 'differs from the name in xml (%r)' % name)
-        spec = {'xml': params['xml'], 'autostart': params.get('autostart')}
-    if not name:
-        raise InvalidDeclaration('name', 'is required (or give xml or vms)')
-    del normalized
-    if params.get('cloud_init') is not None:
-        if params.get('xml'):
-            raise InvalidDeclaration('cloud_init', 'cannot be combined with xml (write the seed cdrom into the XML, or use the simple options)')
-        seed = libvirt_cloud_init.Seed(name, params['cloud_init'], spec.get('disks'))
-        spec = libvirt_cloud_init.with_seed_disk(spec, seed)
-        spec[libvirt_cloud_init.SPEC_KEY] = seed
-    decl = VmDeclaration(state=params['state'], autostart=params.get('autostart'), restart_on_change=params.get('restart_on_change', False))
-    return decl, spec, name
+    """One libvirt declaration, validated: (VmDeclaration, spec, name) (see _libvirt.vm_converge)."""
+    return _libvirt().declaration(params)
 
 
-def options_from(params):
-    """Execution options, validated."""
-    for field in ('wait_timeout', 'shutdown_timeout', 'lock_timeout'):
-        tasks.check_timeout(field, params[field])
-    return VmOptions(wait=params['wait'], wait_timeout=params['wait_timeout'], shutdown_timeout=params['shutdown_timeout'],
-                     force_stop=params['force_stop'], lock_timeout=params['lock_timeout'], if_moved=params.get('if_moved') or 'fail')
-
-
-def fleet_items(module, make):
-    """Validate every item of ``vms`` with ``make(params)``; return the declarations (nothing touched yet)."""
-    items = []
-    validator = ArgumentSpecValidator(_fleet_item_options())
-    defaults = fleet_defaults(module.params, len(module.params['vms']))
-    for index, item in enumerate(module.params['vms']):
-        checked = validator.validate(item)
-        # an item's no_log values (cloud_init.user_data) are hidden like the top-level ones
-        if getattr(module, 'no_log_values', None) is not None:  # (an AnsibleModule always has it)
-            module.no_log_values.update(checked._no_log_values)  # pylint: disable=protected-access
-        if checked.error_messages:
-            raise InvalidDeclaration('vms[%d]' % index, '; '.join(checked.error_messages))
-        params = dict(checked.validated_parameters)
-        inherited = set(key for key in defaults if params.get(key) is None)
-        if params.get('xml'):
-            # a complete domain XML is the whole definition: a top-level definition option would be ignored for it
-            ignored = sorted(inherited - {'state', 'autostart'})
-            if ignored:
-                raise InvalidDeclaration('vms[%d].xml' % index, 'a complete domain XML takes no top-level definition option (%s); '
-                                         'put this VM in its own task or write them into its XML' % ', '.join(ignored))
-        params.update((key, defaults[key]) for key in inherited)
-        params['state'] = params['state'] or DEFAULT_STATE
-        params['restart_on_change'] = module.params['restart_on_change']
-        try:
-            items.append(make(params))
-        except InvalidDeclaration as exc:
-            if re.split(r'[.\[]', exc.field, maxsplit=1)[0] in inherited:
-                raise InvalidDeclaration(exc.field, '%s (the top-level default of vms[%d])' % (exc.reason, index))
-            raise InvalidDeclaration('vms[%d].%s' % (index, exc.field), exc.reason)
-    names = [name for _decl, _spec, name in items]
-    duplicates = sorted(set(n for n in names if names.count(n) > 1))
-    if duplicates:
-        raise InvalidDeclaration('vms', 'the same VM is declared more than once: %s' % ', '.join(duplicates))
-    if module.params['parallel'] < 1:
-        raise InvalidDeclaration('parallel', 'must be at least 1')
-    return items
-
-
-def kubevirt_options(params):
-    """Execution options on kubevirt, validated."""
-    base = options_from(params)
-    if params.get('if_moved') == 'skip':
-        raise InvalidDeclaration('if_moved', 'is a libvirt option and is not supported with backend kubevirt (a KubeVirt VM never leaves its cluster)')
-    backend = _kubevirt_backend()
-    return backend.KubevirtOptions(wait=base.wait, wait_timeout=base.wait_timeout, shutdown_timeout=base.shutdown_timeout,
-                                   force_stop=base.force_stop, lock_timeout=base.lock_timeout, delete_volumes=params['delete_volumes'])
-
-
-def readiness_wanted(params, backend):
-    """The declared ``wait_for`` (validated), or None."""
-    wanted = params.get('wait_for')
-    if wanted is None:
-        return None
-    if backend == 'kubevirt' and wanted == readiness_phase.PORT:
-        raise InvalidDeclaration('wait_for', 'port is not available on backend kubevirt (the module\'s host is seldom inside the pod network); '
-                                 'wait for address and connect from where the guest is reachable')
-    if not params['wait']:
-        raise InvalidDeclaration('wait_for', 'needs wait: true')
-    if not 1 <= params['wait_for_port'] <= 65535:
-        raise InvalidDeclaration('wait_for_port', 'must be a TCP port (1-65535), got %s' % params['wait_for_port'])
-    if params.get('state') not in (None, 'running') and not params.get('vms'):
-        raise InvalidDeclaration('wait_for', 'applies to a VM declared running, not %s' % params['state'])
-    readiness_phase.check_wait_for(wanted, params.get('guest_agent') if backend == 'libvirt' else True)
-    return wanted
-
-
-def _ready(module, probe_of, wanted, name):
-    """Wait until VM ``name`` reaches ``wanted``; return its readiness keys (readiness, address). Raises WaitTimeout."""
-    return readiness.public(readiness.wait_ready(probe_of(name), wanted, module.params['wait_timeout'], module.params['wait_for_port'], name=name))
-
-
-def await_readiness(module, probe_of, wanted, changed, result):
-    """Wait until the VM of ``result`` (single VM) is ready; fail the task, keeping ``changed``, when it does not get there in time."""
-    try:
-        result['vm'].update(_ready(module, probe_of, wanted, result['vm']['name']))
-    except WaitTimeout as exc:
-        module.fail_json(changed=changed, **dict(result, **exc.to_result()))
-
-
-def fleet_readiness(module, probe_of, wanted, items, results):
-    """Wait for the readiness of every VM of a fleet declared running that converged; one that does not get there in time fails."""
-    states = dict((name, decl.state) for decl, _spec, name in items)
-    waiting = [r for r in results if not r.get('failed') and states.get(r['name']) == 'running']
-
-    def one(result):
-        try:
-            result.update(_ready(module, probe_of, wanted, result['name']))
-        except WaitTimeout as exc:
-            result.update(exc.to_result(), failed=True)
-
-    from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel  # fleets only
-    with ThreadPoolExecutor(max_workers=min(module.params['parallel'], max(1, len(waiting)))) as pool:
-        list(pool.map(one, waiting))
-    return results
-
-
-def main_kubevirt(module):
-    """The module on backend kubevirt."""
-    kubevirt_backend = _kubevirt_backend()
-    namespace = module.params['namespace']
-    with kubevirt_client.ModuleSession(module) as session:
-        options = kubevirt_options(module.params)
-        _refuse_other_backend(module.params, 'kubevirt')
-        single = items = None
-        if module.params['vms']:
-            items = fleet_items(module, lambda params: kubevirt_declaration(params, namespace))
-        else:
-            single = kubevirt_declaration(module.params, namespace)
-        wanted = None if module.check_mode else readiness_wanted(module.params, 'kubevirt')
-        with session.connect() as client:
-            # pylint: disable-next=import-outside-toplevel
-            from ansible_collections.converge.virt.plugins.module_utils._kubevirt import readiness as kubevirt_readiness
-
-            def probe_of(name):
-                return kubevirt_readiness.probe(client, namespace, name)
-
-            if module.params['vms']:
-                changed, results = kubevirt_backend.converge_fleet(client, namespace, items, options, module.check_mode, module.params['parallel'])
-                finish_fleet(module, changed, fleet_readiness(module, probe_of, wanted, items, results) if wanted else results)
-            decl, declared, name = single
-            changed, result = kubevirt_backend.converge_vm(kubevirt_backend.KubevirtVm(client, namespace, name), decl, declared, options,
-                                                           module.check_mode)
-            if wanted:
-                await_readiness(module, probe_of, wanted, changed, result)
-    module.exit_json(changed=changed, **result)
+def kubevirt_declaration(params, namespace):
+    """One KubeVirt declaration, validated: (VmDeclaration, declared manifest, name) (see _kubevirt.vm_converge)."""
+    return _kubevirt().kubevirt_declaration(params, namespace)
 
 
 def main():
     """Entry point."""
-    module = VmModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'vms'), ('xml', 'vms')],
-                      required_one_of=[('name', 'vms', 'xml')])
-    wrong = other_connection_option(module.params, module.params['backend'])
-    if wrong:
-        module.fail_json(msg=wrong[1], field=wrong[0])
-    if not module.params['vms']:
-        module.params['state'] = module.params['state'] or DEFAULT_STATE
-    if module.params['backend'] == 'kubevirt':
-        main_kubevirt(module)
-        return
-    with ModuleSession(module) as session:
-        options = options_from(module.params)
-        single = None if module.params['vms'] else declaration(module.params)
-        wanted = None if module.check_mode else readiness_wanted(module.params, 'libvirt')
-        with session.connect() as connection:
-            def probe_of(name):
-                dom = connection.conn.lookupByName(name)
-                return lambda: libvirt_readiness.probe(dom)
-
-            if single is None:
-                items = fleet_items(module, declaration)
-                changed, results = run_fleet(items, lambda name: LibvirtVm(connection, name), options, module.check_mode, module.params['parallel'],
-                                             snapshot=bulk_snapshot(connection), redact=connection.redact)
-                finish_fleet(module, changed, fleet_readiness(module, probe_of, wanted, items, results) if wanted else results)
-            decl, spec, name = single
-            changed, result = converge_vm(LibvirtVm(connection, name), decl, spec, options, module.check_mode)
-            if wanted:
-                await_readiness(module, probe_of, wanted, changed, result)
-    module.exit_json(changed=changed, **result)
+    registry.run('vm', new_module(), libvirt=lambda: _libvirt().run_vm, kubevirt=lambda: _kubevirt().run_vm)
 
 
 if __name__ == '__main__':

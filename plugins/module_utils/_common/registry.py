@@ -118,6 +118,16 @@ OPTION_GROUPS = {
         'kubevirt': OptionGroup(KUBEVIRT_CONNECTION + ('namespace',), refusal=NOT_USED, unset={'namespace': 'default'},
                                 wording={'namespace': '{key}: is a {owner} option and is not used with backend {backend}'}),
     },
+    # vm: the connection options here; the definition options (top level, per disk and interface, per item of vms) in _common.vm_run
+    'vm': {
+        'libvirt': OptionGroup(LIBVIRT_CONNECTION, refusal=NOT_USED),
+        'kubevirt': OptionGroup(KUBEVIRT_CONNECTION + ('namespace',), refusal=NOT_USED, unset={'namespace': 'default'},
+                                wording={'namespace': '{key}: is a {owner} option and is not used with backend {backend}'}),
+    },
+    'reconcile': {
+        'libvirt': OptionGroup(LIBVIRT_CONNECTION),
+        'kubevirt': OptionGroup(KUBEVIRT_CONNECTION + ('namespace',), refusal=SET_BACKEND, unset={'namespace': 'default'}),
+    },
 }
 
 
