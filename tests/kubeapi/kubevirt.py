@@ -79,6 +79,7 @@ KUBEVIRT_TYPES = [
     ResourceType('kubevirt.io', 'v1', 'virtualmachineinstancemigrations', 'VirtualMachineInstanceMigration',
                  short_names=('vmim', 'vmims'), custom=True, categories=('all',)),
     ResourceType('cdi.kubevirt.io', 'v1beta1', 'datavolumes', 'DataVolume', short_names=('dv', 'dvs'), custom=True, categories=('all',)),
+    ResourceType('cdi.kubevirt.io', 'v1beta1', 'datasources', 'DataSource', short_names=('das',), custom=True),
     ResourceType('snapshot.kubevirt.io', 'v1beta1', 'virtualmachinesnapshots', 'VirtualMachineSnapshot', short_names=('vmsnapshot',),
                  custom=True),
     ResourceType('snapshot.kubevirt.io', 'v1beta1', 'virtualmachinerestores', 'VirtualMachineRestore', short_names=('vmrestore',), custom=True),
@@ -229,6 +230,7 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
         self.t_vmi = s.rtype('kubevirt.io', 'virtualmachineinstances')
         self.t_mig = s.rtype('kubevirt.io', 'virtualmachineinstancemigrations')
         self.t_dv = s.rtype('cdi.kubevirt.io', 'datavolumes')
+        self.t_ds = s.rtype('cdi.kubevirt.io', 'datasources')
         self.t_pvc = s.rtype('', 'persistentvolumeclaims')
         self.t_pv = s.rtype('', 'persistentvolumes')
         self.t_pod = s.rtype('', 'pods')
@@ -605,6 +607,16 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
         pvc = self.store.peek(self.t_pvc, ns, name)
         spec = dv.get('spec') or {}
         source = spec.get('source') or {}
+        ref = spec.get('sourceRef') or {}
+        if not source and ref.get('kind') == 'DataSource':
+            # CDI resolves a DataSource to its claim and clones it; it waits (no phase) while the DataSource or its claim is missing
+            ds = self.store.peek(self.t_ds, ref.get('namespace') or ns, ref.get('name') or '')
+            claim = (((ds or {}).get('spec') or {}).get('source') or {}).get('pvc')
+            if not claim:
+                return 0
+            source = {'pvc': {'name': claim.get('name') or '', 'namespace': claim.get('namespace') or ref.get('namespace') or ns}}
+            if self.store.peek(self.t_pvc, source['pvc']['namespace'], source['pvc']['name']) is None:
+                return 0
         if not phase:
             if pvc is None:
                 storage = spec.get('storage') or spec.get('pvc') or {}

@@ -38,6 +38,7 @@ LOG = logging.getLogger('kubeapi.remote')
 WANTED = {
     ('kubevirt.io', 'virtualmachines'): 'v1', ('kubevirt.io', 'virtualmachineinstances'): 'v1',
     ('kubevirt.io', 'virtualmachineinstancemigrations'): 'v1', ('cdi.kubevirt.io', 'datavolumes'): 'v1beta1',
+    ('cdi.kubevirt.io', 'datasources'): 'v1beta1',
     ('', 'persistentvolumeclaims'): 'v1', ('', 'persistentvolumes'): 'v1', ('', 'pods'): 'v1', ('', 'nodes'): 'v1',
     ('', 'namespaces'): 'v1', ('', 'events'): 'v1', ('storage.k8s.io', 'storageclasses'): 'v1',
     ('snapshot.kubevirt.io', 'virtualmachinesnapshots'): 'v1beta1', ('snapshot.kubevirt.io', 'virtualmachinesnapshotcontents'): 'v1beta1',
