@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._common.volume_options import KUBEVIRT_ITEM_ONLY, LIBVIRT_ONLY
 
 BACKENDS = ('libvirt', 'kubevirt')
 DEFAULT_BACKEND = 'libvirt'
@@ -107,11 +108,9 @@ OPTION_GROUPS = {
         'kubevirt': OptionGroup(KUBEVIRT_CONNECTION, refusal=SET_BACKEND),
     },
     'volume': {
-        'libvirt': OptionGroup((), item_owns=('pool', 'pool_path', 'format', 'preallocation', 'import_format', 'backing_volume', 'wipe',
-                                              'uri', 'username', 'password'), items='volumes'),
+        'libvirt': OptionGroup((), item_owns=LIBVIRT_ONLY, items='volumes'),
         'kubevirt': OptionGroup(('wait_timeout',) + KUBEVIRT_CONNECTION, refusal=SET_BACKEND,
-                                item_owns=('data_volume', 'clone_from_datasource', 'storage_class', 'access_modes', 'volume_mode'),
-                                items='volumes'),
+                                item_owns=KUBEVIRT_ITEM_ONLY, items='volumes'),
     },
     'vm_info': {
         'libvirt': OptionGroup(LIBVIRT_CONNECTION, refusal=NOT_USED),

@@ -9,15 +9,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import regis
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_args import VOLUME_OPTIONS
-
-# the KubeVirt backend's own volume options (choices: _kubevirt.volume_backend.ACCESS_MODES / VOLUME_MODES, which check them again)
-KUBEVIRT_VOLUME_OPTIONS = dict(
-    data_volume=dict(type='bool'),
-    clone_from_datasource=dict(type='str'),
-    storage_class=dict(type='str'),
-    access_modes=dict(type='list', elements='str', choices=['ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany', 'ReadWriteOncePod']),
-    volume_mode=dict(type='str', choices=['Filesystem', 'Block']),
-)
+from ansible_collections.converge.virt.plugins.module_utils._common.volume_options import KUBEVIRT_VOLUME_OPTIONS
 
 
 def argument_spec():

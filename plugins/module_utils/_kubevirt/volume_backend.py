@@ -46,6 +46,8 @@ from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 from ansible_collections.converge.virt.plugins.module_utils._phase.volumes import ActualVolume, Attachment
 from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
+# which option belongs to which backend, and the KubeVirt choices (written once, beside the argument spec)
+from ansible_collections.converge.virt.plugins.module_utils._common.volume_options import ACCESS_MODES, LIBVIRT_ONLY, VOLUME_MODES
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_id
 
 STORAGE_API = '/apis/storage.k8s.io/v1'
@@ -55,14 +57,8 @@ REQUESTED_ANNOTATION = 'converge.virt/requested-storage'
 HOTPLUG_PHASES = ('Pending', 'Bound', 'AttachedToNode', 'MountedToPod', 'Ready')
 DV_DONE_PHASES = ('Succeeded', 'WaitForFirstConsumer', 'PendingPopulation')
 VMI_FINAL_PHASES = ('Succeeded', 'Failed')
-ACCESS_MODES = ('ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany', 'ReadWriteOncePod')
-VOLUME_MODES = ('Filesystem', 'Block')
 BUSES = ('scsi', 'virtio', 'sata')
 DEFAULT_BUS = 'scsi'
-# options of the volume module that only the libvirt backend understands
-LIBVIRT_ONLY = ('pool', 'pool_path', 'format', 'preallocation', 'import_format', 'backing_volume', 'wipe', 'uri', 'username', 'password')
-# options only the kubevirt backend understands (the connection options are checked by the module)
-KUBEVIRT_ONLY = ('data_volume', 'storage_class', 'access_modes', 'volume_mode', 'wait_timeout')
 DEFAULT_WAIT_TIMEOUT = 300
 CAPACITY_MAX = 64 * 1024 ** 5   # as on libvirt: 64 PiB
 _NAME = re.compile(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z')
