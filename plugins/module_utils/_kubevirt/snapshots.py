@@ -26,6 +26,7 @@ import time
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, DataSafetyRefusal, InvalidDeclaration, TaskConflict, WaitTimeout)
 from ansible_collections.converge.virt.plugins.module_utils._common import journal
+from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_id
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, NotFound
@@ -51,14 +52,6 @@ def parse_time(value):
         return datetime.datetime.strptime(value, '%Y-%m-%dT%H:%M:%SZ').replace(tzinfo=datetime.timezone.utc).timestamp()
     except (TypeError, ValueError):
         return None
-
-
-def _get(obj, *keys):
-    for key in keys:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
 
 
 def source_of(snap):
