@@ -14,12 +14,14 @@ image with its creation time, so two builds of one seed never have equal bytes.
 
 from __future__ import annotations
 
+import time
 import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common import nocloud
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.xml_util import parse_xml, sub_element, to_string
+from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
 
 SEED_SUFFIX = '-cidata.iso'
 # where the module's declaration carries the Seed (normalize_spec ignores keys it does not know)
@@ -161,6 +163,35 @@ def write_seed(conn, seed):
         except libvirt.libvirtError:
             pass
         raise
+
+
+def write_seed_under_task(vm, obs, seed, task_id, lease_seconds, pending_restart):  # pylint: disable=too-many-arguments
+    """Write the seed of the existing VM ``vm`` (a LibvirtVm; ``obs`` its observation) while its task is held.
+
+    The task (action ``update``, id ``<task_id>-cloud_init``) is taken before the volume is touched: a run that
+    another run's task refuses (TaskConflict, or the action table for the recorded state) changes nothing, and two
+    runs never write one seed at once. ``pending_restart``: the running guest boots the new seed only at its next
+    boot, recorded under the same task. A VM that does not exist yet has no record to hold: its seed is written
+    as it is, before the create step defines the VM on it.
+    """
+    if not obs.get('exists'):
+        write_seed(vm.conn, seed)
+        return
+    store = vm.store(obs)
+    task_id = (task_id or tasks.new_task_id()) + '-cloud_init'
+    record = tasks.take_task(store, 'update', task_id, time.time(), lease_seconds=lease_seconds, owner=vm.owner, name=vm.name)
+    try:
+        write_seed(vm.conn, seed)
+        if pending_restart:
+            # remembered in the record like any restart-needing change (restart_on_change, pending_restart)
+            store.set_pending_restart(True)
+    except (ConvergeError, libvirt.libvirtError):
+        try:
+            tasks.abandon_task(store, task_id, name=vm.name, rolled_back=True)
+        except (ConvergeError, libvirt.libvirtError):   # the first error is the one to report
+            pass
+        raise
+    tasks.finish_task(store, task_id, name=vm.name, vm_state=record.vm_state)
 
 
 def seed_in_domain(xml, name):

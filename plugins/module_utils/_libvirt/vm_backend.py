@@ -473,10 +473,9 @@ def _converge_with_seed(vm, decl, spec, seed, options, check_mode, task_id, bulk
             actual = seen['actual'] = cloud_init.observed_digest(vm.conn, seed)
             runs = seen['runs'] = bool(obs.get('exists')) and obs.get('power_state') in ('RUNNING', 'PAUSED')
             if actual != seed.digest and not check_mode:
-                cloud_init.write_seed(vm.conn, seed)
+                # under the VM's task: a run another run's task refuses writes nothing
+                cloud_init.write_seed_under_task(vm, obs, seed, task_id, options.lease_seconds, runs)
                 if runs:
-                    # remembered in the record like any restart-needing change (restart_on_change, pending_restart)
-                    vm.store(vm.observe()).set_pending_restart(True)
                     return True, vm.observe(spec)
             return actual != seed.digest and runs, obs
         except libvirt.libvirtError as exc:
