@@ -84,6 +84,18 @@ options:
         address wins over a lease, as in the M(converge.virt.vm) module's RV(ignore:vm.address).
     type: bool
     default: false
+  ssh_proxy_jump:
+    description:
+      - For the VMs of a host reached over SSH (a C(qemu+ssh), C(+libssh2) or C(+libssh) URI), set C(ansible_ssh_common_args) to
+        C(-o ProxyJump=ssh://[user@]host[:port]) - the user, host and port of that URI (never its password or query) - so that
+        Ansible reaches guests on the host's NAT or isolated networks through the hypervisor, as C(ssh -J) does.
+      - The hypervisor's SSH server must allow local TCP forwarding (C(AllowTcpForwarding) V(yes) or V(local)); the jump
+        connection uses your ssh client configuration (keys, known hosts), as the C(qemu+ssh) transport does.
+      - Other ssh options for the guests go in C(ansible_ssh_extra_args) (or compose your own C(ansible_ssh_common_args)
+        with O(compose), which wins over this one).
+      - VMs of hosts reached otherwise get nothing.
+    type: bool
+    default: false
   group_prefix:
     description: Prefix of the generated group names.
     type: str
@@ -130,6 +142,13 @@ compose:
 # the default host variables plus two more
 host_vars: [vm_state, power_state, task_state, status, phase, state_reason, vcpus, memory_kib, uuid, host, libvirt_uri,
             pending_restart, autostart]
+
+# guests on the hypervisors' NAT networks, reached through each hypervisor (ssh -J)
+# natted.converge_libvirt.yml
+plugin: converge.virt.libvirt
+uris:
+  - qemu+ssh://root@hv1.example.com/system
+ssh_proxy_jump: true        # ansible_ssh_common_args: -o ProxyJump=ssh://root@hv1.example.com
 '''
 
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -157,6 +176,16 @@ def with_keyfile(uri, keyfile):
     return urlunsplit(parts._replace(query='&'.join(part for part in (parts.query, urlencode({'keyfile': keyfile})) if part)))
 
 
+def proxy_jump(uri):
+    """``-o ProxyJump=ssh://[user@]host[:port]`` for a libvirt URI with an SSH transport (no password, no query), else None."""
+    parts = urlsplit(uri)
+    if not parts.scheme.endswith(('+ssh', '+libssh2', '+libssh')) or not parts.hostname:
+        return None
+    host = '[%s]' % parts.hostname if ':' in parts.hostname else parts.hostname
+    netloc = ('%s@' % parts.username if parts.username else '') + host + (':%d' % parts.port if parts.port else '')
+    return '-o ProxyJump=ssh://' + netloc
+
+
 class InventoryModule(StateInventory):
     """The converge.virt.libvirt inventory plugin."""
 
@@ -166,7 +195,7 @@ class InventoryModule(StateInventory):
     HOST_VARS = dict([(key, key) for key in ('vm_state', 'power_state', 'task_state', 'status', 'phase', 'state_reason', 'vcpus', 'memory_kib',
                                              'uuid', 'host', 'libvirt_uri', 'task_id', 'autostart', 'pending_restart', 'persistent',
                                              'managed_save')] + [('libvirt_name', 'name')])
-    ALWAYS_VARS = ('ansible_host', 'readiness', 'title', 'stale')
+    ALWAYS_VARS = ('ansible_host', 'ansible_ssh_common_args', 'readiness', 'title', 'stale')
     GROUP_WORDS = (('vm_state', 'vm_state'), ('power_state', 'power_state'), ('status', 'status'), ('libvirt_host', 'host'))
 
     def check_requirements(self):
@@ -213,7 +242,10 @@ class InventoryModule(StateInventory):
                     # libvirt's own errors (the daemon went away mid-read): one warning, the other hosts go on
                     display.warning('converge.virt.libvirt: reading %s failed (%s)' % (shown, connection.redact(str(exc))))
                     continue
+            jump = proxy_jump(uri) if self.get_option('ssh_proxy_jump') else None
             for vm in vms:
                 vm['libvirt_uri'] = shown
+                if jump:
+                    vm['ansible_ssh_common_args'] = jump
             data[shown] = vms
         return data
