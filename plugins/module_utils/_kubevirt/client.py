@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover
     from urllib import quote, urlencode  # type: ignore
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry, session
+from ansible_collections.converge.virt.plugins.module_utils._common.closing import ClosingConnection
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
 
@@ -206,7 +207,7 @@ def _timed_out(exc):
     return False
 
 
-class KubeClient:
+class KubeClient(ClosingConnection):
     """One API server connection: JSON in, JSON out.
 
     ``warnings``: what the caller should show about the connection: the in-cluster service account was used because
@@ -261,18 +262,9 @@ class KubeClient:
                                  'unencrypted; use https://' % self.host)
         self.api_client = client.ApiClient(cfg)
 
-    def close(self):
-        """Release the connection pool."""
-        try:
-            self.api_client.close()
-        except Exception:  # pylint: disable=broad-except
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
+    def closable(self):
+        """The API client (:meth:`close` releases its connection pool, errors ignored)."""
+        return self.api_client
 
     # -------------------------------------------------------------- secrets
     def redact(self, text):

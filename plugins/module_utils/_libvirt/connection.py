@@ -16,6 +16,7 @@ import os
 import traceback
 
 from ansible_collections.converge.virt.plugins.module_utils._common import session
+from ansible_collections.converge.virt.plugins.module_utils._common.closing import ClosingConnection
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri, uri_secrets
 
@@ -48,7 +49,7 @@ def _silence(_ctx, _err):
     return None
 
 
-class Connection:
+class Connection(ClosingConnection):
     """A libvirt connection with the secrets needed to redact its errors."""
 
     def __init__(self, uri, username=None, password=None):
@@ -86,18 +87,9 @@ class Connection:
         code = exc.get_error_code() if hasattr(exc, 'get_error_code') else None
         return BackendError(self.redact('%s: %s' % (what, exc)), libvirt_error_code=code, uri=self.display_uri)
 
-    def close(self):
-        """Close, ignoring errors (the daemon may be gone)."""
-        try:
-            self.conn.close()
-        except Exception:  # pylint: disable=broad-except
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
+    def closable(self):
+        """The libvirt connection (closed by :meth:`close`, errors ignored: the daemon may be gone)."""
+        return self.conn
 
 
 def connection_secrets(uri, password=None):
