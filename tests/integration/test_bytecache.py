@@ -34,7 +34,9 @@ def vm_args(libvirt_hosts):
 
 
 def test_tasks_reuse_the_compiled_module_utils(tmp_path, vm_args):
-    env = {'XDG_CACHE_HOME': str(tmp_path / 'xdg'), 'PYTHONDONTWRITEBYTECODE': ''}
+    # PYTHONDONTWRITEBYTECODE (set by many container images) keeps __pycache__ out of source trees; it does not turn this
+    # cache off (that is CONVERGE_VIRT_BYTECODE_CACHE=0, below)
+    env = {'XDG_CACHE_HOME': str(tmp_path / 'xdg'), 'PYTHONDONTWRITEBYTECODE': '1'}
     directory = tmp_path / 'xdg' / 'converge.virt' / 'bytecode'
 
     first = run_module('vm', vm_args, env=env)

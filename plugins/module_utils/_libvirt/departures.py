@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid as uuidlib
 import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
@@ -81,6 +80,7 @@ def departures(conn):
 
 def mark(conn, name, phase, target, task_id, vm_uuid=None):
     """Record (or update) that VM ``name`` is ``leaving`` / has ``left`` the host of ``conn`` for ``target``."""
+    import uuid as uuidlib  # pylint: disable=import-outside-toplevel  # only when a record is written (a migration)
     existing = _secret(conn, name)
     root = ET.Element('secret', {'ephemeral': 'no', 'private': 'yes'})
     ET.SubElement(root, 'uuid').text = existing.UUIDString() if existing is not None else str(uuidlib.uuid4())

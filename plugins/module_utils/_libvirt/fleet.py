@@ -14,7 +14,6 @@ The state words come from the same :func:`libvirt_views.libvirt_vm_view` the vm 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.converge.virt.plugins.module_utils._common.readiness import pick_address
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_read, metadata, xml_util
@@ -132,6 +131,7 @@ def list_vms(connection, names=None, threads=READ_THREADS, with_title=False, dom
         calls.append((dom, name not in transient, state == 5 and reason == 2))
     chunks = [calls[start:start + CHUNK] for start in range(0, len(calls), CHUNK)]
     if len(chunks) > 1 and threads > 1:
+        from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel  # only for many domains
         with ThreadPoolExecutor(max_workers=min(threads, len(chunks))) as pool:
             answers = [answer for chunk in pool.map(_per_domain_calls, chunks, [with_title] * len(chunks)) for answer in chunk]
     else:
