@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, snapshots, states
 
+
 def mermaid_block(lines):
     """A fenced Mermaid block (a list of lines, then a blank line)."""
     return ['```mermaid'] + lines + ['```', '']

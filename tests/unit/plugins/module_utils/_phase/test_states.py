@@ -79,7 +79,7 @@ def test_every_libvirt_state_has_a_power_state_case():
     covered = {expected[1] for _pair, expected in POWER_CASES}
     assert covered >= set(ds.LIBVIRT_STATES.values())
     assert ds.POWER_STATE_OF_DOMAIN_STATE == {'nostate': 'NOSTATE', 'running': 'RUNNING', 'blocked': 'RUNNING', 'paused': 'PAUSED',
-                                             'shutdown': 'SHUTDOWN', 'shutoff': 'SHUTDOWN', 'crashed': 'CRASHED', 'pmsuspended': 'SUSPENDED'}
+                                              'shutdown': 'SHUTDOWN', 'shutoff': 'SHUTDOWN', 'crashed': 'CRASHED', 'pmsuspended': 'SUSPENDED'}
 
 
 def test_reason_default_and_words():
