@@ -19,7 +19,8 @@ from ansible_collections.converge.virt.plugins.module_utils._common.errors impor
 from ansible_collections.converge.virt.plugins.module_utils._common import driver, journal
 from ansible_collections.converge.virt.plugins.module_utils._common.driver import VmOptions  # pylint: disable=unused-import  # the module's options
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init, departures, domain_build, domain_diff, domain_merge, domain_spec, metadata
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import (
+    cloud_init, departures, domain_build, domain_diff, domain_merge, domain_spec, metadata)
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import is_no_domain, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, metadata_from_record
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views
