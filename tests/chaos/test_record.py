@@ -16,3 +16,11 @@ def test_recorded_figures_are_rendered(tmp_path):
     assert '| 41 | 3, 3 | 1500 | 321 (200 / 100 / 21) | 290 | kill 21, sigstop 9 | 1 (lost-declaration) | fixed: see seed 41 |' in rows[0]
     assert '| 42 | 2, 3 |' in rows[1] and '| 0 |' in rows[1]
     assert reliability_report.chaos_section(str(tmp_path / 'none.json')) == []
+
+
+def test_a_run_note_is_rendered_under_the_command():
+    text = reliability_report.render([], 'today', 'RELIABILITY_LONG=1 pytest tests/reliability', note='120 passed, 0 failed, 2,400 s')
+    lines = text.splitlines()
+    command = lines.index('- Command: `RELIABILITY_LONG=1 pytest tests/reliability`')
+    assert lines[command + 1] == '- Run: 120 passed, 0 failed, 2,400 s'
+    assert '- Run:' not in reliability_report.render([], 'today', 'pytest')
