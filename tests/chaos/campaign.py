@@ -9,8 +9,11 @@ against shared objects on three (or two) private libvirt hosts of :mod:`tools.vi
 * ``movers`` (diskless, running) migrated between the hosts.
 
 A nemesis, at random moments, SIGKILLs a worker's whole ansible process tree (each run has a private TMPDIR, so no
-``/tmp/ansible_*_payload_*`` directory is left behind), restarts a libvirtd (SIGTERM or SIGKILL), or SIGSTOPs one
-for a few seconds. Every module appends to one audit journal (``$CONVERGE_VIRT_AUDIT_JOURNAL``).
+``/tmp/ansible_*_payload_*`` directory is left behind), restarts a libvirtd (SIGTERM or SIGKILL), SIGSTOPs one
+for a few seconds, fills a host's pool (each pool lives on a small tmpfs of its own, mounted before the hosts start so
+that their private mount namespaces share it: a file takes every free byte for a few seconds, then goes), or SIGKILLs
+the libvirtd of a migration's destination while that migration runs (and starts it again). Every module appends to one
+audit journal (``$CONVERGE_VIRT_AUDIT_JOURNAL``).
 
 When the time is up the nemesis stops, every daemon runs again, the world is read (the values the acknowledged
 declarations are checked against), then a final converge, a reconcile with fix on each host, a reconcile without
@@ -46,6 +49,7 @@ from tools.virtlab import hosts as virtlab_hosts
 MIB = 1024 * 1024
 POOL = 'chaos'
 KEEP_SIZE = 4 * MIB
+POOL_FS_SIZE = 40 * MIB  # a keep (4 MiB) and a scratch volume (up to 12 MiB) with room to spare, until the nemesis fills it
 POWER = {libvirt.VIR_DOMAIN_RUNNING: 'running', libvirt.VIR_DOMAIN_PAUSED: 'paused', libvirt.VIR_DOMAIN_SHUTOFF: 'stopped',
          libvirt.VIR_DOMAIN_BLOCKED: 'running', libvirt.VIR_DOMAIN_PMSUSPENDED: 'paused'}
 PLAYBOOK_TIMEOUT = 240
@@ -54,7 +58,7 @@ PLAYBOOK_TIMEOUT = 240
 class World:
     """The names of one campaign's objects on ``hosts`` private hosts."""
 
-    def __init__(self, lab, movers=1):
+    def __init__(self, lab, movers=1, pool_fs=None):
         self.lab = lab
         self.hosts = [h.name for h in lab.hosts]
         self.uris = dict((h.name, h.uri) for h in lab.hosts)
@@ -62,7 +66,10 @@ class World:
         self.movers = ['cm%d' % i for i in range(movers)]
         self.keep = dict((h, 'keep%d.raw' % i) for i, h in enumerate(self.hosts))
         self.scratch = dict((h, 'scratch%d.raw' % i) for i, h in enumerate(self.hosts))
-        self.pool_paths = dict((h.name, os.path.join(lab.state_dir, 'pool-%s' % h.name)) for h in lab.hosts)
+        # pool_fs: the tmpfs of each host (by index) the pools live on (the fill-pool fault), else a directory of the state dir
+        self.pool_fs = dict((h.name, pool_fs[i]) for i, h in enumerate(lab.hosts)) if pool_fs else {}
+        self.pool_paths = dict((h.name, os.path.join(self.pool_fs[h.name], 'pool') if pool_fs else os.path.join(lab.state_dir, 'pool-%s' % h.name))
+                               for h in lab.hosts)
         self.mover_at = dict((m, self.hosts[i % len(self.hosts)]) for i, m in enumerate(self.movers))
         # the last migration declared for each mover: (source host, target host, the task's arguments)
         self.last_migration = {}
@@ -137,6 +144,7 @@ class Run:
             self.proc = subprocess.Popen(rl.playbook_cmd(self.path), env=ansible_env(env), stdout=stdout, stderr=stderr,  # pylint: disable=consider-using-with
                                          start_new_session=True)
         self.killed = False
+        self.target = None  # the destination host of the migration this run declares (the kill-target fault)
 
     def wait(self, timeout=PLAYBOOK_TIMEOUT):
         """(rc, parsed output or None)."""
@@ -165,9 +173,14 @@ class Run:
 class Campaign:  # pylint: disable=too-many-instance-attributes
     """Workers, nemesis and the final checks of one campaign."""
 
-    def __init__(self, lab, seed, seconds, directory, workers=3, movers=1, nemesis_every=(4.0, 10.0)):  # pylint: disable=too-many-arguments
+    def __init__(self, lab, seed, seconds, directory, workers=3, movers=1, nemesis_every=(4.0, 10.0), pool_fs=None,  # pylint: disable=too-many-arguments
+                 first_faults=(), min_ok=0):
         self.lab, self.seed, self.seconds, self.directory = lab, seed, seconds, directory
-        self.world = World(lab, movers)
+        # the chaos goes on (up to three times as long) until min_ok declarations were acknowledged: on a loaded machine
+        # a short campaign may otherwise end before any run finished, and prove nothing
+        self.min_ok = min_ok
+        self.first_faults = list(first_faults)  # the nemesis's first faults, in this order (a short campaign sees each kind)
+        self.world = World(lab, movers, pool_fs)
         self.workers = workers
         self.nemesis_every = nemesis_every
         self.journal = os.path.join(directory, 'journal.jsonl')
@@ -207,6 +220,7 @@ class Campaign:  # pylint: disable=too-many-instance-attributes
                 ident = 'd%04d-w%d' % (self.counter, index)
             start = time.monotonic()
             run = Run(self.directory, ident, [dict(task, name=ident)], self.journal)
+            run.target = fields.get('host')
             with self.lock:
                 self.current[index] = run
             rc, data = run.wait()
@@ -228,11 +242,23 @@ class Campaign:  # pylint: disable=too-many-instance-attributes
     def nemesis(self):
         rng = random.Random('%s-nemesis' % self.seed)
         started = time.monotonic()
+        if not self.world.pool_fs and 'fill-pool' in self.first_faults:
+            self.first_faults.remove('fill-pool')
         while not self.stop.wait(rng.uniform(*self.nemesis_every)):
-            fault = rng.choices(['kill', 'restart', 'sigkill-daemon', 'sigstop'], weights=[5, 2, 1, 2])[0]
+            fault = rng.choices(['kill', 'restart', 'sigkill-daemon', 'sigstop', 'fill-pool', 'kill-target'],
+                                weights=[5, 2, 1, 2, 1 if self.world.pool_fs else 0, 2])[0]
+            if self.first_faults:
+                fault = self.first_faults[0]
             at = time.monotonic()
             record = {'fault': fault, 'offset': round(at - started, 2)}
-            if fault == 'kill':
+            if fault == 'fill-pool':
+                record.update(self.fill_pool(rng))
+            elif fault == 'kill-target':
+                found = self.kill_target(rng, self.seconds if self.first_faults else 3.0)
+                if found is None:
+                    continue
+                record.update(found)
+            elif fault == 'kill':
                 with self.lock:
                     runs = sorted(self.current.items())
                 if not runs:
@@ -255,7 +281,47 @@ class Campaign:  # pylint: disable=too-many-instance-attributes
                     record['seconds'] = round(pause, 1)
                 else:
                     self.lab.restart_daemon(index, kill=fault == 'sigkill-daemon')
+            if self.first_faults and fault == self.first_faults[0]:
+                self.first_faults.pop(0)
             self.history['faults'].append(record)
+
+    def fill_pool(self, rng):
+        """Take every free byte of one host's pool filesystem for a few seconds, then free it."""
+        host = rng.choice(self.world.hosts)
+        hold = rng.uniform(3.0, 8.0)
+        path = os.path.join(self.world.pool_fs[host], 'fill')
+        stat = os.statvfs(self.world.pool_fs[host])
+        free = stat.f_bavail * stat.f_frsize
+        filled = 0
+        try:
+            with open(path, 'wb') as handle:
+                if free:
+                    try:
+                        os.posix_fallocate(handle.fileno(), 0, free)
+                    except OSError:
+                        pass  # what fits is allocated: the pool is full either way
+                    filled = os.fstat(handle.fileno()).st_blocks * 512
+            self.stop.wait(hold)
+        finally:
+            os.unlink(path)
+        return {'host': host, 'seconds': round(hold, 1), 'bytes': filled}
+
+    def kill_target(self, rng, wait):
+        """SIGKILL the libvirtd of the destination of a migration in flight (waiting up to ``wait`` s for one), then start it again."""
+        deadline = time.monotonic() + wait
+        while not self.stop.is_set():
+            with self.lock:
+                moving = [(index, run.target) for index, run in sorted(self.current.items()) if run.target and run.proc.poll() is None]
+            if moving:
+                break
+            if time.monotonic() > deadline:
+                return None
+            self.stop.wait(0.05)
+        else:
+            return None
+        index, target = rng.choice(moving)
+        self.lab.restart_daemon(self.world.hosts.index(target), kill=True)
+        return {'host': target, 'worker': index}
 
     # --------------------------------------------------------------- the run
     def run(self):
@@ -270,6 +336,9 @@ class Campaign:  # pylint: disable=too-many-instance-attributes
         for thread in threads:
             thread.start()
         self.stop.wait(self.seconds)
+        longest = time.monotonic() + 2 * self.seconds
+        while self._acknowledged() < self.min_ok and time.monotonic() < longest:
+            time.sleep(0.5)
         self.stop.set()
         # the campaign ends as a controller machine dies: whatever is still in flight is SIGKILLed (the final converge recovers it)
         with self.lock:
@@ -288,6 +357,10 @@ class Campaign:  # pylint: disable=too-many-instance-attributes
         phases['final'] = round(time.monotonic() - mark, 1)
         self.history['journal'] = read_journal(self.journal)
         return self.history
+
+    def _acknowledged(self):
+        with self.lock:
+            return sum(1 for decl in self.history['declarations'] if decl['outcome'] == 'ok')
 
     # --------------------------------------------------------------- final phase
     def _conns(self):
@@ -430,18 +503,47 @@ def figures(history, violations, seconds):
             'digest': hashlib.sha256(json.dumps([d['id'] + json.dumps(d['fields'], sort_keys=True) for d in decls]).encode()).hexdigest()[:12]}
 
 
-def run_campaign(state_dir, layout, seed, seconds, hosts=3, workers=3, movers=1):  # pylint: disable=too-many-arguments
+def mount_pool_filesystems(state_dir, count):
+    """A small tmpfs for the pool of each of ``count`` hosts (the fill-pool fault), mounted before the hosts start: their
+    private mount namespaces are copies of this one. [] when this process may not mount (the fault is then left out)."""
+    paths = []
+    for index in range(count):
+        path = os.path.join(state_dir, 'pool-fs-%d' % index)
+        os.makedirs(path, exist_ok=True)
+        done = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=%d,mode=0755' % POOL_FS_SIZE, 'tmpfs', path],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            unmount_pool_filesystems(paths)
+            print('chaos: no tmpfs for the pools (%s): the fill-pool fault is left out' % done.stderr.strip(), file=sys.stderr)
+            return []
+        paths.append(path)
+    return paths
+
+
+def unmount_pool_filesystems(paths):
+    for path in paths:
+        if subprocess.run(['umount', path], capture_output=True, check=False).returncode != 0:
+            subprocess.run(['umount', '--lazy', path], capture_output=True, check=False)
+
+
+def run_campaign(state_dir, layout, seed, seconds, hosts=3, workers=3, movers=1, first_faults=(), min_ok=0):  # pylint: disable=too-many-arguments
     """Start a lab, run a campaign, stop the lab; (history, violations, figures). Files stay in ``state_dir``."""
     mark = time.monotonic()
-    lab = rl.start_lab(state_dir, layout, count=hosts)
-    lab_start = round(time.monotonic() - mark, 1)
-    directory = os.path.join(state_dir, 'runs')
-    os.makedirs(directory, exist_ok=True)
-    started = time.monotonic()
+    pool_fs = mount_pool_filesystems(state_dir, hosts)
     try:
-        history = Campaign(lab, seed, seconds, directory, workers=workers, movers=movers).run()
+        lab = rl.start_lab(state_dir, layout, count=hosts)
+        lab_start = round(time.monotonic() - mark, 1)
+        directory = os.path.join(state_dir, 'runs')
+        os.makedirs(directory, exist_ok=True)
+        started = time.monotonic()
+        try:
+            history = Campaign(lab, seed, seconds, directory, workers=workers, movers=movers, pool_fs=pool_fs,
+                               first_faults=first_faults, min_ok=min_ok).run()
+        finally:
+            rl.stop_lab(lab)
     finally:
-        rl.stop_lab(lab)
+        unmount_pool_filesystems(pool_fs)
+    history['pool_fs'] = bool(pool_fs)
     violations = checker.check(history)
     numbers = figures(history, violations, time.monotonic() - started)
     numbers['phases'] = dict(history.get('phases', {}), lab_start=lab_start)
