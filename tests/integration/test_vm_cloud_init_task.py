@@ -94,5 +94,3 @@ def test_seed_written_only_under_the_vm_task(host, conn, tmp_path, monkeypatch):
     ok(run_module('vm', {'uri': host.uri, 'name': NAME, 'state': 'absent', 'shutdown_timeout': 1}))
     conn.storagePoolLookupByName(POOL).refresh(0)
     assert NAME + '-cidata.iso' not in conn.storagePoolLookupByName(POOL).listVolumes()
-
-
