@@ -22,7 +22,8 @@ Under ``<state_dir>/<name>/``::
 
 sshd listens on the host's loopback address only (``ListenAddress``, default port
 22; the lab runs in a private network namespace), takes public keys only (no
-password, no keyboard-interactive, no PAM), no forwarding of any kind.
+password, no keyboard-interactive, no PAM), no forwarding of any kind (unless ``prepare(..., forwarding=True)``:
+local TCP forwarding only, what ProxyJump needs; see :mod:`tools.virtlab.jumphost`).
 ``StrictModes no`` because the state directory may be under ``/tmp`` (mode 1777,
 which sshd's path check refuses); every file here is owner-only anyway.
 ``/run/sshd`` (sshd's compiled-in privilege-separation directory) is created
@@ -100,8 +101,13 @@ def client_key(state_dir, public_key=None):
     return private, text
 
 
-def prepare(root, address, port, public_key_text, home):  # pylint: disable=too-many-arguments
-    """Write the host's sshd_config, host key and authorized_keys under <root>/ssh; return the config path."""
+def prepare(root, address, port, public_key_text, home, forwarding=False, listen=()):  # pylint: disable=too-many-arguments
+    """Write the host's sshd_config, host key and authorized_keys under <root>/ssh; return the config path.
+
+    ``forwarding``: allow local TCP forwarding only (``AllowTcpForwarding local``: the ``direct-tcpip`` channels that
+    ``ssh -J`` / ProxyJump opens through this host), for a test that reaches guests through the hypervisor; never remote
+    forwarding, agent, X11, tunnels or stream-local forwarding. ``listen``: more addresses to listen on (beside ``address``).
+    """
     ssh_dir = os.path.join(root, "ssh")
     os.makedirs(ssh_dir, mode=0o700, exist_ok=True)
     os.makedirs(home, mode=0o700, exist_ok=True)
@@ -110,13 +116,12 @@ def prepare(root, address, port, public_key_text, home):  # pylint: disable=too-
     authorized = os.path.join(ssh_dir, "authorized_keys")
     with open(os.open(authorized, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as handle:
         handle.write(public_key_text + "\n")
-    settings = [
-        ("Port", str(port)), ("ListenAddress", address), ("AddressFamily", "inet"),
-        ("HostKey", _plain(host_key, "host key")), ("PidFile", "none"),
+    settings = [("Port", str(port)), ("ListenAddress", address)] + [("ListenAddress", extra) for extra in listen] + [
+        ("AddressFamily", "inet"), ("HostKey", _plain(host_key, "host key")), ("PidFile", "none"),
         ("AuthorizedKeysFile", _plain(authorized, "authorized_keys")), ("AllowUsers", "root"),
         ("PermitRootLogin", "prohibit-password"), ("PubkeyAuthentication", "yes"), ("PasswordAuthentication", "no"),
         ("KbdInteractiveAuthentication", "no"), ("UsePAM", "no"), ("StrictModes", "no"),
-        ("AllowTcpForwarding", "no"), ("AllowStreamLocalForwarding", "no"), ("AllowAgentForwarding", "no"),
+        ("AllowTcpForwarding", "local" if forwarding else "no"), ("AllowStreamLocalForwarding", "no"), ("AllowAgentForwarding", "no"),
         ("X11Forwarding", "no"), ("PermitTunnel", "no"), ("PermitUserEnvironment", "no"),
         ("PrintMotd", "no"), ("PrintLastLog", "no"), ("UseDNS", "no"), ("MaxStartups", "100:30:200"), ("MaxSessions", "50"),
         ("SetEnv", "HOME=" + _plain(home, "home")), ("Subsystem", "sftp internal-sftp"), ("LogLevel", "ERROR"),
