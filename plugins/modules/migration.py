@@ -336,203 +336,40 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common import migrate
+from ansible_collections.converge.virt.plugins.module_utils._common import registry
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
-
-DEFAULT_PARALLEL = 2
+from ansible_collections.converge.virt.plugins.module_utils._common.migration_run import (  # noqa: F401  # pylint: disable=unused-import
+    DEFAULT_PARALLEL, argument_spec, check_list_form, parallel)
 
 
-def _kubevirt_backend():
-    """The KubeVirt migration backend, imported only with backend kubevirt (a libvirt run does not pay for compiling it)."""
-    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend  # pylint: disable=import-outside-toplevel
-    return migration_backend
+def _libvirt():
+    """The libvirt runners (imported only when a task selects them)."""
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_runs  # pylint: disable=import-outside-toplevel
+    return migration_runs
 
 
-def argument_spec():
-    """The module's argument spec."""
-    spec = dict(
-        backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
-        name=dict(type='str'),
-        target_node=dict(type='str'),
-        source_node=dict(type='str'),
-        pending_timeout=dict(type='int'),
-        names=dict(type='list', elements='str'),
-        target_uri=dict(type='str'),
-        target_uris=dict(type='list', elements='str'),
-        target_username=dict(type='str'),
-        target_password=dict(type='str', no_log=True),
-        state=dict(type='str', choices=['finished', 'started', 'cancelled'], default='finished'),
-        mode=dict(type='str', choices=['live', 'offline'], default='live'),
-        persistent=dict(type='bool', default=True),
-        undefine_source=dict(type='bool', default=True),
-        bandwidth=dict(type='int'),
-        max_downtime=dict(type='int'),
-        auto_converge=dict(type='bool', default=False),
-        post_copy=dict(type='bool', default=False),
-        completion_timeout=dict(type='int'),
-        completion_action=dict(type='str', choices=['abort', 'postcopy'], default='abort'),
-        copy_storage=dict(type='bool', default=False),
-        peer_to_peer=dict(type='bool', default=True),
-        wait_timeout=dict(type='int', default=600),
-        parallel=dict(type='int'),
-    )
-    spec.update(LIBVIRT_CONNECTION_ARGS)
-    spec.update(kubevirt_client.KUBEVIRT_CONNECTION_ARGS)
-    return spec
+def _kubevirt():
+    """The KubeVirt runners (imported only when a task selects them)."""
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_runs  # pylint: disable=import-outside-toplevel
+    return migration_runs
 
 
-LIBVIRT_ONLY = ('uri', 'username', 'password', 'target_uri', 'target_uris', 'target_username', 'target_password', 'bandwidth',
-                'max_downtime', 'completion_timeout')
-# libvirt settings whose KubeVirt counterpart is cluster-wide policy: only their defaults are accepted with backend kubevirt
-KUBEVIRT_POLICY_DEFAULTS = (('auto_converge', False), ('post_copy', False), ('completion_action', 'abort'), ('copy_storage', False),
-                            ('persistent', True), ('undefine_source', True), ('peer_to_peer', True))
-KUBEVIRT_ONLY = ('target_node', 'source_node', 'pending_timeout', 'kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs')
-
-
-def check_list_form(params):
-    """The list form (``names``): every top-level option applies to every VM; the options only it uses are refused without it."""
-    if params['names'] is not None and params['state'] != 'finished':
-        raise InvalidDeclaration('names', 'only with state finished (use name for %s)' % params['state'])
-    if params['parallel'] is not None:
-        if params['names'] is None:
-            raise InvalidDeclaration('parallel', 'only with names (a VM given with name migrates alone)')
-        if params['parallel'] < 1:
-            raise InvalidDeclaration('parallel', 'must be at least 1')
-
-
-def parallel(params):
-    """How many VMs of ``names`` migrate at the same time."""
-    return params['parallel'] or DEFAULT_PARALLEL
+def options_from(params):
+    """Validated libvirt :class:`MigrationOptions`."""
+    return _libvirt().options_from(params)
 
 
 def kubevirt_options_from(params):
     """Validated :class:`KubevirtMigrationOptions`; libvirt-only options are refused by name."""
-    for key in LIBVIRT_ONLY:
-        if params.get(key) is not None:
-            raise InvalidDeclaration(key, 'is a libvirt option and is not supported with backend kubevirt')
-    if params['mode'] != 'live':
-        raise InvalidDeclaration('mode', 'KubeVirt migrates running instances only (live); a stopped VM has no instance to move')
-    for key, default in KUBEVIRT_POLICY_DEFAULTS:
-        if params.get(key) != default:
-            raise InvalidDeclaration(key, 'is not a per-migration setting on KubeVirt (a MigrationPolicy or the KubeVirt CR migrations '
-                                          'configuration sets it cluster-wide); leave it at %r with backend kubevirt' % (default,))
-    check_list_form(params)
-    kmb = _kubevirt_backend()
-    if params['name'] is not None:
-        if '/' in params['name']:
-            raise InvalidDeclaration('name', 'is the name of a VirtualMachine in namespace (no slash), got %r' % params['name'])
-        kmb.split_name(params['name'], params['namespace'], 'name')
-    for index, entry in enumerate(params['names'] or []):
-        kmb.split_name(entry, params['namespace'], 'names[%d]' % index)
-    return kmb.validate_options(kmb.KubevirtMigrationOptions(
-        target_node=params['target_node'], source_node=params['source_node'], wait_timeout=params['wait_timeout'],
-        pending_timeout=params['pending_timeout']))
-
-
-def exit_many(module, session, results, label):
-    """Exit with one result per VM of ``names``; fail naming the VMs that failed (``label`` names one)."""
-    results = [session.redact_result(r) for r in results]
-    changed = any(r.get('changed') for r in results)
-    failed = [label(r) for r in results if r.get('failed')]
-    if failed:
-        module.fail_json(msg='%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed)), changed=changed, results=results)
-    module.exit_json(changed=changed, results=results)
-
-
-def run_one(module, make):
-    """Cancel, start (a detached process follows it) or converge the one VM ``make()`` builds; return its result."""
-    if module.params['state'] == 'cancelled':
-        return make().cancel()
-    if module.params['state'] == 'started' and not module.check_mode:
-        return migrate.run_detached(make)
-    return make().converge()
-
-
-def exit_one(module, session, result):
-    """Exit (or fail) with the result of one VM."""
-    result = session.redact_result(result)
-    result.pop('name', None)
-    if result.pop('failed', False):
-        module.fail_json(**result)
-    module.exit_json(**result)
-
-
-def main_kubevirt(module):
-    """The module with backend kubevirt."""
-    kmb = _kubevirt_backend()
-    params = module.params
-    with kubevirt_client.ModuleSession(module) as session:
-        opts = kubevirt_options_from(params)
-        with session.connect() as client:
-            if params['names'] is not None:
-                exit_many(module, session, kmb.migrate_many(client, params['namespace'], params['names'], opts, module.check_mode, parallel(params)),
-                          lambda r: '%s/%s' % (r.get('namespace'), r['name']))
-
-            def make(on_started=None):
-                own = client if on_started is None else kubevirt_client.client_from_params(params)
-                return kmb.KubevirtMigration(own, params['namespace'], params['name'], opts, check_mode=module.check_mode, on_started=on_started)
-            if params['state'] == 'started' and not module.check_mode:
-                client.close()
-            result = run_one(module, make)
-    exit_one(module, session, result)
-
-
-def options_from(params):
-    """Validated :class:`MigrationOptions`."""
-    opts = mb.MigrationOptions(
-        offline=params['mode'] == 'offline', persistent=params['persistent'], undefine_source=params['undefine_source'],
-        bandwidth=params['bandwidth'], max_downtime=params['max_downtime'], auto_converge=params['auto_converge'],
-        post_copy=params['post_copy'], completion_timeout=params['completion_timeout'], completion_action=params['completion_action'],
-        copy_storage=params['copy_storage'], peer_to_peer=params['peer_to_peer'], wait_timeout=params['wait_timeout'],
-        target_username=params['target_username'], target_password=params['target_password'])
-    mb.validate_options(opts)
-    if params['state'] != 'cancelled' and not (params['target_uri'] or params['target_uris']):
-        raise InvalidDeclaration('target_uri', 'is required (or target_uris) with state %s' % params['state'])
-    check_list_form(params)
-    if params['target_uris'] is not None and not params['target_uris']:
-        raise InvalidDeclaration('target_uris', 'must name at least one host')
-    named = [('name', params['name'])] if params['names'] is None else [('names[%d]' % i, n) for i, n in enumerate(params['names'])]
-    for field, name in named:
-        if name is not None and (not name or '/' in name or any(ord(char) < 32 for char in name)):
-            raise InvalidDeclaration(field, '%r is not a VM name (no slash, no control character)' % name)
-    return opts
-
-
-def main_libvirt(module):
-    """The module with backend libvirt."""
-    params = module.params
-    with mb.MigrationSession(module) as session:
-        opts = options_from(params)
-        source_args = session.source_args()
-        if params['names'] is not None:
-            exit_many(module, session, mb.migrate_many(source_args, params['names'], params['target_uris'] or [params['target_uri']], opts,
-                                                       module.check_mode, parallel(params)),
-                      lambda r: r['name'])
-        if params['target_uris'] and params['state'] != 'cancelled':
-            raise InvalidDeclaration('target_uris', 'with name, give target_uri (target_uris places several VMs given with names)')
-        target = params['target_uri'] or (params['target_uris'] or [None])[0]
-
-        def make(on_started=None):
-            return mb.Migration(source_args, target, params['name'], opts, check_mode=module.check_mode, on_started=on_started)
-        result = run_one(module, make)
-    exit_one(module, session, result)
+    registry.refuse_other_backend('migration', dict(params, backend='kubevirt'))
+    return _kubevirt().options_from(params)
 
 
 def main():
     """Entry point."""
     module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True,
                             mutually_exclusive=[('name', 'names'), ('target_uri', 'target_uris')], required_one_of=[('name', 'names')])
-    if module.params['backend'] == 'kubevirt':
-        main_kubevirt(module)
-        return
-    for key in KUBEVIRT_ONLY:
-        if module.params.get(key) is not None:
-            module.fail_json(msg='%s: is a kubevirt option and is not supported with backend libvirt' % key)
-    main_libvirt(module)
+    registry.run('migration', module, libvirt=lambda: _libvirt().run_migration, kubevirt=lambda: _kubevirt().run_migration)
 
 
 if __name__ == '__main__':

@@ -269,304 +269,50 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-import datetime
-import re
-import time
-
+from ansible_collections.converge.virt.plugins.module_utils._common import registry
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_CONNECTION_ARGS
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
-from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as phase
-from ansible_collections.converge.virt.plugins.module_utils._phase import states
-
-
-def argument_spec():
-    """The module's argument spec."""
-    spec = dict(
-        backend=dict(type='str', choices=['libvirt', 'kubevirt'], default='libvirt'),
-        vm=dict(type='str'),
-        vms=dict(type='list', elements='str'),
-        parallel=dict(type='int', default=8),
-        name=dict(type='str', required=True),
-        state=dict(type='str', choices=list(phase.STATES), default='present'),
-        description=dict(type='str'),
-        memory=dict(type='bool'),
-        children=dict(type='bool', default=False),
-        keep_last=dict(type='int'),
-        older_than=dict(type='str'),
-        safety_snapshot=dict(type='bool', default=True),
-        wait_timeout=dict(type='int'),
-        deletion_policy=dict(type='str', choices=['delete', 'retain']),
-        target_vm=dict(type='str'),
-        failure_deadline=dict(type='str'),
-    )
-    spec.update(LIBVIRT_CONNECTION_ARGS)
-    spec.update(KUBEVIRT_CONNECTION_ARGS)
-    return spec
-
-
-# options of one backend that the other refuses, naming them (nothing is silently ignored); namespace has a default
-LIBVIRT_ONLY = ('uri', 'username', 'password', 'memory')
-KUBEVIRT_ONLY = ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs', 'wait_timeout', 'deletion_policy', 'target_vm',
-                 'failure_deadline')
-MAX_WAIT = 86400
+from ansible_collections.converge.virt.plugins.module_utils._common.snapshot_run import (  # noqa: F401  # pylint: disable=unused-import
+    add_older_than, argument_spec, check, check_fleet, check_name, parse_older_than, predicted_names, run_fleet, safety_name)
 
 
 def refuse_other_backend(params):
-    """Raise :class:`InvalidDeclaration` naming the first option of the other backend that is set."""
-    if params['backend'] == 'kubevirt':
-        for key in LIBVIRT_ONLY:
-            if params.get(key) is not None:
-                raise InvalidDeclaration(key, 'is a libvirt option and is not supported with backend kubevirt')
-        if params.get('children'):
-            raise InvalidDeclaration('children', 'is a libvirt option (KubeVirt snapshots have no parent and no children)')
-        timeout = params.get('wait_timeout')
-        if timeout is not None and not 1 <= timeout <= MAX_WAIT:
-            raise InvalidDeclaration('wait_timeout', 'must be between 1 and %d seconds, got %r' % (MAX_WAIT, timeout))
-        return
-    for key in KUBEVIRT_ONLY:
-        if params.get(key) is not None:
-            raise InvalidDeclaration(key, 'is a kubevirt option; set backend: kubevirt')
+    """Raise :class:`InvalidDeclaration` naming the first option of the other backend that is set (or a bad wait_timeout)."""
+    registry.refuse_other_backend('snapshot', params)
+    check(dict(params, vms=None))
 
 
-def check_name(field, value):
-    """A snapshot or VM name: not empty, no slash, no control character (libvirt names files after them)."""
-    if not value or '/' in value or any(ord(char) < 32 for char in value):
-        raise InvalidDeclaration(field, '%r is not a valid name (not empty, no slash, no control character)' % value)
+def _libvirt():
+    """The libvirt runners (imported only when a task selects them)."""
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import snapshot_runs  # pylint: disable=import-outside-toplevel
+    return snapshot_runs
 
 
-def check_kubernetes_name(field, value):
-    """A VirtualMachine or VirtualMachineSnapshot name: a DNS subdomain (lower case, digits, '-' and '.', at most 253)."""
-    if not value or len(value) > 253 or not kubevirt_client.is_subdomain(value):
-        raise InvalidDeclaration(field, '%r is not a valid Kubernetes name (a DNS subdomain: lower case letters, digits, \'-\' and \'.\', '
-                                        'starting and ending with a letter or digit, at most 253 characters)' % value)
-
-
-def safety_name(name, now=None, kubernetes=False):
-    """Name of the safety snapshot before restoring ``name`` (``kubernetes``: a DNS subdomain, lower case, at most 253)."""
-    now = now or datetime.datetime.now(datetime.timezone.utc)
-    if kubernetes:
-        suffix = '-before-restore-%s' % now.strftime('%Y%m%d%H%M%S')
-        return name[:253 - len(suffix)] + suffix
-    return '%s-before-restore-%s' % (name, now.strftime('%Y%m%dT%H%M%SZ'))
-
-
-DURATION = re.compile(r'^\s*(\d+)\s*([smhdw]?)\s*$')
-UNIT_SECONDS = {'': 1, 's': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}
-
-
-def parse_older_than(value, field='older_than'):
-    """Seconds of an ``older_than`` duration (``7d``, ``12h``, ``30m``, ``90s``, ``2w``, a bare number of seconds); None when unset."""
-    if value is None:
-        return None
-    match = DURATION.match(str(value))
-    if not match or int(match.group(1)) < 1:
-        raise InvalidDeclaration(field, 'must be a duration of 1 or more with unit s, m, h, d or w (such as 7d or 12h), got %r' % value)
-    return int(match.group(1)) * UNIT_SECONDS[match.group(2)]
-
-
-def add_older_than(steps, snapshots, declared, now=None):
-    """``steps`` plus a delete step for each other snapshot taken more than ``older_than`` ago, oldest first (pure).
-
-    Only snapshots observed now are named (each in the plan before anything is deleted); the declared one and those the
-    plan deletes already are skipped."""
-    seconds = parse_older_than(declared.get('older_than'))
-    if seconds is None:
-        return steps
-    if declared['state'] != 'present':
-        raise InvalidDeclaration('older_than', 'applies with state=present only')
-    now = time.time() if now is None else now
-    deleting = set(step.name for step in steps if step.op == phase.DELETE)
-    reason = 'older_than %s' % declared['older_than']
-    extra = [phase.SnapshotStep(phase.DELETE, snap.name, (('children', False), ('reason', reason)))
-             for snap in phase.age_order(snapshots)
-             if snap.name != declared['name'] and snap.name not in deleting and snap.created is not None and now - snap.created > seconds]
-    return list(steps) + extra
-
-
-def predicted_names(names, steps):
-    """Snapshot names once ``steps`` ran (for check mode and the diff)."""
-    result = set(names)
-    for step in steps:
-        if step.op == phase.CREATE:
-            result.add(step.name)
-        elif step.op == phase.DELETE:
-            result.discard(step.name)
-    return sorted(result)
-
-
-def _libvirt_backend():
-    from ansible_collections.converge.virt.plugins.module_utils._libvirt import snapshots  # pylint: disable=import-outside-toplevel
-    return snapshots
-
-
-def _kubevirt_backend():
-    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import snapshots  # pylint: disable=import-outside-toplevel
-    return snapshots
+def _kubevirt():
+    """The KubeVirt runners (imported only when a task selects them)."""
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import snapshot_runs  # pylint: disable=import-outside-toplevel
+    return snapshot_runs
 
 
 def run(connection, params, check_mode):
-    """Observe, plan, refuse or execute; return the result dict."""
-    backend = _libvirt_backend()
-    check_name('vm', params['vm'])
-    check_name('name', params['name'])
-    parse_older_than(params.get('older_than'))
-    observer = backend.SnapshotObserver(connection, params['vm'])
-    backend.check_task_free(observer)
-    memory = params['memory']
-    if memory is None:
-        memory = observer.power_state() in (states.RUNNING, states.PAUSED)
-    declared = dict(params, memory=memory)
-    safety = safety_name(params['name']) if params['state'] == 'restored' and params['safety_snapshot'] else None
-    steps, before, _current = backend.refuse_or_plan(observer, declared, safety)
-    steps = add_older_than(steps, before, declared)
-    names_before = sorted(snap.name for snap in before)
-    operations = [dict([('op', step.op), ('snapshot', step.name)] + list(step.detail)) for step in steps]
-    cleared = None
-    if not steps:
-        # a killed run's step had finished in libvirtd: nothing to do but the task it left on the VM
-        cleared = backend.clear_stale_snapshot_task(observer, check_mode)
-    if not check_mode:
-        operations = backend.execute_plan(observer, steps)
-    if cleared:
-        operations.append(cleared)
-    after, current = observer.snapshots()
-    names_after = predicted_names(names_before, steps) if check_mode else sorted(snap.name for snap in after)
-    found = [snap for snap in after if snap.name == params['name']]
-    snapshot = {'phase': phase.ABSENT}
-    if found and not (check_mode and params['state'] == 'absent'):
-        snapshot = backend.public_snapshot(found[0], params['vm'], current)
-        if params['state'] == 'restored' and not check_mode:
-            snapshot['phase'] = phase.RESTORED
-    elif check_mode and params['state'] == 'present':
-        snapshot = {'name': params['name'], 'vm': params['vm'], 'phase': phase.PENDING, 'memory': memory, 'consistency': phase.CRASH_CONSISTENT}
-    result = {'changed': bool(steps) or bool(cleared), 'operations': operations, 'snapshots': names_after, 'snapshot': snapshot,
-              'diff': {'before': {'snapshots': names_before}, 'after': {'snapshots': names_after}}}
-    if safety:
-        result['safety_snapshot'] = safety
-    return result
+    """One VM with backend libvirt (result dict)."""
+    return _libvirt().converge(connection, params, check_mode)
 
 
 def run_kubevirt(client, params, check_mode, now=None):
-    """The module on backend kubevirt: observe, plan, refuse or execute; return the result dict."""
-    backend = _kubevirt_backend()
-    namespace = params['namespace']
-    check_kubernetes_name('vm', params['vm'])
-    check_kubernetes_name('name', params['name'])
-    check_kubernetes_name('namespace', namespace)
-    parse_older_than(params.get('older_than'))
-    failure_deadline = parse_older_than(params.get('failure_deadline'), field='failure_deadline')
-    target = params.get('target_vm')
-    if target is not None:
-        check_kubernetes_name('target_vm', target)
-        if params['state'] != 'restored':
-            raise InvalidDeclaration('target_vm', 'applies with state=restored only')
-        if target == params['vm']:
-            target = None
-    observer = backend.SnapshotObserver(client, namespace, params['vm'])
-    backend.check_task_free(observer)
-    safety = None
-    if params['state'] == 'restored' and params['safety_snapshot'] and target is None:
-        safety = safety_name(params['name'], now=now, kubernetes=True)
-    if target is None:
-        steps, before = backend.refuse_or_plan(observer, dict(params, memory=None), safety)
-    else:
-        steps, before = backend.plan_restore_into_new_vm(observer, params['name'], target)
-    steps = add_older_than(steps, before, params)
-    names_before = sorted(snap.name for snap in before)
-    operations = [dict([('op', step.op), ('snapshot', step.name)] + list(step.detail)) for step in steps]
-    # a killed run's step had finished in KubeVirt: nothing to do but the task it left on the VM
-    cleared = None if steps else backend.clear_stale_snapshot_task(observer, check_mode)
-    if not check_mode:
-        runner = backend.Runner(observer, wait_timeout=params.get('wait_timeout') or 300, deletion_policy=params.get('deletion_policy'),
-                                failure_deadline=failure_deadline)
-        operations = runner.run(steps)
-        if params['state'] == 'present' and params['name'] in names_before:
-            # taken by an earlier run that stopped waiting (wait_timeout): KubeVirt is still at it, so this run waits (or
-            # fails with KubeVirt's error when it failed; a failed snapshot is deleted with state absent and taken again)
-            runner.await_ready(params['name'])
-    if cleared:
-        operations.append(cleared)
-    objects = observer.objects()
-    names_after = predicted_names(names_before, steps) if check_mode else sorted(objects)
-    found = objects.get(params['name'])
-    snapshot = {'phase': phase.ABSENT}
-    if found is not None and not (check_mode and params['state'] == 'absent'):
-        snapshot = backend.public_snapshot(found)
-        if params['state'] == 'restored' and not (check_mode and steps):
-            snapshot['phase'] = phase.RESTORED
-    elif check_mode and params['state'] == 'present':
-        snapshot = {'name': params['name'], 'vm': params['vm'], 'namespace': namespace, 'phase': phase.PENDING, 'memory': False,
-                    'kind': 'VirtualMachineSnapshot', 'consistency': phase.CRASH_CONSISTENT, 'deletion_policy': params.get('deletion_policy')}
-    result = {'changed': bool(steps) or bool(cleared), 'operations': operations, 'snapshots': names_after, 'snapshot': snapshot,
-              'diff': {'before': {'snapshots': names_before}, 'after': {'snapshots': names_after}}}
-    if safety:
-        result['safety_snapshot'] = safety
-    if target is not None:
-        result['target_vm'] = target
-    return result
+    """One VM with backend kubevirt (result dict)."""
+    return _kubevirt().converge(client, params, check_mode, now=now)
 
 
-def check_fleet(params):
-    """The names of the fleet form (``vms``), or None for one VM; refuses what cannot be planned per VM."""
-    names = params.get('vms')
-    if names is None:
-        return None
-    if not names:
-        raise InvalidDeclaration('vms', 'is empty: name at least one VM')
-    duplicates = sorted(set(name for name in names if names.count(name) > 1))
-    if duplicates:
-        raise InvalidDeclaration('vms', 'names a VM more than once: %s' % ', '.join(duplicates))
-    if not 1 <= params['parallel'] <= 64:
-        raise InvalidDeclaration('parallel', 'must be between 1 and 64, got %r' % params['parallel'])
-    if params.get('target_vm') is not None:
-        raise InvalidDeclaration('target_vm', 'restores one VM\'s snapshot into one new VM: use vm, not vms')
-    return names
-
-
-def run_fleet(runner, connection, params, check_mode, names):
-    """``runner`` (run or run_kubevirt) for each VM of ``names``, ``parallel`` at a time; (changed, results, failed names)."""
-    from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel
-
-    def one(name):
-        try:
-            result = runner(connection, dict(params, vm=name, vms=None), check_mode)
-        except ConvergeError as exc:
-            return dict(exc.to_result(), vm=name, failed=True, changed=bool(getattr(exc, 'changed', False)))
-        result.update(vm=name, failed=False)
-        return result
-
-    with ThreadPoolExecutor(max_workers=min(params['parallel'], len(names))) as pool:
-        results = list(pool.map(one, names))
-    return any(r['changed'] for r in results), results, [r['vm'] for r in results if r['failed']]
+def check_kubernetes_name(field, value):
+    """A Kubernetes name (a DNS subdomain)."""
+    _kubevirt().check_kubernetes_name(field, value)
 
 
 def main():
     """Entry point."""
     module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('vm', 'vms')],
                             required_one_of=[('vm', 'vms')])
-    kubevirt = module.params['backend'] == 'kubevirt'
-    with (kubevirt_client.ModuleSession(module) if kubevirt else ModuleSession(module)) as session:
-        refuse_other_backend(module.params)
-        names = check_fleet(module.params)
-        runner = run_kubevirt if kubevirt else run
-        with session.connect() as connection:
-            if names is not None:
-                changed, results, failed = run_fleet(runner, connection, module.params, module.check_mode, names)
-                if not module._diff:  # pylint: disable=protected-access
-                    for item in results:
-                        item.pop('diff', None)
-                if failed:
-                    message = '%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed))
-                    module.fail_json(**session.redact_result({'msg': message, 'changed': changed, 'results': results}))
-                module.exit_json(**session.redact_result({'changed': changed, 'results': results}))
-            result = runner(connection, module.params, module.check_mode)
-    if not module._diff:  # pylint: disable=protected-access
-        result.pop('diff')
-    module.exit_json(**session.redact_result(result))
+    registry.run('snapshot', module, check=check, libvirt=lambda: _libvirt().run_snapshot, kubevirt=lambda: _kubevirt().run_snapshot)
 
 
 if __name__ == '__main__':

@@ -99,9 +99,19 @@ OPTION_GROUPS = {
         'libvirt': OptionGroup(('uri', 'uris', 'username', 'password'), field=False),
         'kubevirt': OptionGroup(()),
     },
+    'migration': {
+        'libvirt': OptionGroup(LIBVIRT_CONNECTION + ('target_uri', 'target_uris', 'target_username', 'target_password', 'bandwidth',
+                                                     'max_downtime', 'completion_timeout')),
+        'kubevirt': OptionGroup(('target_node', 'source_node', 'pending_timeout') + KUBEVIRT_CONNECTION, field=False),
+    },
     'snapshot_info': {
         'libvirt': OptionGroup(LIBVIRT_CONNECTION, required=('vm',)),
         'kubevirt': OptionGroup(KUBEVIRT_CONNECTION, refusal=SET_BACKEND),
+    },
+    'snapshot': {
+        'libvirt': OptionGroup(LIBVIRT_CONNECTION + ('memory', 'children'), unset={'children': False},
+                               wording={'children': '{key}: is a {owner} option (KubeVirt snapshots have no parent and no children)'}),
+        'kubevirt': OptionGroup(KUBEVIRT_CONNECTION + ('wait_timeout', 'deletion_policy', 'target_vm', 'failure_deadline'), refusal=SET_BACKEND),
     },
     'volume_info': {
         'libvirt': OptionGroup(('pool',) + LIBVIRT_CONNECTION),

@@ -1,10 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The KubeVirt runners of the snapshot_info module (selected through _common.registry)."""
+"""The KubeVirt runners of the snapshot and snapshot_info modules (selected through _common.registry)."""
 
 from __future__ import annotations
 
+from ansible_collections.converge.virt.plugins.module_utils._common import snapshot_run as common
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import snapshots as backend
 from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as phase
@@ -35,3 +37,75 @@ def run_snapshot_info(module):
         with session.connect() as client:
             result = report(client, module.params['namespace'], module.params['vm'], module.params['name'])
     module.exit_json(**session.redact_result(result))
+
+
+def check_kubernetes_name(field, value):
+    """A VirtualMachine or VirtualMachineSnapshot name: a DNS subdomain (lower case, digits, '-' and '.', at most 253)."""
+    if not value or len(value) > 253 or not kubevirt_client.is_subdomain(value):
+        raise InvalidDeclaration(field, '%r is not a valid Kubernetes name (a DNS subdomain: lower case letters, digits, \'-\' and \'.\', '
+                                        'starting and ending with a letter or digit, at most 253 characters)' % value)
+
+
+def converge(client, params, check_mode, now=None):  # pylint: disable=too-many-locals
+    """One VM of the snapshot module: observe, plan, refuse or execute; return the result dict."""
+    namespace = params['namespace']
+    check_kubernetes_name('vm', params['vm'])
+    check_kubernetes_name('name', params['name'])
+    check_kubernetes_name('namespace', namespace)
+    common.parse_older_than(params.get('older_than'))
+    failure_deadline = common.parse_older_than(params.get('failure_deadline'), field='failure_deadline')
+    target = params.get('target_vm')
+    if target is not None:
+        check_kubernetes_name('target_vm', target)
+        if params['state'] != 'restored':
+            raise InvalidDeclaration('target_vm', 'applies with state=restored only')
+        if target == params['vm']:
+            target = None
+    observer = backend.SnapshotObserver(client, namespace, params['vm'])
+    backend.check_task_free(observer)
+    safety = None
+    if params['state'] == 'restored' and params['safety_snapshot'] and target is None:
+        safety = common.safety_name(params['name'], now=now, kubernetes=True)
+    if target is None:
+        steps, before = backend.refuse_or_plan(observer, dict(params, memory=None), safety)
+    else:
+        steps, before = backend.plan_restore_into_new_vm(observer, params['name'], target)
+    steps = common.add_older_than(steps, before, params)
+    names_before = sorted(snap.name for snap in before)
+    operations = common.operations_of(steps)
+    # a killed run's step had finished in KubeVirt: nothing to do but the task it left on the VM
+    cleared = None if steps else backend.clear_stale_snapshot_task(observer, check_mode)
+    if not check_mode:
+        runner = backend.Runner(observer, wait_timeout=params.get('wait_timeout') or 300, deletion_policy=params.get('deletion_policy'),
+                                failure_deadline=failure_deadline)
+        operations = runner.run(steps)
+        if params['state'] == 'present' and params['name'] in names_before:
+            # taken by an earlier run that stopped waiting (wait_timeout): KubeVirt is still at it, so this run waits (or
+            # fails with KubeVirt's error when it failed; a failed snapshot is deleted with state absent and taken again)
+            runner.await_ready(params['name'])
+    if cleared:
+        operations.append(cleared)
+    objects = observer.objects()
+    names_after = common.predicted_names(names_before, steps) if check_mode else sorted(objects)
+    found = objects.get(params['name'])
+    snapshot = {'phase': phase.ABSENT}
+    if found is not None and not (check_mode and params['state'] == 'absent'):
+        snapshot = backend.public_snapshot(found)
+        if params['state'] == 'restored' and not (check_mode and steps):
+            snapshot['phase'] = phase.RESTORED
+    elif check_mode and params['state'] == 'present':
+        snapshot = {'name': params['name'], 'vm': params['vm'], 'namespace': namespace, 'phase': phase.PENDING, 'memory': False,
+                    'kind': 'VirtualMachineSnapshot', 'consistency': phase.CRASH_CONSISTENT, 'deletion_policy': params.get('deletion_policy')}
+    result = {'changed': bool(steps) or bool(cleared), 'operations': operations, 'snapshots': names_after, 'snapshot': snapshot,
+              'diff': {'before': {'snapshots': names_before}, 'after': {'snapshots': names_after}}}
+    if safety:
+        result['safety_snapshot'] = safety
+    if target is not None:
+        result['target_vm'] = target
+    return result
+
+
+def run_snapshot(module):
+    """snapshot with backend kubevirt: ``vm`` or each VM of ``vms``."""
+    with kubevirt_client.ModuleSession(module) as session:
+        common.run_module(module, session, converge)

@@ -1,11 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The libvirt runners of the host and migration_info modules (selected through _common.registry)."""
+"""The libvirt runners of the host, migration and migration_info modules (selected through _common.registry)."""
 
 from __future__ import annotations
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._common import migration_run as common
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import Connection, libvirt
@@ -52,3 +53,44 @@ def run_migration_info(module):
     if not any(h['ok'] for h in hosts):
         module.fail_json(msg='no host could be read: %s' % '; '.join(h['msg'] for h in hosts), hosts=hosts, migrations=[])
     module.exit_json(changed=False, migrations=migrations, hosts=hosts)
+
+
+def options_from(params):
+    """Validated :class:`MigrationOptions`."""
+    opts = mb.MigrationOptions(
+        offline=params['mode'] == 'offline', persistent=params['persistent'], undefine_source=params['undefine_source'],
+        bandwidth=params['bandwidth'], max_downtime=params['max_downtime'], auto_converge=params['auto_converge'],
+        post_copy=params['post_copy'], completion_timeout=params['completion_timeout'], completion_action=params['completion_action'],
+        copy_storage=params['copy_storage'], peer_to_peer=params['peer_to_peer'], wait_timeout=params['wait_timeout'],
+        target_username=params['target_username'], target_password=params['target_password'])
+    mb.validate_options(opts)
+    if params['state'] != 'cancelled' and not (params['target_uri'] or params['target_uris']):
+        raise InvalidDeclaration('target_uri', 'is required (or target_uris) with state %s' % params['state'])
+    common.check_list_form(params)
+    if params['target_uris'] is not None and not params['target_uris']:
+        raise InvalidDeclaration('target_uris', 'must name at least one host')
+    named = [('name', params['name'])] if params['names'] is None else [('names[%d]' % i, n) for i, n in enumerate(params['names'])]
+    for field, name in named:
+        if name is not None and (not name or '/' in name or any(ord(char) < 32 for char in name)):
+            raise InvalidDeclaration(field, '%r is not a VM name (no slash, no control character)' % name)
+    return opts
+
+
+def run_migration(module):
+    """migration with backend libvirt: one VM (``name``) or a placed list (``names``)."""
+    params = module.params
+    with mb.MigrationSession(module) as session:
+        opts = options_from(params)
+        source_args = session.source_args()
+        if params['names'] is not None:
+            common.exit_many(module, session, mb.migrate_many(source_args, params['names'], params['target_uris'] or [params['target_uri']], opts,
+                                                              module.check_mode, common.parallel(params)),
+                             lambda r: r['name'])
+        if params['target_uris'] and params['state'] != 'cancelled':
+            raise InvalidDeclaration('target_uris', 'with name, give target_uri (target_uris places several VMs given with names)')
+        target = params['target_uri'] or (params['target_uris'] or [None])[0]
+
+        def make(on_started=None):
+            return mb.Migration(source_args, target, params['name'], opts, check_mode=module.check_mode, on_started=on_started)
+        result = common.run_one(module, make)
+    common.exit_one(module, session, result)

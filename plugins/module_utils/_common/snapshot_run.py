@@ -1,0 +1,170 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the snapshot module does the same on every backend: its options, the pure checks and plans, the fleet form.
+
+The backends' runners (``_libvirt/snapshot_runs.py``, ``_kubevirt/snapshot_runs.py``) observe, plan with
+``_phase.snapshots`` and execute; they hand one VM's runner to :func:`run_module`, which runs it for ``vm``
+or for each VM of ``vms`` and exits. Imports nothing of either backend.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import time
+
+from ansible_collections.converge.virt.plugins.module_utils._common import registry
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as phase
+
+MAX_WAIT = 86400
+DURATION = re.compile(r'^\s*(\d+)\s*([smhdw]?)\s*$')
+UNIT_SECONDS = {'': 1, 's': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}
+
+
+def argument_spec():
+    """The snapshot module's argument spec."""
+    return registry.argument_spec(
+        vm=dict(type='str'),
+        vms=dict(type='list', elements='str'),
+        parallel=dict(type='int', default=8),
+        name=dict(type='str', required=True),
+        state=dict(type='str', choices=list(phase.STATES), default='present'),
+        description=dict(type='str'),
+        memory=dict(type='bool'),
+        children=dict(type='bool', default=False),
+        keep_last=dict(type='int'),
+        older_than=dict(type='str'),
+        safety_snapshot=dict(type='bool', default=True),
+        wait_timeout=dict(type='int'),
+        deletion_policy=dict(type='str', choices=['delete', 'retain']),
+        target_vm=dict(type='str'),
+        failure_deadline=dict(type='str'),
+    )
+
+
+def check_wait_timeout(params):
+    """``wait_timeout`` (a KubeVirt option: the other backends refuse it first) between 1 and :data:`MAX_WAIT`."""
+    timeout = params.get('wait_timeout')
+    if timeout is not None and not 1 <= timeout <= MAX_WAIT:
+        raise InvalidDeclaration('wait_timeout', 'must be between 1 and %d seconds, got %r' % (MAX_WAIT, timeout))
+
+
+def check_name(field, value):
+    """A snapshot or VM name: not empty, no slash, no control character (libvirt names files after them)."""
+    if not value or '/' in value or any(ord(char) < 32 for char in value):
+        raise InvalidDeclaration(field, '%r is not a valid name (not empty, no slash, no control character)' % value)
+
+
+def safety_name(name, now=None, kubernetes=False):
+    """Name of the safety snapshot before restoring ``name`` (``kubernetes``: a DNS subdomain, lower case, at most 253)."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    if kubernetes:
+        suffix = '-before-restore-%s' % now.strftime('%Y%m%d%H%M%S')
+        return name[:253 - len(suffix)] + suffix
+    return '%s-before-restore-%s' % (name, now.strftime('%Y%m%dT%H%M%SZ'))
+
+
+def parse_older_than(value, field='older_than'):
+    """Seconds of an ``older_than`` duration (``7d``, ``12h``, ``30m``, ``90s``, ``2w``, a bare number of seconds); None when unset."""
+    if value is None:
+        return None
+    match = DURATION.match(str(value))
+    if not match or int(match.group(1)) < 1:
+        raise InvalidDeclaration(field, 'must be a duration of 1 or more with unit s, m, h, d or w (such as 7d or 12h), got %r' % value)
+    return int(match.group(1)) * UNIT_SECONDS[match.group(2)]
+
+
+def add_older_than(steps, snapshots, declared, now=None):
+    """``steps`` plus a delete step for each other snapshot taken more than ``older_than`` ago, oldest first (pure).
+
+    Only snapshots observed now are named (each in the plan before anything is deleted); the declared one and those the
+    plan deletes already are skipped."""
+    seconds = parse_older_than(declared.get('older_than'))
+    if seconds is None:
+        return steps
+    if declared['state'] != 'present':
+        raise InvalidDeclaration('older_than', 'applies with state=present only')
+    now = time.time() if now is None else now
+    deleting = set(step.name for step in steps if step.op == phase.DELETE)
+    reason = 'older_than %s' % declared['older_than']
+    extra = [phase.SnapshotStep(phase.DELETE, snap.name, (('children', False), ('reason', reason)))
+             for snap in phase.age_order(snapshots)
+             if snap.name != declared['name'] and snap.name not in deleting and snap.created is not None and now - snap.created > seconds]
+    return list(steps) + extra
+
+
+def predicted_names(names, steps):
+    """Snapshot names once ``steps`` ran (for check mode and the diff)."""
+    result = set(names)
+    for step in steps:
+        if step.op == phase.CREATE:
+            result.add(step.name)
+        elif step.op == phase.DELETE:
+            result.discard(step.name)
+    return sorted(result)
+
+
+def operations_of(steps):
+    """The planned operations of ``steps`` (what check mode reports)."""
+    return [dict([('op', step.op), ('snapshot', step.name)] + list(step.detail)) for step in steps]
+
+
+def check_fleet(params):
+    """The names of the fleet form (``vms``), or None for one VM; refuses what cannot be planned per VM."""
+    names = params.get('vms')
+    if names is None:
+        return None
+    if not names:
+        raise InvalidDeclaration('vms', 'is empty: name at least one VM')
+    duplicates = sorted(set(name for name in names if names.count(name) > 1))
+    if duplicates:
+        raise InvalidDeclaration('vms', 'names a VM more than once: %s' % ', '.join(duplicates))
+    if not 1 <= params['parallel'] <= 64:
+        raise InvalidDeclaration('parallel', 'must be between 1 and 64, got %r' % params['parallel'])
+    if params.get('target_vm') is not None:
+        raise InvalidDeclaration('target_vm', 'restores one VM\'s snapshot into one new VM: use vm, not vms')
+    return names
+
+
+def check(params):
+    """The checks after the backend's options (run by the registry before the backend is imported)."""
+    check_wait_timeout(params)
+    check_fleet(params)
+
+
+def run_fleet(runner, connection, params, check_mode, names):
+    """``runner`` (one VM's) for each VM of ``names``, ``parallel`` at a time; (changed, results, failed names)."""
+    from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel
+
+    def one(name):
+        try:
+            result = runner(connection, dict(params, vm=name, vms=None), check_mode)
+        except ConvergeError as exc:
+            return dict(exc.to_result(), vm=name, failed=True, changed=bool(getattr(exc, 'changed', False)))
+        result.update(vm=name, failed=False)
+        return result
+
+    with ThreadPoolExecutor(max_workers=min(params['parallel'], len(names))) as pool:
+        results = list(pool.map(one, names))
+    return any(r['changed'] for r in results), results, [r['vm'] for r in results if r['failed']]
+
+
+def run_module(module, session, runner):
+    """Run ``runner(connection, params, check_mode)`` for ``vm``, or for each VM of ``vms``, in ``session``; exit the module."""
+    names = check_fleet(module.params)
+    with session.connect() as connection:
+        if names is not None:
+            changed, results, failed = run_fleet(runner, connection, module.params, module.check_mode, names)
+            if not module._diff:  # pylint: disable=protected-access
+                for item in results:
+                    item.pop('diff', None)
+            if failed:
+                message = '%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed))
+                module.fail_json(**session.redact_result({'msg': message, 'changed': changed, 'results': results}))
+            module.exit_json(**session.redact_result({'changed': changed, 'results': results}))
+        result = runner(connection, module.params, module.check_mode)
+    if not module._diff:  # pylint: disable=protected-access
+        result.pop('diff')
+    module.exit_json(**session.redact_result(result))
