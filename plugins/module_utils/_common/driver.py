@@ -20,6 +20,7 @@ import abc
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, TaskConflict, WaitTimeout
+from ansible_collections.converge.virt.plugins.module_utils._common.fleet import fleet_failure  # noqa: F401  # the one summary, re-exported
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._phase import prediction, tasks, vm_plan
@@ -244,14 +245,6 @@ def run_fleet(items, make_vm, options, check_mode, parallel, snapshot=None, reda
     with ThreadPoolExecutor(max_workers=min(parallel, max(1, len(items)))) as pool:
         results = list(pool.map(one, items))
     return any(r['changed'] for r in results), results
-
-
-def fleet_failure(results, noun='VMs'):
-    """The one failure summary of a fleet ("N of M VMs failed: a, b"), or None when none failed."""
-    failed = [r['name'] for r in results if r['failed']]
-    if not failed:
-        return None
-    return '%d of %d %s failed: %s' % (len(failed), len(results), noun, ', '.join(failed))
 
 
 def finish_fleet(module, changed, results, noun='VMs'):
