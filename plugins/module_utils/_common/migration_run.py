@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._common import migrate, registry
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.fleet import fleet_failure
 
 DEFAULT_PARALLEL = 2
 
@@ -64,9 +65,9 @@ def exit_many(module, session, results, label):
     """Exit with one result per VM of ``names``; fail naming the VMs that failed (``label`` names one)."""
     results = [session.redact_result(r) for r in results]
     changed = any(r.get('changed') for r in results)
-    failed = [label(r) for r in results if r.get('failed')]
-    if failed:
-        module.fail_json(msg='%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed)), changed=changed, results=results)
+    failure = fleet_failure(results, label=label)
+    if failure:
+        module.fail_json(msg=failure, changed=changed, results=results)
     module.exit_json(changed=changed, results=results)
 
 

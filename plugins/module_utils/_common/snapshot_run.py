@@ -16,6 +16,7 @@ import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.fleet import fleet_failure
 from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as phase
 
 MAX_WAIT = 86400
@@ -161,7 +162,7 @@ def run_module(module, session, runner):
                 for item in results:
                     item.pop('diff', None)
             if failed:
-                message = '%d of %d VMs failed: %s' % (len(failed), len(results), ', '.join(failed))
+                message = fleet_failure(results, label=lambda result: result['vm'])
                 module.fail_json(**session.redact_result({'msg': message, 'changed': changed, 'results': results}))
             module.exit_json(**session.redact_result({'changed': changed, 'results': results}))
         result = runner(connection, module.params, module.check_mode)
