@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_state as ds
 from ansible_collections.converge.virt.plugins.module_utils._phase import views
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
