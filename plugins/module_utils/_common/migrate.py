@@ -293,3 +293,23 @@ def run_detached(make_migration):
     if not chunks:
         raise ConvergeError('the detached migration process reported nothing within %ds' % STARTED_REPLY_TIMEOUT)
     return json.loads(b''.join(chunks).decode())
+
+
+def migrate_each(keys, converge, failed, parallel):
+    """The one fleet runner of migrations (``names``), for every backend: ``converge(key)`` for each of ``keys``, ``parallel`` at a time.
+
+    One result per key, in order. A key whose run raises is ``failed(key, fields)``: its error's fields (``msg`` and the
+    error's own), or ``unexpected error: ...`` for any other exception; the other keys still run.
+    """
+    from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel  # fleets only
+
+    def one(key):
+        try:
+            return converge(key)
+        except ConvergeError as exc:
+            return failed(key, exc.to_result())
+        except Exception as exc:  # pylint: disable=broad-except
+            return failed(key, {'msg': 'unexpected error: %s' % exc})
+
+    with ThreadPoolExecutor(max_workers=min(parallel, max(1, len(keys)))) as pool:
+        return list(pool.map(one, keys))

@@ -24,7 +24,6 @@ from __future__ import annotations
 import calendar
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple, Optional
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
@@ -791,16 +790,7 @@ def migrate_many(client, namespace, entries, opts, check_mode, parallel):
             raise InvalidDeclaration('names', 'a VM is named more than once: %s/%s' % key)
         seen.add(key)
 
-    def one(key):
-        ns, name = key
-        try:
-            return KubevirtMigration(client, ns, name, opts, check_mode=check_mode).converge()
-        except ConvergeError as exc:
-            result = redact_fields(exc.to_result(), client.redact)
-            result.update(name=name, namespace=ns, changed=False, failed=True)
-            return result
-        except Exception as exc:  # pylint: disable=broad-except
-            return {'name': name, 'namespace': ns, 'changed': False, 'failed': True, 'msg': client.redact('unexpected error: %s' % exc)}
-
-    with ThreadPoolExecutor(max_workers=min(parallel, max(1, len(targets)))) as pool:
-        return list(pool.map(one, targets))
+    def failed(key, fields):
+        return dict(redact_fields(fields, client.redact), name=key[1], namespace=key[0], changed=False, failed=True)
+    return migrate.migrate_each(targets, lambda key: KubevirtMigration(client, key[0], key[1], opts, check_mode=check_mode).converge(),
+                                failed, parallel)

@@ -33,7 +33,6 @@ import threading
 import time
 import uuid as uuidlib
 import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple, Optional
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
@@ -1029,15 +1028,11 @@ def migrate_many(source_args, names, candidates, opts, check_mode, parallel):
         if target is None:
             return {'name': name, 'changed': False, 'failed': True, 'phase': None, 'phases': [], 'reason': None,
                     'msg': 'no target host fits VM %r (all draining, unreachable or without enough free memory)' % name}
-        try:
-            return Migration(source_args, target, name, opts, check_mode=check_mode).converge()
-        except ConvergeError as exc:
-            return dict(exc.to_result(), name=name, changed=False, failed=True, target_uri=redact_uri(target))
-        except Exception as exc:  # pylint: disable=broad-except
-            return {'name': name, 'changed': False, 'failed': True, 'msg': 'unexpected error: %s' % exc, 'target_uri': redact_uri(target)}
+        return Migration(source_args, target, name, opts, check_mode=check_mode).converge()
 
-    with ThreadPoolExecutor(max_workers=min(parallel, max(1, len(names)))) as pool:
-        return list(pool.map(one, names))
+    def failed(name, fields):
+        return dict(fields, name=name, changed=False, failed=True, target_uri=redact_uri(targets[name]))
+    return migrate.migrate_each(names, one, failed, parallel)
 
 
 class MigrationSession(ModuleSession):
