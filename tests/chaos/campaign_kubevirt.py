@@ -382,7 +382,7 @@ def main(argv=None):
     history, violations, numbers = run_campaign(state_dir, args.seed, args.minutes * 60, args.workers)
     print(json.dumps(numbers, sort_keys=True))
     if args.record:
-        lcampaign.record(numbers, 0, args.workers, 1, note='kubevirt')
+        lcampaign.record(numbers, 1, args.workers, 1, note='KubeVirt (tests/chaos/campaign_kubevirt.py; hosts = 1 stack)')
     if violations:
         print(checker.report(history, violations))
         return 1
