@@ -134,7 +134,8 @@ kube:
 # own loopback addresses and ports (tests/integration/virtlab_fixtures.py). Whole files per worker (module-scoped labs
 # and fuzz tallies stay on one worker), in argument order: tests/reliability, which holds the longest files, goes first
 # so that no long file starts last (xdist's default reorder would queue the files with the fewest tests last); the
-# longest files of tests/integration are named first for the same reason (pytest collects each file once).
+# longest files of tests/integration are named first for the same reason (pytest collects each file once); the two halves of
+# the interruption campaign come first of all, so that xdist's initial round-robin gives one to each worker.
 # The KubeVirt files of tests/integration and tests/kubeapi_tests (KUBE_LANE) run apart, in integration-kube-run: make test
 # puts them in the second lane, after molecule and the matrix, which ended 20 minutes before the integration tier (their
 # own Kubernetes stack, network namespace and addresses; tests/reliability stays whole, it writes docs/reliability.md).
@@ -148,7 +149,7 @@ integration: venv layout guest kube peers
 integration-run:
 > $(LAB_ENV) CONVERGE_VIRT_REQUIRE_PEERS=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=25 -n 2 --dist loadfile --no-loadscope-reorder \
     $(addprefix --ignore=,$(KUBE_LANE)) \
-    tests/reliability tests/chaos tests/integration/test_golden_journey.py tests/integration/test_login_guest.py tests/integration
+    tests/reliability/test_interrupt_libvirt.py tests/reliability/test_interrupt_libvirt_late.py tests/reliability tests/chaos tests/integration/test_golden_journey.py tests/integration/test_login_guest.py tests/integration
 
 integration-kube-run:
 > $(LAB_ENV) $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=10 -n 2 --dist loadfile --no-loadscope-reorder $(KUBE_LANE)
