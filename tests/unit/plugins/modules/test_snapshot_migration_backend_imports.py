@@ -51,7 +51,6 @@ def kubeconfig(tmp_path):
     return str(path)
 
 
-
 @pytest.mark.parametrize('module, args, runner', [
     ('snapshot', {'uri': 'test:///default', 'vm': 'test', 'name': 's1', '_ansible_check_mode': True}, '_libvirt.snapshot_runs'),
     ('migration', {'uri': 'test:///default', 'name': 'test', 'target_uri': 'test:///default', '_ansible_check_mode': True}, '_libvirt.migration_runs'),
