@@ -131,6 +131,25 @@ def chaos_section(path=CHAOS_RECORD):
     return lines + ['']
 
 
+LONG_RECORD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tests', 'reliability', 'long_runs.json')
+
+
+def long_section(path=LONG_RECORD):
+    """The RELIABILITY_LONG runs (tests/reliability/long_runs.json, written by hand after a run); [] when none."""
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding='utf-8') as handle:
+        runs = json.load(handle)
+    lines = ['## RELIABILITY_LONG runs', '',
+             'RELIABILITY_LONG=1: fuzz 5000 examples, 40 kill points, 4 concurrency rounds, the real 30 s KubeVirt client timeout.', '',
+             '| Date | Command | Collected | Passed | Failed | Not run | Seconds | Notes |', '|---|---|---|---|---|---|---|---|']
+    for run in runs:
+        lines.append('| %s | %s | %d | %d | %d | %d | %d | %s |' % (
+            run['date'], _cell(run['command']), run['collected'], run['passed'], run['failed'], run['not_run'], run['seconds'],
+            _cell(run.get('note', ''))))
+    return lines + ['']
+
+
 def render(entries, date, command, note=None):
     """The report as Markdown text (``note``: one more line under the command, e.g. the run's outcome and time)."""
     tot = totals(entries)
@@ -165,7 +184,7 @@ def render(entries, date, command, note=None):
             lines.append('| %s | %d | %s | %d | %s |' % (_cell(row['scenario']), row['count'],
                                                          'yes' if row['survived'] == row['runs'] else 'NO (%d of %d)' % (row['survived'], row['runs']),
                                                          row['data_lost'], _cell('; '.join(row['details']))))
-    lines += [''] + chaos_section() + SECURITY
+    lines += [''] + chaos_section() + long_section() + SECURITY
     return '\n'.join(lines) + '\n'
 
 

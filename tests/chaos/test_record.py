@@ -24,3 +24,13 @@ def test_a_run_note_is_rendered_under_the_command():
     command = lines.index('- Command: `RELIABILITY_LONG=1 pytest tests/reliability`')
     assert lines[command + 1] == '- Run: 120 passed, 0 failed, 2,400 s'
     assert '- Run:' not in reliability_report.render([], 'today', 'pytest')
+
+
+def test_long_runs_are_rendered(tmp_path):
+    path = str(tmp_path / 'long.json')
+    with open(path, 'w', encoding='utf-8') as handle:
+        handle.write('[{"date": "d", "command": "RELIABILITY_LONG=1 pytest", "collected": 87, "passed": 59, "failed": 6, "not_run": 22, '
+                     '"seconds": 3415, "note": "stopped"}]')
+    lines = reliability_report.long_section(path)
+    assert '| d | RELIABILITY_LONG=1 pytest | 87 | 59 | 6 | 22 | 3415 | stopped |' in lines
+    assert reliability_report.long_section(str(tmp_path / 'none.json')) == []
