@@ -15,6 +15,7 @@ for the agent reports the address too; a closed port times out naming what is mi
 import json
 import os
 import subprocess
+import sys
 import time
 import xml.etree.ElementTree as ET
 
@@ -23,13 +24,23 @@ import pytest
 
 from tests.integration.ansible_run import BIN, ansible_env, ok, run_module
 from tests.integration.event_sources import EventSource
-from tools.virtlab import domains, loginguest, netns
+from tools.virtlab import domains, jumphost, loginguest, netns
 
 POOL = 'loginpool'
 NETWORK = 'cvlogin'
 BRIDGE = 'cvlogin0'
 GATEWAY = '192.168.231.1'
 NAMES = ('login-web-1', 'login-web-2')
+JUMP_PORT = 2222
+# from the controller's namespace: how a TCP connection to a guest's port 22 ends
+PROBE = '''
+import errno, socket, sys
+try:
+    socket.create_connection((sys.argv[1], 22), timeout=5).close()
+    print('connected')
+except OSError as exc:
+    print(errno.errorcode.get(exc.errno, 'timeout'))
+'''
 
 
 @pytest.fixture(scope='module')
@@ -181,5 +192,48 @@ def test_guests_from_one_declaration_are_reachable_and_configurable_over_ssh(hos
     closed = run_module('vm', vm_args(host, login_image, NAMES[0], public_key, wait_for_port=2222, wait_timeout=3))
     assert closed.get('failed') and not closed['changed'], closed
     assert 'port 2222 of %s does not accept connections (readiness reached: address)' % addresses[NAMES[0]] in closed['msg'], closed['msg']
+    through_the_hypervisor(host, tmp_path, key_path, public_key, addresses)
     for name in NAMES:
         ok(run_module('vm', {'uri': host.uri, 'name': name, 'state': 'absent', 'shutdown_timeout': 1}))
+
+
+def through_the_hypervisor(host, tmp_path, key_path, public_key, addresses):
+    """The same guests from a controller that cannot reach them (tools/virtlab/jumphost.py: a network namespace nested in the
+    test's, linked to it by one veth /30, no route to the guests' subnet), through the hypervisor's sshd: the inventory
+    reads the host over qemu+ssh and, with ssh_proxy_jump, gives each guest ProxyJump args from that URI; Ansible logs in
+    through them."""
+    root = str(tmp_path / 'jump')
+    os.makedirs(root)
+    controller = jumphost.ControllerNamespace()
+    sshd_pid = None
+    try:
+        controller.start()
+        sshd_pid = jumphost.start_jump_sshd(host, root, JUMP_PORT, public_key)
+        config = jumphost.write_client_config(root, JUMP_PORT, key_path)
+        probe = subprocess.run(controller.argv([sys.executable, '-c', PROBE, addresses[NAMES[0]]]), capture_output=True, text=True,
+                               timeout=30, check=True)
+        assert probe.stdout.strip() == 'ENETUNREACH', 'the guest must not be reachable from the controller: %s' % probe.stdout
+        uri = 'qemu+ssh://root@%s:%d/system' % (jumphost.JUMP_ADDRESS, JUMP_PORT)
+        inventory = str(tmp_path / 'jump.converge_libvirt.yml')
+        with open(inventory, 'w', encoding='utf-8') as handle:
+            json.dump({'plugin': 'converge.virt.libvirt', 'uris': [uri], 'ssh_proxy_jump': True}, handle)
+        listed = subprocess.run(controller.argv([os.path.join(BIN, 'ansible-inventory'), '-i', inventory, '--list'], config), env=ansible_env(),
+                                capture_output=True, text=True, timeout=120, check=False)
+        assert listed.returncode == 0, listed.stderr[-3000:]
+        hostvars = json.loads(listed.stdout, object_hook=lambda obj: obj['__ansible_unsafe'] if list(obj) == ['__ansible_unsafe'] else obj)['_meta']['hostvars']
+        jump = '-o ProxyJump=ssh://root@%s:%d' % (jumphost.JUMP_ADDRESS, JUMP_PORT)
+        assert {name: (hostvars[name]['ansible_host'], hostvars[name]['ansible_ssh_common_args']) for name in NAMES} == {
+            name: (addresses[name], jump) for name in NAMES}, hostvars
+        env = {'ANSIBLE_PYTHON_INTERPRETER': '/usr/bin/python3', 'ANSIBLE_TIMEOUT': '60', 'ANSIBLE_REMOTE_USER': 'root',
+               'ANSIBLE_PRIVATE_KEY_FILE': key_path, 'ANSIBLE_SSH_TRANSFER_METHOD': 'piped'}
+        cmd = [os.path.join(BIN, 'ansible'), ':'.join(NAMES), '-i', inventory, '-m', 'ansible.builtin.command', '-a', json.dumps({'argv': ['hostname']})]
+        proc = subprocess.run(controller.argv(cmd, config), env=ansible_env(env), capture_output=True, text=True, timeout=150, check=False)
+        try:
+            results = json.loads(proc.stdout)['plays'][0]['tasks'][0]['hosts']
+        except ValueError:
+            raise AssertionError('ansible printed no JSON (rc %d):\n%s\n%s' % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+        assert {name: (r.get('rc'), r.get('stdout')) for name, r in results.items()} == {name: (0, name) for name in NAMES}, results
+    finally:
+        if sshd_pid is not None:
+            jumphost.stop_sshd(sshd_pid)
+        controller.stop()
