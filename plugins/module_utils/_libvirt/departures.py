@@ -34,19 +34,22 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection 
 USAGE_PREFIX = 'converge-virt-departed/'
 LEAVING, LEFT = 'leaving', 'left'
 SNAPSHOT_KEY = ('converge-virt', 'departures')  # where a fleet's bulk snapshot keeps the host's records (never a VM name)
-# paused states of a guest that is not (or no longer) running here: paused for an outgoing migration, or post-copy
-_PAUSED_AWAY_REASONS = (2, 12, 13)  # VIR_DOMAIN_PAUSED_MIGRATION, _POSTCOPY, _POSTCOPY_FAILED
 
 
 def _usage(name):
     return USAGE_PREFIX + name
 
 
+def _unsupported(exc):
+    """True when the host's libvirt keeps no secrets (a driver without a secret driver, such as test:///): no records there."""
+    return exc.get_error_code() in (getattr(libvirt, 'VIR_ERR_NO_SUPPORT', 3), getattr(libvirt, 'VIR_ERR_OPERATION_UNSUPPORTED', 84))
+
+
 def _secret(conn, name):
     try:
         return conn.secretLookupByUsage(libvirt.VIR_SECRET_USAGE_TYPE_VOLUME, _usage(name))
     except libvirt.libvirtError as exc:
-        if exc.get_error_code() == getattr(libvirt, 'VIR_ERR_NO_SECRET', 66):
+        if exc.get_error_code() == getattr(libvirt, 'VIR_ERR_NO_SECRET', 66) or _unsupported(exc):
             return None
         raise
 
@@ -68,7 +71,13 @@ def departure(conn, name):
 def departures(conn):
     """Every departure record of the host of ``conn``: name -> dict (one call lists them all, for fleets)."""
     out = {}
-    for secret in conn.listAllSecrets(libvirt.VIR_CONNECT_LIST_SECRETS_PRIVATE):
+    try:
+        secrets = conn.listAllSecrets(libvirt.VIR_CONNECT_LIST_SECRETS_PRIVATE)
+    except libvirt.libvirtError as exc:
+        if _unsupported(exc):
+            return out
+        raise
+    for secret in secrets:
         try:
             usage = secret.usageID()
         except libvirt.libvirtError:
@@ -79,7 +88,10 @@ def departures(conn):
 
 
 def mark(conn, name, phase, target, task_id, vm_uuid=None):
-    """Record (or update) that VM ``name`` is ``leaving`` / has ``left`` the host of ``conn`` for ``target``."""
+    """Record (or update) that VM ``name`` is ``leaving`` / has ``left`` the host of ``conn`` for ``target``.
+
+    True when recorded; False when the host's libvirt keeps no secrets (then it keeps no departure records either).
+    """
     import uuid as uuidlib  # pylint: disable=import-outside-toplevel  # only when a record is written (a migration)
     existing = _secret(conn, name)
     root = ET.Element('secret', {'ephemeral': 'no', 'private': 'yes'})
@@ -88,7 +100,13 @@ def mark(conn, name, phase, target, task_id, vm_uuid=None):
         {'name': name, 'uuid': vm_uuid, 'target': target, 'task_id': task_id, 'phase': phase, 'since': time.time()}, sort_keys=True)
     usage = ET.SubElement(root, 'usage', {'type': 'volume'})
     ET.SubElement(usage, 'volume').text = _usage(name)
-    conn.secretDefineXML(ET.tostring(root, encoding='unicode'), 0)
+    try:
+        conn.secretDefineXML(ET.tostring(root, encoding='unicode'), 0)
+    except libvirt.libvirtError as exc:
+        if _unsupported(exc):
+            return False
+        raise
+    return True
 
 
 def clear(conn, name):
@@ -105,15 +123,14 @@ def clear(conn, name):
     return True
 
 
-def runs_here(state, reason):
-    """True when a domain in libvirt ``state`` / ``reason`` holds the guest on this host (a departure does not apply).
+def runs_here(state):
+    """True when a domain in libvirt ``state`` holds the guest on this host (the departure does not apply to it).
 
-    Running and blocked guests do; a guest paused for (or after) an outgoing migration does not: its memory went to
-    the target, and resuming it would run a second copy.
+    Only a running (or blocked) guest is the VM here: it came back, or the move failed. A paused copy is not, whatever
+    paused it (an outgoing migration, or an operator who started the leftover definition paused while the guest runs
+    on the target): resuming it would run a second guest (tests/reliability/test_split_brain_kept_source_libvirt.py).
     """
-    if state in (1, 2):
-        return True
-    return state == 3 and reason not in _PAUSED_AWAY_REASONS
+    return state in (getattr(libvirt, 'VIR_DOMAIN_RUNNING', 1), getattr(libvirt, 'VIR_DOMAIN_BLOCKED', 2))
 
 
 def refusal(name, record):

@@ -663,7 +663,8 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
         write_history(src_dom, upsert_history(read_history(src_dom), self.history_entry))
         try:
             # before the guest can move: a vm task on this host must not define or start a second copy meanwhile
-            departures.mark(self.source.conn, self.name, departures.LEAVING, redact_uri(self.target_uri), task_id, src_dom.UUIDString())
+            if not departures.mark(self.source.conn, self.name, departures.LEAVING, redact_uri(self.target_uri), task_id, src_dom.UUIDString()):
+                self.notes.append('the source keeps no departure record (its libvirt has no secret driver)')
         except libvirt.libvirtError as exc:
             tasks.abandon_task(store, task_id, name=self.name, rolled_back=True)
             raise BackendError(self._redact('cannot record the departure on the source: %s' % exc)) from exc

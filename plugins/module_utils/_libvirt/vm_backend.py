@@ -207,10 +207,7 @@ class LibvirtVm(driver.VmBackend):
             if record is None:
                 return None
             dom = self.lookup()
-            # only a running guest is the VM here (it came back, or the move failed): a paused copy is not, whatever
-            # paused it (an outgoing migration, or an operator who started the leftover definition paused while the
-            # guest runs on the target): resuming it would run a second guest (tests/reliability/test_split_brain_kept_source_libvirt.py)
-            if dom is not None and dom.state()[0] in (libvirt.VIR_DOMAIN_RUNNING, libvirt.VIR_DOMAIN_BLOCKED):
+            if dom is not None and departures.runs_here(dom.state()[0]):
                 return None
             return record
         except libvirt.libvirtError as exc:
