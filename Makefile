@@ -136,13 +136,14 @@ kube:
 # so that no long file starts last (xdist's default reorder would queue the files with the fewest tests last); the
 # longest files of tests/integration are named first for the same reason (pytest collects each file once); the two halves of
 # the interruption campaign come first of all, so that xdist's initial round-robin gives one to each worker.
-# The KubeVirt files of tests/integration and tests/kubeapi_tests (KUBE_LANE) run apart, in integration-kube-run: make test
+# The KubeVirt files of tests/integration, the KubeVirt chaos campaign and tests/kubeapi_tests (KUBE_LANE) run apart, in integration-kube-run: make test
 # puts them in the second lane, after molecule and the matrix, which ended 20 minutes before the integration tier (their
 # own Kubernetes stack, network namespace and addresses; tests/reliability stays whole, it writes docs/reliability.md).
 KUBE_LANE := tests/integration/test_kubevirt_real_controller.py $(filter-out tests/integration/test_kubevirt_real_controller.py,\
     $(wildcard tests/integration/test_kubevirt_*.py)) $(wildcard tests/integration/test_kubelab*.py) \
     tests/integration/test_evacuate_role_kubevirt.py tests/integration/test_forged_records_kubevirt.py tests/integration/test_reconcile_kubevirt.py \
-    tests/integration/test_lifecycle_rollback_kubevirt.py tests/integration/test_inventory_kubevirt.py tests/kubeapi_tests
+    tests/integration/test_lifecycle_rollback_kubevirt.py tests/integration/test_inventory_kubevirt.py tests/chaos/test_campaign_kubevirt.py \
+    tests/kubeapi_tests
 integration: venv layout guest kube peers
 > @$(MAKE) --no-print-directory integration-run integration-kube-run
 
