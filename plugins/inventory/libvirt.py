@@ -143,12 +143,12 @@ compose:
 host_vars: [vm_state, power_state, task_state, status, phase, state_reason, vcpus, memory_kib, uuid, host, libvirt_uri,
             pending_restart, autostart]
 
-# guests on the hypervisors' NAT networks, reached through each hypervisor (ssh -J)
-# natted.converge_libvirt.yml
-plugin: converge.virt.libvirt
-uris:
-  - qemu+ssh://root@hv1.example.com/system
-ssh_proxy_jump: true        # ansible_ssh_common_args: -o ProxyJump=ssh://root@hv1.example.com
+# guests on the hypervisors' NAT networks, reached through each hypervisor (ssh -J) - a second source file,
+# natted.converge_libvirt.yml:
+#   plugin: converge.virt.libvirt
+#   uris:
+#     - qemu+ssh://root@hv1.example.com/system
+#   ssh_proxy_jump: true        # ansible_ssh_common_args: -o ProxyJump=ssh://root@hv1.example.com
 '''
 
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit

@@ -49,8 +49,8 @@ def test_host_vars_maps_names_to_keys_and_adds_the_conditional_ones():
     assert pairs == [('status', 'status'), ('kubevirt_namespace', 'namespace'), ('kubevirt_name', 'name'),
                      ('ansible_host', 'ansible_host'), ('readiness', 'readiness'), ('stale', 'stale')]
     pairs = _plugin(LibvirtInventory, ['vm_state', 'libvirt_name']).host_var_keys()
-    assert pairs == [('vm_state', 'vm_state'), ('libvirt_name', 'name'), ('ansible_host', 'ansible_host'), ('readiness', 'readiness'),
-                     ('title', 'title'), ('stale', 'stale')]
+    assert pairs == [('vm_state', 'vm_state'), ('libvirt_name', 'name'), ('ansible_host', 'ansible_host'),
+                     ('ansible_ssh_common_args', 'ansible_ssh_common_args'), ('readiness', 'readiness'), ('title', 'title'), ('stale', 'stale')]
 
 
 def test_unknown_host_var_is_refused_naming_the_option():
