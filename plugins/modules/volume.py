@@ -173,7 +173,7 @@ options:
   clone_from_datasource:
     description:
       - Create the volume as a clone of the claim a CDI C(DataSource) points to (O(backend=kubevirt) only), named C(name) in
-        O(namespace), or C(namespace/name). The DataVolume gets C(spec.sourceRef) V({kind: DataSource, name, namespace})
+        O(namespace), or C(namespace/name). The DataVolume gets a C(spec.sourceRef) of kind C(DataSource) with its name and namespace
         and CDI resolves it (its C(spec.source.pvc) or C(spec.source.snapshot)), the way KubeVirt's instance types and
         C(dataVolumeTemplates) use golden images. The DataSource and its claim are only read.
       - Without O(capacity) the clone takes the size of its source; a larger O(capacity) grows it.
