@@ -15,6 +15,24 @@ there (naming the target and the task), ``if_moved: skip`` leaves it alone,
 
 Each test fails without the departure records: the vm task would report
 ``changed`` with a create and start, and two guests of one name would run.
+
+A copy left on the source (a migration that keeps, or could not yet remove, the source definition):
+
+``tests/reliability/test_split_brain_libvirt.py`` covers a VM that is gone from its old host. Here the old host still
+holds a definition of the guest that now runs on the target, the state a killed migration leaves before libvirt
+undefines the source and the one ``undefine_source: false`` leaves for good:
+
+* a migration with ``undefine_source: false`` SIGKILLed (its whole ansible process tree) while the guest moves, at a
+  point where the domain is defined on both hosts; then ``vm: state: running`` on the SOURCE must refuse (the message
+  names the unfinished migration and the target) and leave the source copy shut off, or - when libvirt cancelled the
+  move with the run - the guest still runs on the source only; never two running guests;
+* after a finished ``undefine_source: false`` migration the source copy is shut off: ``running`` and ``paused`` there
+  are refused; when that copy was started paused behind the collection's back (as an operator's ``virsh start
+  --paused`` would), ``running`` must not resume it while the guest runs on the target.
+
+The guests are diskless: both private hosts run on one machine, where libvirt refuses to live-migrate a file disk
+that is not on a shared filesystem (the test would need VIR_MIGRATE_UNSAFE, which the module never sets). The check
+under test is per VM name, not per disk, so a diskless guest stands for one on shared disks.
 """
 
 import time
@@ -27,6 +45,8 @@ from tests.reliability import reliability_lab as rl
 from tools.virtlab import hosts as virtlab_hosts
 
 RUNNING = libvirt.VIR_DOMAIN_RUNNING
+PAUSED = libvirt.VIR_DOMAIN_PAUSED
+SHUTOFF = libvirt.VIR_DOMAIN_SHUTOFF
 
 
 @pytest.fixture(scope='module')
@@ -42,6 +62,11 @@ def vm_args(host, name, **extra):
     args = {'uri': host.uri, 'name': name, 'memory': '64MiB', 'domain_type': virtlab_hosts.diskless_domain_type(), 'state': 'running'}
     args.update(extra)
     return args
+
+
+def active_on(lab, name):
+    """Indexes of the lab hosts where a guest ``name`` exists (running or paused: a qemu process holds it)."""
+    return [index for index, conn in enumerate(lab.conns) if rl.state_of(conn, name) in (RUNNING, PAUSED, libvirt.VIR_DOMAIN_BLOCKED)]
 
 
 def running_on(lab, name):
@@ -65,6 +90,8 @@ def remove_everywhere(lab, name):
         if dom.isActive():
             dom.destroy()
         dom.undefine()
+    for host in lab.hosts:
+        run_module('vm', vm_args(host, name, state='absent'))  # forgets a departure record
 
 
 def test_playbook_create_then_migrate_reruns_without_a_second_copy(lab, tmp_path):
@@ -115,8 +142,6 @@ def test_playbook_create_then_migrate_reruns_without_a_second_copy(lab, tmp_path
         assert run_module('vm', vm_args(h1, name, state='absent'))['changed'] is False
     finally:
         remove_everywhere(lab, name)
-        for index in (0, 1):
-            run_module('vm', vm_args(lab.hosts[index], name, state='absent'))
 
 
 def test_killed_migration_then_vm_on_source_refuses_and_the_rerun_finishes(lab, tmp_path):
@@ -165,5 +190,80 @@ def test_killed_migration_then_vm_on_source_refuses_and_the_rerun_finishes(lab, 
         assert running_on(lab, name) == [1]
     finally:
         remove_everywhere(lab, name)
-        for index in (0, 1):
-            run_module('vm', vm_args(lab.hosts[index], name, state='absent'))
+
+
+def test_killed_migration_keeping_the_source_never_runs_two_guests(lab, tmp_path):
+    h0, h1 = lab.hosts
+    name = 'sbk-killed'
+    made = run_module('vm', vm_args(h0, name))
+    assert made['_rc'] == 0, made
+    path = rl.write_playbook(str(tmp_path / 'move.yml'), [
+        {'name': 'move', 'converge.virt.migration': {'uri': h0.uri, 'target_uri': h1.uri, 'name': name, 'bandwidth': 4,
+                                                     'undefine_source': False}}])
+    try:
+        with open(str(tmp_path / 'move.log'), 'w', encoding='utf-8') as log:
+            proc = rl.start_playbook(path, output=log)
+            deadline = time.monotonic() + 120
+            try:
+                # the kill point: the domain is defined on both hosts
+                while rl.state_of(lab.conns[1], name) is None and proc.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                assert proc.poll() is None, 'the migration ended before the kill point'
+                assert rl.state_of(lab.conns[0], name) is not None and rl.state_of(lab.conns[1], name) is not None
+            finally:
+                rl.kill_tree(proc)
+        deadline = time.monotonic() + 60
+        while source_busy(lab, name) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        where = active_on(lab, name)
+        assert len(where) == 1, 'after the kill a guest is active on hosts %s' % where
+        source = run_module('vm', vm_args(h0, name))
+        if where == [0]:
+            # libvirt cancelled the move with the run: the source's guest is the only one and declaring it is fine
+            assert source['_rc'] == 0, source
+        else:
+            assert rl.state_of(lab.conns[0], name) == SHUTOFF, 'the source keeps its definition (undefine_source: false)'
+            assert source.get('failed') and 'left this host' in source['msg'], source
+            assert h1.uri in source['msg'] or source['departure']['target'] in source['msg'], source['msg']
+            assert source['departure']['phase'] in ('leaving', 'left'), source['departure']
+            assert rl.state_of(lab.conns[0], name) == SHUTOFF, 'the refused task changed the source copy'
+        assert active_on(lab, name) == where, 'a second guest: active on %s' % active_on(lab, name)
+        # the re-run of the migration settles it: the guest runs on the target (or moves now), the source refuses after
+        rc, data = rl.run_playbook(path)
+        assert rc == 0 and not rl.failures(data), rl.failures(data)
+        assert active_on(lab, name) == [1]
+        again = run_module('vm', vm_args(h0, name))
+        assert again.get('failed') and again['departure']['phase'] == 'left', again
+        assert active_on(lab, name) == [1]
+    finally:
+        remove_everywhere(lab, name)
+
+
+def test_target_running_and_the_source_copy_shut_off_or_paused(lab):
+    h0, h1 = lab.hosts
+    name = 'sbk-kept'
+    made = run_module('vm', vm_args(h0, name))
+    assert made['_rc'] == 0, made
+    try:
+        moved = run_module('migration', {'uri': h0.uri, 'target_uri': h1.uri, 'name': name, 'undefine_source': False})
+        assert moved['_rc'] == 0 and moved['changed'], moved
+        assert rl.state_of(lab.conns[0], name) == SHUTOFF and running_on(lab, name) == [1]
+        # shut off on the source: neither running nor paused may start it there
+        for state in ('running', 'paused'):
+            refused = run_module('vm', vm_args(h0, name, state=state))
+            assert refused.get('failed') and 'left this host' in refused['msg'] and 'migrated to' in refused['msg'], (state, refused)
+            assert rl.state_of(lab.conns[0], name) == SHUTOFF and running_on(lab, name) == [1], state
+        # if_moved: skip leaves the copy alone and says where the VM went
+        skipped = run_module('vm', vm_args(h0, name, if_moved='skip'))
+        assert skipped['_rc'] == 0 and not skipped['changed'] and skipped['moved_to'], skipped
+        assert rl.state_of(lab.conns[0], name) == SHUTOFF
+
+        # the leftover started paused behind the collection's back: running must not resume a second guest
+        lab.conns[0].lookupByName(name).createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)
+        assert rl.state_of(lab.conns[0], name) == PAUSED
+        resumed = run_module('vm', vm_args(h0, name))
+        assert running_on(lab, name) == [1], 'the source copy was resumed while the guest runs on the target: %s' % resumed
+        assert resumed.get('failed') and 'left this host' in resumed['msg'], resumed
+        assert rl.state_of(lab.conns[0], name) == PAUSED
+    finally:
+        remove_everywhere(lab, name)

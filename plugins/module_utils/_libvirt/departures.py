@@ -128,7 +128,7 @@ def runs_here(state):
 
     Only a running (or blocked) guest is the VM here: it came back, or the move failed. A paused copy is not, whatever
     paused it (an outgoing migration, or an operator who started the leftover definition paused while the guest runs
-    on the target): resuming it would run a second guest (tests/reliability/test_split_brain_kept_source_libvirt.py).
+    on the target): resuming it would run a second guest (tests/reliability/test_split_brain_libvirt.py).
     """
     return state in (getattr(libvirt, 'VIR_DOMAIN_RUNNING', 1), getattr(libvirt, 'VIR_DOMAIN_BLOCKED', 2))
 
