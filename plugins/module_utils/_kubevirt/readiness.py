@@ -15,13 +15,23 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client imp
 from ansible_collections.converge.virt.plugins.module_utils._phase.readiness import Readiness
 
 
+def _mac(value):
+    return (value or '').strip().lower().replace('-', ':')
+
+
 def readiness_of(vmi):
     """A ``Readiness`` from a VirtualMachineInstance (or None: not running)."""
     status = (vmi or {}).get('status') or {}
     running = status.get('phase') == 'Running'
     agent = any(cond.get('type') == 'AgentConnected' and str(cond.get('status')) == 'True' for cond in status.get('conditions') or [])
+    # matched by MAC, as on libvirt: with MACs declared in the instance's spec, only their interfaces count (the guest
+    # agent also reports interfaces of the guest's own, a container bridge inside it for one)
+    declared = set(_mac(i.get('macAddress')) for i in ((((vmi or {}).get('spec') or {}).get('domain') or {}).get('devices') or {})
+                   .get('interfaces') or [] if i.get('macAddress'))
     candidates = []
     for iface in status.get('interfaces') or []:
+        if declared and _mac(iface.get('mac')) not in declared:
+            continue
         candidates.append(iface.get('ipAddress'))
         candidates.extend(iface.get('ipAddresses') or [])
     address = pick_address([value for value in candidates if value]) if running else None
