@@ -265,15 +265,18 @@ def test_older_than_deletes_only_this_vms_old_snapshots(kube_server):
     make_vm(srv, 'age-other')
     ok(snap(srv, 'age', 'aged'))
     ok(snap(srv, 'age-other', 'other-aged'))
-    time.sleep(14)  # timestamps have whole seconds; 'aged' is at least 14 s older than 'recent'
     ok(snap(srv, 'age', 'recent'))
-    # the threshold lies 7 s above the age 'recent' has now: under it whatever the next run's start-up costs up to 7 s,
-    # and at least 7 s under the age of 'aged' (a fixed threshold failed on a loaded machine: a slow run aged 'recent' past it)
-    created = datetime.datetime.strptime(store_obj(srv, 'virtualmachinesnapshots', 'recent')['metadata']['creationTimestamp'], '%Y-%m-%dT%H:%M:%SZ')
-    threshold = int((datetime.datetime.utcnow() - created).total_seconds()) + 7
-    result = ok(snap(srv, 'age', 'fresh', older_than='%ds' % threshold))
+    # the snapshot controller's creationTime of the two older ones is moved two hours back (as if taken then): the module
+    # reads status.creationTime as KubeVirt writes it, and no sleep or start-up time of a loaded machine can age 'recent'
+    # past a one-hour threshold (a threshold seconds above the age of 'recent' failed in CI when a run took longer)
+    two_hours_ago = (datetime.datetime.utcnow() - datetime.timedelta(hours=2)).strftime('%Y-%m-%dT%H:%M:%SZ')
+    for name in ('aged', 'other-aged'):
+        srv.store.mutate(rtype(srv, 'virtualmachinesnapshots'), NS, name,
+                         lambda o: o.setdefault('status', {}).update({'creationTime': two_hours_ago}))
+        assert store_obj(srv, 'virtualmachinesnapshots', name)['status']['creationTime'] == two_hours_ago
+    result = ok(snap(srv, 'age', 'fresh', older_than='1h'))
     assert [(o['op'], o['snapshot'], o.get('reason')) for o in result['operations']] == [
-        ('create_snapshot', 'fresh', None), ('delete_snapshot', 'aged', 'older_than %ds' % threshold)]
+        ('create_snapshot', 'fresh', None), ('delete_snapshot', 'aged', 'older_than 1h')]
     assert store_names(srv, 'virtualmachinesnapshots') == ['fresh', 'other-aged', 'recent']
     assert failed(snap(srv, 'age', 'fresh', older_than='3 days'))['field'] == 'older_than'
 
