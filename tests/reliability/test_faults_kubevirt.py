@@ -29,6 +29,8 @@ from tests.reliability.fuzzing import run_main
 
 LONG = os.environ.get('RELIABILITY_LONG') == '1'
 CLIENT_TIMEOUT = 30 if LONG else 2
+# the most a scenario's slow calls delay one run (two slow reads while waiting) is added to its wait_timeout with the real timeout
+SLOW_CALL_BUDGET = 2 * (CLIENT_TIMEOUT + 1) if LONG else 0
 NS = 'default'
 VMS = '/apis/kubevirt.io/v1/namespaces/%s/virtualmachines' % NS
 SUB = '/apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachines' % NS
@@ -76,7 +78,7 @@ def converge(srv, name, state, monkeypatch):
     owner = 'faults-run-%d' % next(OWNERS)
     monkeypatch.setattr(vm_backend, 'owner_id', lambda: owner)
     args = {'backend': 'kubevirt', 'kubeconfig': srv.kubeconfig_path, 'namespace': NS, 'name': name, 'memory': '64Mi', 'state': state,
-            'disks': [{'name': 'root', 'image': 'quay.io/containerdisks/fedora:40'}], 'wait_timeout': 60, 'shutdown_timeout': 10}
+            'disks': [{'name': 'root', 'image': 'quay.io/containerdisks/fedora:40'}], 'wait_timeout': 60 + SLOW_CALL_BUDGET, 'shutdown_timeout': 10}
     return run_main(vm_module, args)
 
 

@@ -53,6 +53,9 @@ TASK_STATE = 'converge.virt/task-state'
 OWNERS = itertools.count(1)
 HOST_VM = 'fault-host'
 RETRIED_SLOW = 4     # the first attempt and urllib3's three retries
+# with the real 30 s client timeout, a call slow on every retry alone takes 4 x 31 s: the runs' wait_timeout grows by that
+# much (it was 60 s for a migration, so the run gave up before the fault ended: RELIABILITY_LONG run of 2026-11-26)
+SLOW_CALL_BUDGET = RETRIED_SLOW * (CLIENT_TIMEOUT + 1) if LONG else 0
 
 # volume scenarios: (id, what exists before (volume declarations), the declaration, HTTP rules, drop watches)
 # a rule: (path regex, status, method, count, delay); {vm} {vol} {dev} are filled in; status 'ready' names the
@@ -159,12 +162,12 @@ def run_vm(srv, name, state, monkeypatch):
 
 def run_volume(srv, name, decl, monkeypatch):
     new_owner(monkeypatch)
-    return run_main(volume_module, kv(srv, name=name, wait_timeout=30, force=True, **decl))
+    return run_main(volume_module, kv(srv, name=name, wait_timeout=30 + SLOW_CALL_BUDGET, force=True, **decl))
 
 
 def run_migration(srv, name, monkeypatch, **args):
     new_owner(monkeypatch)
-    return run_main(migration_module, kv(srv, name=name, wait_timeout=60, **args))
+    return run_main(migration_module, kv(srv, name=name, wait_timeout=60 + SLOW_CALL_BUDGET, **args))
 
 
 def peek(srv, group, plural, name):
