@@ -96,6 +96,11 @@ vms:
     persistent: {description: Whether the VM has a persistent definition (false for a transient domain)., type: bool, returned: when exists on libvirt}
     pending_restart: {description: The running guest runs an older definition than the persistent one., type: bool, returned: when exists on libvirt}
     lease_until: {description: "End of the lease of the recorded task (seconds since the epoch), or null.", type: float, returned: when exists on libvirt}
+    moved_to: {description: "The host the VM migrated to (URI without credentials): it departed from this host (a departure record, see
+                 M(converge.virt.vm) O(converge.virt.vm#module:if_moved)); also on a copy left defined here that does not run the guest.",
+               type: str, returned: on libvirt when the host keeps a departure record of the VM}
+    departure: {description: "The departure record (name, uuid, target, task_id, phase V(leaving) or V(left), since), as M(converge.virt.vm) returns it.",
+                type: dict, returned: on libvirt when the host keeps a departure record of the VM}
     recorded: {description: "Whether the VM carries the collection's task record (false: RV(vms[].vm_state) is read off the power state).",
                type: bool, returned: when exists on libvirt}
 '''

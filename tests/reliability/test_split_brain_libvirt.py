@@ -134,6 +134,11 @@ def test_playbook_create_then_migrate_reruns_without_a_second_copy(lab, tmp_path
         assert results['create']['moved_to'] == h1.uri, results['create']
         assert results['create']['departure']['phase'] == 'left' and results['create']['vm']['exists'] is False
         assert running_on(lab, name) == [1], 'a second copy runs'
+        # vm_info on A says where the VM went; on B (where it runs) nothing of the kind
+        info_a = run_module('vm_info', {'uri': h0.uri, 'name': [name]})['vms']
+        assert [(v['exists'], v.get('moved_to'), v.get('departure', {}).get('phase')) for v in info_a] == [(False, h1.uri, 'left')], info_a
+        info_b = run_module('vm_info', {'uri': h1.uri, 'name': [name]})['vms']
+        assert info_b[0]['exists'] and 'moved_to' not in info_b[0], info_b
 
         # without skip: refused, naming the target and the state; nothing defined on A
         refused = run_module('vm', vm_args(h0, name))
@@ -254,6 +259,9 @@ def test_target_running_and_the_source_copy_shut_off_or_paused(lab):
         skipped = run_module('vm', vm_args(h0, name, if_moved='skip'))
         assert skipped['_rc'] == 0 and not skipped['changed'] and skipped['moved_to'], skipped
         assert rl.state_of(lab.conns[0], name) == SHUTOFF
+        # vm_info lists the leftover copy with where the guest went (listing every VM of the host, not by name)
+        copy = [v for v in run_module('vm_info', {'uri': h0.uri})['vms'] if v['name'] == name]
+        assert [(v['exists'], v['state'], v.get('moved_to')) for v in copy] == [(True, 'shutoff', h1.uri)], copy
 
         # the leftover started paused behind the collection's back: running must not resume a second guest
         lab.conns[0].lookupByName(name).createWithFlags(libvirt.VIR_DOMAIN_START_PAUSED)

@@ -133,6 +133,10 @@ def runs_here(state):
     return state in (getattr(libvirt, 'VIR_DOMAIN_RUNNING', 1), getattr(libvirt, 'VIR_DOMAIN_BLOCKED', 2))
 
 
+# runs_here for libvirt's state words (vm_info's ``state``)
+RUNS_HERE_WORDS = ('running', 'blocked')
+
+
 def refusal(name, record):
     """The message of a declaration refused because VM ``name`` departed (``record``)."""
     target = record.get('target') or 'another host'

@@ -6,15 +6,25 @@
 from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_filters import exit_with_vms
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import departures
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import list_vms
 from ansible_collections.converge.virt.plugins.module_utils._phase.views import absent_view
 
 
 def run_vm_info(module):
-    """vm_info with backend libvirt: the domains of the host (a named one that does not exist listed as absent)."""
+    """vm_info with backend libvirt: the domains of the host (a named one that does not exist listed as absent).
+
+    A VM that migrated away from the host (a departure record, see _libvirt/departures.py) carries ``moved_to`` and
+    ``departure``: listed when named though it is not defined here any more, and on the copy a migration with
+    ``undefine_source: false`` left behind.
+    """
     with ModuleSession(module) as session, session.connect() as connection:
         vms = list_vms(connection, names=module.params['name'])
+        try:
+            records = departures.departures(connection.conn)
+        except libvirt.libvirtError as exc:
+            raise connection.error(exc, 'cannot read the departure records')
     if module.params['name']:
         found = set(vm['name'] for vm in vms)
         for name in module.params['name']:
@@ -23,4 +33,8 @@ def run_vm_info(module):
                 missing.update(absent_view())
                 missing.pop('effective_vm_state', None)
                 vms.append(missing)
+    for vm in vms:
+        record = records.get(vm['name'])
+        if record and not (vm.get('exists') and vm.get('state') in departures.RUNS_HERE_WORDS):
+            vm.update(moved_to=record.get('target'), departure=dict(record))
     exit_with_vms(module, vms)
