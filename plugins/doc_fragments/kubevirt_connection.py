@@ -5,12 +5,8 @@
 
 from __future__ import annotations
 
-
-class ModuleDocFragment:  # pylint: disable=too-few-public-methods
-    """Documentation fragment."""
-
-    DOCUMENTATION = r'''
-options:
+# The option entries and requirements, also composed into the converge.virt.backend fragment's ACT and READ variants.
+OPTIONS = r'''
   kubeconfig:
     description:
       - Path of a kubeconfig file (O(backend=kubevirt) only).
@@ -52,6 +48,14 @@ options:
       - Namespace of the objects the task manages (VirtualMachines, claims and DataVolumes, migrations) (O(backend=kubevirt) only).
     type: str
     default: default
-requirements:
+'''
+
+REQUIREMENTS = r'''
   - kubernetes (Python library) for O(backend=kubevirt)
 '''
+
+
+class ModuleDocFragment:  # pylint: disable=too-few-public-methods
+    """Documentation fragment."""
+
+    DOCUMENTATION = 'options:\n' + OPTIONS + 'requirements:\n' + REQUIREMENTS

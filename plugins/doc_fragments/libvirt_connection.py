@@ -5,12 +5,8 @@
 
 from __future__ import annotations
 
-
-class ModuleDocFragment:  # pylint: disable=too-few-public-methods
-    """Documentation fragment."""
-
-    DOCUMENTATION = r'''
-options:
+# The option entries and requirements, also composed into the converge.virt.backend fragment's ACT and READ variants.
+OPTIONS = r'''
   uri:
     description:
       - libvirt connection URI, for example V(qemu:///system), V(qemu+ssh://root@host/system),
@@ -27,3 +23,13 @@ options:
       - Password for libvirt's SASL authentication. Never logged nor returned.
     type: str
 '''
+
+REQUIREMENTS = r'''
+  - libvirt-python for O(backend=libvirt)
+'''
+
+
+class ModuleDocFragment:  # pylint: disable=too-few-public-methods
+    """Documentation fragment."""
+
+    DOCUMENTATION = 'options:\n' + OPTIONS + 'requirements:\n' + REQUIREMENTS

@@ -25,24 +25,16 @@ description:
     VirtualMachineInstances running on the node (all namespaces) as C(namespace/name) in C(running_vms).
   - "libvirt only: O(uri), O(username), O(password). kubevirt only: O(kubeconfig), O(context), O(host), O(api_key), O(ca_cert),
     O(validate_certs), O(namespace), O(node), O(taint)."
-author:
-  - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
-  - converge.virt.libvirt_connection
-  - converge.virt.kubevirt_connection
+  - converge.virt.backend.act
 attributes:
   check_mode:
-    support: full
     description: Reports whether the mark would change and changes nothing.
   diff_mode:
-    support: full
     description: Shows the drain mark before and after.
 options:
   backend:
     description: Where the host is.
-    type: str
-    choices: [libvirt, kubevirt]
-    default: libvirt
   node:
     description: KubeVirt only (required there). Name of the Kubernetes node.
     type: str
@@ -58,8 +50,6 @@ options:
   reason:
     description: Why the host is drained (stored with the mark, shown by every controller).
     type: str
-requirements:
-  - libvirt-python
 seealso:
   - module: converge.virt.migration
 '''

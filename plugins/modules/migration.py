@@ -37,14 +37,10 @@ description:
     O(mode), O(persistent), O(undefine_source), O(bandwidth), O(max_downtime), O(auto_converge), O(post_copy),
     O(completion_timeout), O(completion_action), O(copy_storage), O(peer_to_peer). kubevirt only: O(kubeconfig), O(context),
     O(host), O(api_key), O(ca_cert), O(validate_certs), O(namespace), O(target_node), O(source_node), O(pending_timeout)."
-author:
-  - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
-  - converge.virt.libvirt_connection
-  - converge.virt.kubevirt_connection
+  - converge.virt.backend.act
 attributes:
   check_mode:
-    support: full
     description: Returns the phases a real run would go through and changes nothing.
   diff_mode:
     support: none
@@ -52,9 +48,6 @@ attributes:
 options:
   backend:
     description: Where the VM lives.
-    type: str
-    choices: [libvirt, kubevirt]
-    default: libvirt
   name:
     description: Name of the VM. Required unless O(names) is given.
     type: str
@@ -185,8 +178,6 @@ options:
 notes:
   - The task record (vm_state, task_state MIGRATING) and a short history of the VM's last migrations live in the
     domain's metadata; see M(converge.virt.migration_info).
-requirements:
-  - libvirt-python
 seealso:
   - module: converge.virt.migration_info
   - module: converge.virt.host

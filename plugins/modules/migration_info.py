@@ -20,13 +20,8 @@ description:
     (C(succeeded), C(failed), C(aborted)), source and target nodes, and the timestamps of the instance's C(migrationState).
   - "libvirt only: O(uri), O(uris), O(username), O(password). kubevirt only: O(kubeconfig), O(context), O(host), O(api_key),
     O(ca_cert), O(validate_certs), O(namespace)."
-author:
-  - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
-  - converge.virt.backend
-  - converge.virt.backend.info
-  - converge.virt.libvirt_connection
-  - converge.virt.kubevirt_connection
+  - converge.virt.backend.read
 options:
   uris:
     description: Several hosts to read (instead of, or besides, O(uri)). Credentials of O(username) and O(password) apply to all.
@@ -36,8 +31,6 @@ options:
     description: Only these VMs (all VMs with a migration when not given).
     type: list
     elements: str
-requirements:
-  - libvirt-python
 seealso:
   - module: converge.virt.migration
 '''

@@ -30,14 +30,10 @@ description:
     tasks are recovered in the VM's annotations.
   - "libvirt only: O(uri), O(username), O(password). kubevirt only: O(kubeconfig), O(context), O(host), O(api_key), O(ca_cert),
     O(validate_certs), O(namespace) (its default V(default) aside). An option of the other backend is an error naming it."
-author:
-  - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
-  - converge.virt.libvirt_connection
-  - converge.virt.kubevirt_connection
+  - converge.virt.backend.act
 attributes:
   check_mode:
-    support: full
     description: Reports what would be done.
   diff_mode:
     support: none
@@ -46,9 +42,6 @@ options:
   backend:
     description:
       - Where the VMs live. V(libvirt) (every domain of a libvirt host) or V(kubevirt) (every C(VirtualMachine) of a namespace).
-    type: str
-    choices: [libvirt, kubevirt]
-    default: libvirt
   namespace:
     description:
       - Namespace whose C(VirtualMachines) are examined (O(backend=kubevirt) only; another value than V(default) is refused on libvirt).
@@ -76,9 +69,6 @@ options:
     description: Seconds for a graceful shutdown when a fix stops a VM (forced stops do not wait). At most V(86400).
     type: int
     default: 60
-requirements:
-  - libvirt-python for O(backend=libvirt)
-  - kubernetes (Python library) for O(backend=kubevirt)
 seealso:
   - module: converge.virt.vm
   - module: converge.virt.vm_info

@@ -30,24 +30,16 @@ description:
     snapshot's. A safety snapshot of the current state is taken first unless O(safety_snapshot=false).
   - Options of the other backend are refused naming them; libvirt only are the connection options O(uri), O(username),
     O(password), and O(memory), O(children); kubevirt only are the connection options, O(wait_timeout) and O(deletion_policy).
-author:
-  - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
-  - converge.virt.libvirt_connection
-  - converge.virt.kubevirt_connection
+  - converge.virt.backend.act
 attributes:
   check_mode:
-    support: full
     description: Reports the planned steps (and every refusal) and changes nothing.
   diff_mode:
-    support: full
     description: The VM's snapshot names before and after.
 options:
   backend:
     description: Where the VM lives. V(libvirt) (a libvirt/KVM host) or V(kubevirt) (a KubeVirt C(VirtualMachine) in O(namespace)).
-    type: str
-    choices: [libvirt, kubevirt]
-    default: libvirt
   vm:
     description:
       - Name of the VM (libvirt domain, or KubeVirt C(VirtualMachine)).
@@ -136,9 +128,6 @@ options:
         the module stops waiting for one still in progress past its deadline, with that reason.
       - An existing snapshot is never changed.
     type: str
-requirements:
-  - libvirt-python (backend libvirt)
-  - kubernetes (backend kubevirt)
 notes:
   - libvirt takes and reverts internal snapshots synchronously; the module waits for each call.
   - On KubeVirt the module waits for each step up to O(wait_timeout) seconds; the VM holds its task meanwhile (renewed while it waits).

@@ -19,13 +19,8 @@ description:
     KubeVirt's own phase, C(readyToUse), indications and consistency.
   - Options of the other backend are refused naming them (libvirt only O(uri), O(username), O(password); kubevirt only the
     connection options).
-author:
-  - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
-  - converge.virt.backend
-  - converge.virt.backend.info
-  - converge.virt.libvirt_connection
-  - converge.virt.kubevirt_connection
+  - converge.virt.backend.read
 options:
   vm:
     description:
@@ -36,9 +31,6 @@ options:
     description: Only these snapshots; a name that does not exist is reported with C(exists=false).
     type: list
     elements: str
-requirements:
-  - libvirt-python (backend libvirt)
-  - kubernetes (backend kubevirt)
 seealso:
   - module: converge.virt.snapshot
 '''

@@ -36,26 +36,18 @@ description:
     O(domain_type), O(firmware), O(boot), O(serial), O(graphics), O(on_poweroff), O(on_reboot), O(on_crash), O(autostart), O(if_moved).
     kubevirt only: the connection options, O(namespace), O(spec), O(instancetype), O(preference), O(data_volume_templates),
     O(labels), O(delete_volumes). Giving an option of the other backend fails naming it."
-author:
-  - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
-  - converge.virt.libvirt_connection
-  - converge.virt.kubevirt_connection
+  - converge.virt.backend.act
   - converge.virt.wait
 attributes:
   check_mode:
-    support: full
     description: Returns the steps a real run would take and changes nothing.
   diff_mode:
-    support: full
     description: Shows the VM's states and main settings before and after, and the field-level definition changes.
 options:
   backend:
     description:
       - Where the VM lives. V(libvirt) (a libvirt/KVM host) or V(kubevirt) (a KubeVirt C(VirtualMachine)).
-    type: str
-    choices: [libvirt, kubevirt]
-    default: libvirt
   name:
     description:
       - Name of the VM. Required unless O(vms) or O(xml) is given.
@@ -354,8 +346,6 @@ options:
     default: false
 notes:
   - Volumes are never deleted by this module; see M(converge.virt.volume).
-requirements:
-  - libvirt-python for O(backend=libvirt)
 seealso:
   - module: converge.virt.vm_info
 '''

@@ -18,13 +18,8 @@ description:
     KubeVirt's own C(printableStatus) next to them as RV(vms[].printable_status).
   - "libvirt only: O(uri), O(username), O(password). kubevirt only: O(kubeconfig), O(context), O(host), O(api_key), O(ca_cert),
     O(validate_certs), O(namespace)."
-author:
-  - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
-  - converge.virt.backend
-  - converge.virt.backend.info
-  - converge.virt.libvirt_connection
-  - converge.virt.kubevirt_connection
+  - converge.virt.backend.read
 options:
   name:
     description: Names of the VMs to report (all when not given). A name that does not exist is reported with C(exists=false).
@@ -38,8 +33,6 @@ options:
     description: Only VMs whose vm_state is one of these words (for example V(ACTIVE), V(STOPPED)); an unknown word is an error.
     type: list
     elements: str
-requirements:
-  - libvirt-python for O(backend=libvirt)
 seealso:
   - module: converge.virt.vm
 '''

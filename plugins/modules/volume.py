@@ -34,24 +34,16 @@ description:
   - "Options for libvirt only: O(pool), O(pool_path), O(format), O(preallocation), O(import_format), O(backing_volume),
     O(wipe), O(uri), O(username), O(password). For kubevirt only: the connection options, O(data_volume), O(storage_class),
     O(access_modes), O(volume_mode), O(wait_timeout). Giving an option of the other backend fails naming it."
-author:
-  - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
-  - converge.virt.libvirt_connection
-  - converge.virt.kubevirt_connection
+  - converge.virt.backend.act
 attributes:
   check_mode:
-    support: full
     description: Returns the operations a real run would take and changes nothing.
   diff_mode:
-    support: full
     description: Shows each volume's existence, capacity, format and attachments before and after.
 options:
   backend:
     description: Where the volumes live. V(libvirt) (storage pools of a libvirt host) or V(kubevirt) (claims and DataVolumes of a namespace).
-    type: str
-    choices: [libvirt, kubevirt]
-    default: libvirt
   name:
     description:
       - Name of the volume in O(pool). Required unless O(volumes) is given.
@@ -298,7 +290,6 @@ options:
         type: str
         choices: [Filesystem, Block]
 requirements:
-  - libvirt-python for O(backend=libvirt)
   - qemu-img (only for O(import_from) on libvirt)
 seealso:
   - module: converge.virt.volume_info

@@ -16,13 +16,8 @@ description:
   - With O(backend=kubevirt), the C(PersistentVolumeClaims) and CDI C(DataVolumes) of O(namespace) with the size asked for,
     the bound size, the claim and DataVolume phases, import progress, which VMs use each one (C(spec.template) or the
     running instance) and, for hotplugged disks, the hotplug phase (Pending, Bound, AttachedToNode, MountedToPod, Ready).
-author:
-  - converge.virt developers (@converge-virt)
 extends_documentation_fragment:
-  - converge.virt.backend
-  - converge.virt.backend.info
-  - converge.virt.libvirt_connection
-  - converge.virt.kubevirt_connection
+  - converge.virt.backend.read
 options:
   pool:
     description: Only the volumes of this pool (every active pool when not given). libvirt only.
@@ -33,8 +28,6 @@ options:
       - On O(backend=kubevirt), claim or DataVolume names in O(namespace) (every one when not given).
     type: list
     elements: str
-requirements:
-  - libvirt-python for O(backend=libvirt)
 seealso:
   - module: converge.virt.volume
 '''
