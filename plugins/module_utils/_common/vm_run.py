@@ -17,7 +17,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import readi
 from ansible_collections.converge.virt.plugins.module_utils._common.driver import VmOptions, finish_fleet
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration, WaitTimeout
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import secret_forms
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import SECRET_SPEC_KEYS, declared_secrets, secret_forms
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import BEHAVIOUR_ARGS, DEFINITION_ARGS, STATE_CHOICES, WAIT_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._phase import readiness as readiness_phase, tasks
 
@@ -126,6 +126,46 @@ def cloud_init_secrets(params):
     return found
 
 
+# a user data value this short hides nothing and, masked, would mangle every result that contains it ('/', 'ALL', 'yes')
+PUBLIC_LENGTH = 3
+# the options whose values are secret wherever they appear
+SECRET_OPTIONS = frozenset(('user_data', 'password')) | SECRET_SPEC_KEYS
+
+
+def _strings(value, under=None):
+    """The strings inside ``value`` (nested dicts and lists): with ``under`` (a set of keys), those below one of those
+    keys; without it, those below none of SECRET_OPTIONS (the public ones)."""
+    found = set()
+    stack = [(value, False)]
+    while stack:
+        value, below = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not str(key).startswith('_ansible_'):
+                    stack.append((item, below or key in (under if under is not None else SECRET_OPTIONS)))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((item, below) for item in value)
+        elif isinstance(value, str) and value and below == (under is not None):
+            found.add(value)
+    return found
+
+
+def unmasked_user_data_values(params):
+    """The user data values that need no mask: public by the task's own hand or too short to hide anything.
+
+    Ansible masks each value of a no_log dict everywhere in the output, also inside longer strings: user data
+    ``{hostname: web-1, users: [{shell: /bin/sh}]}`` turned the VM name ``web-1`` into VALUE_SPECIFIED_IN_NO_LOG_PARAMETER
+    and ``/`` in every path into ``********``. A user data value the task also gives in an option that is not secret
+    (the VM's name, a meta-data host name, a disk path) is public by the task's own hand, and a value of at most
+    PUBLIC_LENGTH characters (``/``, ``ALL``, ``yes``) hides nothing. A value that is also another secret (a password,
+    a URI's password) stays masked, and so does every other user data value.
+    """
+    public = _strings(params)
+    other_secrets = set(declared_secrets(params)) | _strings(params, under=SECRET_OPTIONS - {'user_data'})
+    return set(value for value in cloud_init_secrets(params)
+               if (len(value) <= PUBLIC_LENGTH or value in public) and value not in other_secrets)
+
+
 class VmModule(ConvergeModule):
     """The vm module's AnsibleModule: user data (top level and in ``vms`` items) is a no_log value before anything is logged.
 
@@ -136,6 +176,19 @@ class VmModule(ConvergeModule):
     def _load_params(self):
         super()._load_params()
         self.no_log_values.update(secret_forms(cloud_init_secrets(self.params)))
+
+    def _unmask_public_user_data_values(self):
+        """See :func:`unmasked_user_data_values`: called just before the result is masked and returned."""
+        if self.params:
+            self.no_log_values.difference_update(secret_forms(unmasked_user_data_values(self.params)))
+
+    def exit_json(self, **kwargs):
+        self._unmask_public_user_data_values()
+        super().exit_json(**kwargs)
+
+    def fail_json(self, msg, **kwargs):
+        self._unmask_public_user_data_values()
+        super().fail_json(msg, **kwargs)
 
 
 def argument_spec():

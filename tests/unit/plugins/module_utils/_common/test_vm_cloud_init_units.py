@@ -129,3 +129,33 @@ def test_a_vms_item_user_data_is_hidden_like_a_top_level_one():
     items = vm.fleet_items(module, vm.declaration)
     assert 'pw-secret-value' in module.no_log_values, 'ansible masks the item\'s user data in every output'
     assert items[0][1]['cloud_init'].volume == 'a1-cidata.iso'
+
+
+def test_user_data_values_that_are_public_or_too_short_are_not_masked_the_others_are():
+    from ansible_collections.converge.virt.plugins.module_utils._common import vm_run  # pylint: disable=import-outside-toplevel
+    params = {'name': 'web-1', 'password': 'web-pass', 'uri': 'qemu+ssh://root:uri-pw@h/system', 'disks': [{'path': '/srv/web-1.qcow2'}],
+              'cloud_init': {'user_data': {'hostname': 'web-1', 'users': [{'name': 'ops', 'shell': '/bin/sh', 'sudo': 'ALL'}],
+                                           'chpasswd': {'users': [{'name': 'ops', 'password': 'pw-secret-value'}]},
+                                           'write_files': [{'path': '/srv/web-1.qcow2', 'content': 'web-pass'}],
+                                           'runcmd': [['echo', 'uri-pw']], 'growpart': {'devices': ['/']}}}}
+    # the VM's own name and a disk path the task gives in the open; 'ops', 'ALL' and '/' hide nothing
+    assert vm_run.unmasked_user_data_values(params) == {'web-1', '/srv/web-1.qcow2', 'ops', 'ALL', '/'}
+    # the password, the libvirt password and the URI's password stay masked though user data repeats them
+    assert not vm_run.unmasked_user_data_values(dict(params, name='web-pass', disks=[{'path': 'uri-pw'}])) & {'web-pass', 'uri-pw'}
+
+
+def test_a_user_data_host_name_equal_to_the_vm_name_leaves_the_result_readable():
+    """End to end through AnsibleModule's masking (check mode on libvirt's test driver): the result names the VM; the
+    user data's password appears nowhere."""
+    import json  # pylint: disable=import-outside-toplevel
+    from ansible_collections.converge.virt.plugins.modules import vm  # pylint: disable=import-outside-toplevel
+    from tests.reliability.fuzzing import run_main  # pylint: disable=import-outside-toplevel
+    args = {'uri': 'test:///default', 'name': 'web-1', 'memory': '64MiB', 'state': 'stopped', 'disks': [],
+            'cloud_init': {'user_data': {'hostname': 'web-1', 'growpart': {'devices': ['/']},
+                                         'chpasswd': {'users': [{'name': 'ops', 'password': 'pw-secret-value'}]}}, 'pool': 'default-pool'},
+            '_ansible_verbosity': 3}
+    result = run_main(vm, args, check_mode=True)
+    assert not result.get('failed'), result
+    assert result['vm']['name'] == 'web-1', result['vm']
+    text = json.dumps(result)
+    assert 'pw-secret-value' not in text and 'VALUE_SPECIFIED_IN_NO_LOG_PARAMETER' not in json.dumps(result['vm'])
