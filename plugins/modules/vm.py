@@ -209,10 +209,10 @@ options:
         description:
           - A dict (written as C(#cloud-config), as JSON, which is YAML) or text that starts with a cloud-init marker
             (C(#cloud-config), C(#!), C(#include), ...).
-          - Not logged (no_log). As with every no_log option, Ansible masks each of its values wherever it appears in
+          - "Not logged (no_log). As with every no_log option, Ansible masks each of its values wherever it appears in
             the task's output, except (in results, not in logs) a value the task also gives in an option that is not secret
             (the VM's name, a disk path) and values of at most three characters (V(/), V(ALL)): those hide nothing, and
-            masked they made every result unreadable. A value equal to a password stays masked.
+            masked they made every result unreadable. A value equal to a password stays masked."
         type: raw
       meta_data:
         description:
