@@ -82,9 +82,17 @@ class Connection(ClosingConnection):
         """``text`` without this connection's secrets."""
         return redact_text(text, self._secrets)
 
-    def error(self, exc, what):
-        """A :class:`BackendError` for libvirt exception ``exc`` while doing ``what``."""
+    def error(self, exc, what, during=None):
+        """A :class:`BackendError` for libvirt exception ``exc`` while doing ``what``.
+
+        When ``exc`` says the daemon went away under the call (:func:`daemon_gone`), the message says so, naming the
+        URI and ``during`` (the step; default: the call), instead of libvirt's bare words ("client socket is closed").
+        """
         code = exc.get_error_code() if hasattr(exc, 'get_error_code') else None
+        if daemon_gone(exc):
+            return BackendError(self.redact('%s: the libvirt daemon of %s went away during %s (it died or was restarted; libvirt said: %s)'
+                                            % (what, self.display_uri, during or 'the call', exc)),
+                                libvirt_error_code=code, uri=self.display_uri, daemon_gone=True)
         return BackendError(self.redact('%s: %s' % (what, exc)), libvirt_error_code=code, uri=self.display_uri)
 
     def closable(self):
@@ -95,6 +103,26 @@ class Connection(ClosingConnection):
 def connection_secrets(uri, password=None):
     """What to mask in a connection's messages: the password and the URI's secret parts (password, keys in the query)."""
     return tuple(x for x in (password,) + tuple(uri_secrets(uri)) if x)
+
+
+# libvirt's words when the daemon at the other end of a connection went away under a call (killed, crashed, restarted):
+# the remote driver's VIR_ERR_INTERNAL_ERROR "client socket is closed" (a call on a connection already closed) and its
+# VIR_ERR_SYSTEM_ERROR "Cannot write data: Broken pipe", "Cannot recv data: Connection reset by peer", "End of file
+# while reading data" (the socket closed during the call)
+DAEMON_GONE_WORDS = ('client socket is closed', 'broken pipe', 'connection reset by peer', 'end of file while reading data',
+                     'cannot recv data', 'cannot write data', 'connection closed', 'connection is closed')
+
+
+def daemon_gone(exc):
+    """True when libvirt error ``exc`` says the daemon of the connection went away during the call (see DAEMON_GONE_WORDS)."""
+    if not HAS_LIBVIRT or not isinstance(exc, libvirt.libvirtError):
+        return False
+    codes = tuple(getattr(libvirt, name) for name in ('VIR_ERR_INTERNAL_ERROR', 'VIR_ERR_SYSTEM_ERROR', 'VIR_ERR_RPC', 'VIR_ERR_NO_CONNECT')
+                  if hasattr(libvirt, name))
+    if exc.get_error_code() not in codes:
+        return False
+    text = (exc.get_error_message() or str(exc) or '').lower()
+    return any(word in text for word in DAEMON_GONE_WORDS)
 
 
 def is_no_domain(exc):

@@ -29,9 +29,9 @@ import subprocess
 import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common import files
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_spec
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import daemon_gone, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._common.units import parse_size, unit_factor
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 from ansible_collections.converge.virt.plugins.module_utils._phase.volumes import Attachment, DesiredVolume
@@ -786,8 +786,25 @@ def execute_volume_operation(connection, observer, op, spec, attachments):
                 marker.delete(0)
             return {'wiped': wiped}
     except libvirt.libvirtError as exc:
+        if daemon_gone(exc):
+            raise _daemon_gone(connection, exc, op, observer)
         raise connection.error(exc, '%s of %s failed' % (op.kind, op.volume))
     raise BackendError('unknown volume operation %s' % op.kind)
+
+
+def _daemon_gone(connection, exc, op, observer):
+    """The error of a volume operation whose libvirt daemon went away under it: what happened, the volume as last read
+    (before the operation) and why running the task again converges."""
+    doing = op.kind.split('_')[0]       # grow_volume -> grow
+    error = connection.error(exc, '%s of %s failed' % (op.kind, op.volume), during='the %s of volume %s' % (doing, op.volume))
+    try:
+        info = observer.volume(op.volume)      # as read before the operation (cached): the daemon can no longer be asked
+        last = 'absent' if info is None else '%s bytes' % info.get('capacity')
+    except (ConvergeError, libvirt.libvirtError):
+        last = 'not known (it was not read before)'
+    text = ('%s; volume %s was %s when last read, before the %s; run the task again once the daemon is back: it plans from what '
+            'libvirt then shows (an interrupted import is marked partial and imported again)' % (error.message, op.volume, last, doing))
+    return BackendError(connection.redact(text), volume_last_read=last, **error.details)
 
 
 def public_volume(info, used_by=None, attachments=None):

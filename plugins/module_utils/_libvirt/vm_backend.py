@@ -21,7 +21,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.driver impor
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import (
     cloud_init, departures, domain_build, domain_diff, domain_merge, domain_spec, metadata)
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import is_no_domain, libvirt
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import daemon_gone, is_no_domain, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, metadata_from_record
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
@@ -238,17 +238,32 @@ class LibvirtVm(driver.VmBackend):
         try:
             with journal.Interval(self.name, task_id, step.action, target=step.vm_state_after):
                 getattr(self, '_do_' + step.action)(dom, spec, obs, options)
-        except ConvergeError:
+        except ConvergeError as exc:
             self._abandon(store, task_id, dom)
+            if exc.details.get('daemon_gone'):       # a read inside the step (a wait) met the dead daemon
+                raise self._daemon_gone(exc, step, obs)
             raise
         except libvirt.libvirtError as exc:
             self._abandon(store, task_id, dom)
+            if daemon_gone(exc):
+                raise self._daemon_gone(self.connection.error(exc, '%s of VM %r failed' % (step.action, self.name),
+                                                              during='the %s of VM %r' % (step.action, self.name)), step, obs)
             raise self.connection.error(exc, '%s of VM %r failed' % (step.action, self.name))
         if step.action == 'delete':
             return self.observe(spec)
         after = tasks.finish_task(store, task_id, name=self.name, vm_state=_after_state(step, record))
         del after
         return self.observe(spec)
+
+    def _daemon_gone(self, error, step, obs):
+        """``error`` (a :class:`BackendError` saying the libvirt daemon went away) of a step, completed with the VM's state as
+        last read (before the step: the daemon can no longer be asked) and why running the task again converges."""
+        vm_state = obs.get('effective_vm_state') or obs.get('vm_state')
+        text = ('%s; VM %r was %s (vm_state %s) when last read, before the %s; run the task again once the daemon is back: '
+                'it re-plans from what libvirt then shows, and the task record this run may have left is cleared at once '
+                'by a run on this host (its owner process is gone), else when its lease runs out'
+                % (error.message, self.name, obs.get('status'), vm_state, step.action))
+        return BackendError(self.connection.redact(text), vm_state_last_read=vm_state, status_last_read=obs.get('status'), **error.details)
 
     def _abandon(self, store, task_id, dom):
         # a failed action is rolled back when the guest is in a state the
