@@ -93,26 +93,15 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 bytecache.install()
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
+from ansible_collections.converge.virt.plugins.module_utils._common.runners import migration_runs
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-
-
-def _libvirt():
-    """The libvirt runner (imported only when a task selects it)."""
-    from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_runs  # pylint: disable=import-outside-toplevel
-    return migration_runs.run_host
-
-
-def _kubevirt():
-    """The KubeVirt runner (imported only when a task selects it)."""
-    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_runs  # pylint: disable=import-outside-toplevel
-    return migration_runs.run_host
 
 
 def main():
     """Entry point."""
     spec = registry.argument_spec(state=dict(type='str', choices=['drained', 'active', 'present'], default='present'), reason=dict(type='str'),
                                   node=dict(type='str'), taint=dict(type='bool', default=True))
-    registry.run('host', ConvergeModule(argument_spec=spec, supports_check_mode=True), libvirt=_libvirt, kubevirt=_kubevirt)
+    registry.run('host', ConvergeModule(argument_spec=spec, supports_check_mode=True), migration_runs.load, 'run_host')
 
 
 if __name__ == '__main__':

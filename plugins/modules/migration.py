@@ -328,39 +328,28 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 bytecache.install()
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
+from ansible_collections.converge.virt.plugins.module_utils._common.runners import migration_runs
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.migration_run import (  # noqa: F401  # pylint: disable=unused-import
     DEFAULT_PARALLEL, argument_spec, check_list_form, parallel)
 
 
-def _libvirt():
-    """The libvirt runners (imported only when a task selects them)."""
-    from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_runs  # pylint: disable=import-outside-toplevel
-    return migration_runs
-
-
-def _kubevirt():
-    """The KubeVirt runners (imported only when a task selects them)."""
-    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_runs  # pylint: disable=import-outside-toplevel
-    return migration_runs
-
-
 def options_from(params):
     """Validated libvirt :class:`MigrationOptions`."""
-    return _libvirt().options_from(params)
+    return migration_runs.load('libvirt').options_from(params)
 
 
 def kubevirt_options_from(params):
     """Validated :class:`KubevirtMigrationOptions`; libvirt-only options are refused by name."""
     registry.refuse_other_backend('migration', dict(params, backend='kubevirt'))
-    return _kubevirt().options_from(params)
+    return migration_runs.load('kubevirt').options_from(params)
 
 
 def main():
     """Entry point."""
     module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True,
                             mutually_exclusive=[('name', 'names'), ('target_uri', 'target_uris')], required_one_of=[('name', 'names')])
-    registry.run('migration', module, libvirt=lambda: _libvirt().run_migration, kubevirt=lambda: _kubevirt().run_migration)
+    registry.run('migration', module, migration_runs.load, 'run_migration')
 
 
 if __name__ == '__main__':

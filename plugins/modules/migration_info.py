@@ -86,25 +86,14 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 bytecache.install()
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
+from ansible_collections.converge.virt.plugins.module_utils._common.runners import migration_runs
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-
-
-def _libvirt():
-    """The libvirt runner (imported only when a task selects it)."""
-    from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_runs  # pylint: disable=import-outside-toplevel
-    return migration_runs.run_migration_info
-
-
-def _kubevirt():
-    """The KubeVirt runner (imported only when a task selects it)."""
-    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_runs  # pylint: disable=import-outside-toplevel
-    return migration_runs.run_migration_info
 
 
 def main():
     """Entry point."""
     spec = registry.argument_spec(uris=dict(type='list', elements='str'), name=dict(type='list', elements='str'))
-    registry.run('migration_info', ConvergeModule(argument_spec=spec, supports_check_mode=True), libvirt=_libvirt, kubevirt=_kubevirt)
+    registry.run('migration_info', ConvergeModule(argument_spec=spec, supports_check_mode=True), migration_runs.load, 'run_migration_info')
 
 
 if __name__ == '__main__':

@@ -145,6 +145,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 bytecache.install()
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
+from ansible_collections.converge.virt.plugins.module_utils._common.runners import reconcile_runs
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.reconcile_run import check
 # examine, _apply and refused_option are imported from this module by tests
@@ -152,21 +153,9 @@ from ansible_collections.converge.virt.plugins.module_utils._common.reconcile_ru
     apply as _apply, examine, refused_option)
 
 
-def _libvirt():
-    """The libvirt runner (imported only when a task selects libvirt: a libvirt task never compiles the KubeVirt backend)."""
-    from ansible_collections.converge.virt.plugins.module_utils._libvirt import reconcile_runs  # pylint: disable=import-outside-toplevel
-    return reconcile_runs
-
-
-def _kubevirt():
-    """The KubeVirt runner (imported only when a task selects kubevirt)."""
-    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import reconcile_runs  # pylint: disable=import-outside-toplevel
-    return reconcile_runs
-
-
 def kubevirt_reading(obs):
     """The VM as examine() reads it, from a KubeVirt observation (see _kubevirt.reconcile_runs)."""
-    return _kubevirt().kubevirt_reading(obs)
+    return reconcile_runs.load('kubevirt').kubevirt_reading(obs)
 
 
 def main():
@@ -176,8 +165,7 @@ def main():
                 restart_stopped_guests=dict(type='bool', default=False), accept_running_guests=dict(type='bool', default=False),
                 shutdown_timeout=dict(type='int', default=60))
     spec.update(shared)
-    registry.run('reconcile', ConvergeModule(argument_spec=spec, supports_check_mode=True), check=check,
-                 libvirt=lambda: _libvirt().run_reconcile, kubevirt=lambda: _kubevirt().run_reconcile)
+    registry.run('reconcile', ConvergeModule(argument_spec=spec, supports_check_mode=True), reconcile_runs.load, 'run_reconcile', check=check)
 
 
 if __name__ == '__main__':

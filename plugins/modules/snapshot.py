@@ -259,6 +259,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 bytecache.install()
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
+from ansible_collections.converge.virt.plugins.module_utils._common.runners import snapshot_runs
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.snapshot_run import (  # noqa: F401  # pylint: disable=unused-import
     add_older_than, argument_spec, check, check_fleet, check_name, parse_older_than, predicted_names, run_fleet, safety_name)
@@ -270,38 +271,26 @@ def refuse_other_backend(params):
     check(dict(params, vms=None))
 
 
-def _libvirt():
-    """The libvirt runners (imported only when a task selects them)."""
-    from ansible_collections.converge.virt.plugins.module_utils._libvirt import snapshot_runs  # pylint: disable=import-outside-toplevel
-    return snapshot_runs
-
-
-def _kubevirt():
-    """The KubeVirt runners (imported only when a task selects them)."""
-    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import snapshot_runs  # pylint: disable=import-outside-toplevel
-    return snapshot_runs
-
-
 def run(connection, params, check_mode):
     """One VM with backend libvirt (result dict)."""
-    return _libvirt().converge(connection, params, check_mode)
+    return snapshot_runs.load('libvirt').converge(connection, params, check_mode)
 
 
 def run_kubevirt(client, params, check_mode, now=None):
     """One VM with backend kubevirt (result dict)."""
-    return _kubevirt().converge(client, params, check_mode, now=now)
+    return snapshot_runs.load('kubevirt').converge(client, params, check_mode, now=now)
 
 
 def check_kubernetes_name(field, value):
     """A Kubernetes name (a DNS subdomain)."""
-    _kubevirt().check_kubernetes_name(field, value)
+    snapshot_runs.load('kubevirt').check_kubernetes_name(field, value)
 
 
 def main():
     """Entry point."""
     module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('vm', 'vms')],
                             required_one_of=[('vm', 'vms')])
-    registry.run('snapshot', module, check=check, libvirt=lambda: _libvirt().run_snapshot, kubevirt=lambda: _kubevirt().run_snapshot)
+    registry.run('snapshot', module, snapshot_runs.load, 'run_snapshot', check=check)
 
 
 if __name__ == '__main__':

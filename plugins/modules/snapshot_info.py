@@ -73,6 +73,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 bytecache.install()
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
+from ansible_collections.converge.virt.plugins.module_utils._common.runners import snapshot_runs
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 
 
@@ -86,21 +87,9 @@ def refuse_other_backend(params):
     registry.refuse_other_backend('snapshot_info', params)
 
 
-def _libvirt():
-    """The libvirt runner (imported only when a task selects it)."""
-    from ansible_collections.converge.virt.plugins.module_utils._libvirt import snapshot_runs  # pylint: disable=import-outside-toplevel
-    return snapshot_runs.run_snapshot_info
-
-
-def _kubevirt():
-    """The KubeVirt runner (imported only when a task selects it)."""
-    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import snapshot_runs  # pylint: disable=import-outside-toplevel
-    return snapshot_runs.run_snapshot_info
-
-
 def main():
     """Entry point."""
-    registry.run('snapshot_info', ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True), libvirt=_libvirt, kubevirt=_kubevirt)
+    registry.run('snapshot_info', ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True), snapshot_runs.load, 'run_snapshot_info')
 
 
 if __name__ == '__main__':

@@ -547,35 +547,24 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 bytecache.install()
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
+from ansible_collections.converge.virt.plugins.module_utils._common.runners import vm_converge
 # argument_spec and fleet_items are imported from this module by tests (and the fuzz and journal checks)
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_run import argument_spec, fleet_items, new_module  # pylint: disable=unused-import
 
 
-def _libvirt():
-    """The libvirt runners (imported only when a task selects libvirt: a libvirt task never compiles the KubeVirt backend)."""
-    from ansible_collections.converge.virt.plugins.module_utils._libvirt import vm_converge  # pylint: disable=import-outside-toplevel
-    return vm_converge
-
-
-def _kubevirt():
-    """The KubeVirt runners (imported only when a task selects kubevirt)."""
-    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_converge  # pylint: disable=import-outside-toplevel
-    return vm_converge
-
-
 def declaration(params):
     """One libvirt declaration, validated: (VmDeclaration, spec, name) (see _libvirt.vm_converge)."""
-    return _libvirt().declaration(params)
+    return vm_converge.load('libvirt').declaration(params)
 
 
 def kubevirt_declaration(params, namespace):
     """One KubeVirt declaration, validated: (VmDeclaration, declared manifest, name) (see _kubevirt.vm_converge)."""
-    return _kubevirt().kubevirt_declaration(params, namespace)
+    return vm_converge.load('kubevirt').kubevirt_declaration(params, namespace)
 
 
 def main():
     """Entry point."""
-    registry.run('vm', new_module(), libvirt=lambda: _libvirt().run_vm, kubevirt=lambda: _kubevirt().run_vm)
+    registry.run('vm', new_module(), vm_converge.load, 'run_vm')
 
 
 if __name__ == '__main__':

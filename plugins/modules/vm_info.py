@@ -105,27 +105,16 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 bytecache.install()
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
+from ansible_collections.converge.virt.plugins.module_utils._common.runners import vm_runs
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_filters import check_filters
-
-
-def _libvirt():
-    """The libvirt runner (imported only when a task selects it)."""
-    from ansible_collections.converge.virt.plugins.module_utils._libvirt import vm_runs  # pylint: disable=import-outside-toplevel
-    return vm_runs.run_vm_info
-
-
-def _kubevirt():
-    """The KubeVirt runner (imported only when a task selects it)."""
-    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_runs  # pylint: disable=import-outside-toplevel
-    return vm_runs.run_vm_info
 
 
 def main():
     """Entry point."""
     spec = registry.argument_spec(name=dict(type='list', elements='str'), status=dict(type='list', elements='str'),
                                   vm_state=dict(type='list', elements='str'))
-    registry.run('vm_info', ConvergeModule(argument_spec=spec, supports_check_mode=True), check=check_filters, libvirt=_libvirt, kubevirt=_kubevirt)
+    registry.run('vm_info', ConvergeModule(argument_spec=spec, supports_check_mode=True), vm_runs.load, 'run_vm_info', check=check_filters)
 
 
 if __name__ == '__main__':

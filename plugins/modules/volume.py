@@ -457,37 +457,26 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 bytecache.install()
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
+from ansible_collections.converge.virt.plugins.module_utils._common.runners import volume_runs
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_run import argument_spec
 
 
-def _libvirt():
-    """The libvirt runners (imported only when a task selects them)."""
-    from ansible_collections.converge.virt.plugins.module_utils._libvirt import volume_runs  # pylint: disable=import-outside-toplevel
-    return volume_runs
-
-
-def _kubevirt():
-    """The KubeVirt runners (imported only when a task selects them)."""
-    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_runs  # pylint: disable=import-outside-toplevel
-    return volume_runs
-
-
 def declarations(params):
     """The normalized libvirt specs of ``params`` (validated before anything is touched)."""
-    return _libvirt().declarations(params)
+    return volume_runs.load('libvirt').declarations(params)
 
 
 def kubevirt_declarations(params):
     """The normalized KubeVirt specs of ``params`` (validated before anything is touched)."""
-    return _kubevirt().declarations(params)
+    return volume_runs.load('kubevirt').declarations(params)
 
 
 def main():
     """Entry point."""
     module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'volumes')],
                             required_one_of=[('name', 'volumes')])
-    registry.run('volume', module, libvirt=lambda: _libvirt().run_volume, kubevirt=lambda: _kubevirt().run_volume)
+    registry.run('volume', module, volume_runs.load, 'run_volume')
 
 
 if __name__ == '__main__':

@@ -106,6 +106,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 bytecache.install()
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
+from ansible_collections.converge.virt.plugins.module_utils._common.runners import volume_runs
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 
 
@@ -114,21 +115,9 @@ def argument_spec():
     return registry.argument_spec(pool=dict(type='str'), name=dict(type='list', elements='str'))
 
 
-def _libvirt():
-    """The libvirt runner (imported only when a task selects it)."""
-    from ansible_collections.converge.virt.plugins.module_utils._libvirt import volume_runs  # pylint: disable=import-outside-toplevel
-    return volume_runs.run_volume_info
-
-
-def _kubevirt():
-    """The KubeVirt runner (imported only when a task selects it)."""
-    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_runs  # pylint: disable=import-outside-toplevel
-    return volume_runs.run_volume_info
-
-
 def main():
     """Entry point."""
-    registry.run('volume_info', ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True), libvirt=_libvirt, kubevirt=_kubevirt)
+    registry.run('volume_info', ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True), volume_runs.load, 'run_volume_info')
 
 
 if __name__ == '__main__':

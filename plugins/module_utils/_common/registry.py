@@ -6,18 +6,22 @@
 A module builds its argument spec with :func:`argument_spec` (its own options, ``backend`` and every
 backend's connection options) and hands over with :func:`run`::
 
+    from ansible_collections.converge.virt.plugins.module_utils._common.runners import migration_runs
+
     def main():
         module = ConvergeModule(argument_spec=registry.argument_spec(name=dict(type='str')), supports_check_mode=True)
-        registry.run('host', module, libvirt=_libvirt, kubevirt=_kubevirt)
+        registry.run('host', module, migration_runs.load, 'run_host')
 
 ``run`` refuses every option the selected backend does not own (:data:`OPTION_GROUPS`, in the order
-of the table, with the resource's wording) and then calls the runner that the selected backend's
-loader returns. A loader is a function of the module with the import inside: AnsiballZ packs what a
-module names, and only the selected backend's code is imported (a libvirt task never compiles the
-KubeVirt backend). This module imports nothing of either backend.
+of the table, with the resource's wording) and then calls the named runner of the selected backend's
+module, which the loader imports. A loader (``_common/runners/<module>.py``, one per module of runners,
+shared by the modules that use it) names both backends' modules in import statements inside its
+function: AnsiballZ packs what a module names, and only the selected backend's code is imported (a
+libvirt task never compiles the KubeVirt backend). This module imports nothing of either backend (a
+loader here would pack every backend's runners into every module).
 
 Adding a backend: its connection options in :data:`CONNECTION_ARGS`, its name in :data:`BACKENDS`,
-its own options per resource in :data:`OPTION_GROUPS`, one runner per resource and one loader per module.
+its own options per resource in :data:`OPTION_GROUPS`, one runner per resource and one import per loader in _common/runners.
 """
 
 from __future__ import annotations
@@ -176,10 +180,12 @@ def refuse_other_backend(resource, params):
         raise InvalidDeclaration(key, message[len(key) + 2:])
 
 
-def run(resource, module, check=None, **loaders):
+def run(resource, module, load, runner, check=None):
     """Runs ``resource`` with the backend the task selects: its options checked, its runner imported and called with the module.
 
-    ``check(params)``, when given, runs after the backend's options are checked; its :class:`InvalidDeclaration` fails the module.
+    ``load(backend)`` imports and returns the backend's module of runners (a ``_common/runners`` loader); ``runner``
+    names its function that takes the module. ``check(params)``, when given, runs after the backend's options are checked; its
+    :class:`InvalidDeclaration` fails the module.
     """
     refused = refused_option(resource, module.params)
     if refused:
@@ -192,4 +198,4 @@ def run(resource, module, check=None, **loaders):
             check(module.params)
         except InvalidDeclaration as exc:
             module.fail_json(**exc.to_result())
-    return loaders[module.params['backend']]()(module)
+    return getattr(load(module.params['backend']), runner)(module)
