@@ -833,8 +833,43 @@ def _role_ready(directory, state, role):
     if role == "kube-apiserver":
         return Client(state["server"], paths["ca"], pki.ensure_token(os.path.join(directory, "pki", "admin.token"))).ready
     if role == "virt-api":
-        return lambda: _virt_api_healthy(ports["virt-api"], paths["ca"])
+        client = Client(state["server"], paths["ca"], pki.ensure_token(os.path.join(directory, "pki", "admin.token")))
+        return lambda: _virt_api_healthy(ports["virt-api"], paths["ca"]) and _subresources_served(client)
     return lambda: True
+
+
+def _subresources_apiservices_available(client):
+    """Whether every subresources.kubevirt.io APIService says Available=True (as the API server reports it)."""
+    code, body = client.request("GET", WEBHOOK_KINDS["APIService"], timeout=3)
+    if code != 200 or not isinstance(body, dict):
+        return False
+    services = [s for s in body.get("items", []) if s.get("spec", {}).get("group") == "subresources.kubevirt.io"]
+    return bool(services) and all(any(c.get("type") == "Available" and c.get("status") == "True"
+                                      for c in s.get("status", {}).get("conditions", [])) for s in services)
+
+
+def _subresources_served(client):
+    """What a test of virt-api needs once it is back: the subresources.kubevirt.io APIServices Available and a
+    subresources request through the API server's aggregator answered (after a restart of virt-api the aggregator
+    answers 503 until its availability controller has probed virt-api again)."""
+    try:
+        return _subresources_apiservices_available(client) and \
+            client.request("GET", "/apis/subresources.kubevirt.io/v1/healthz", timeout=3)[0] == 200
+    except (OSError, ssl.SSLError):
+        return False
+
+
+def subresources_available(directory):
+    """Whether kube-apiserver's aggregator takes virt-api's subresources.kubevirt.io APIServices for Available now
+    (False while it has not yet seen a restarted virt-api: its subresources answer 503 meanwhile)."""
+    directory = os.path.abspath(directory)
+    state = _load_state(directory)
+    paths = pki.make_all(os.path.join(directory, "pki"))
+    client = Client(state["server"], paths["ca"], pki.ensure_token(os.path.join(directory, "pki", "admin.token")))
+    try:
+        return _subresources_apiservices_available(client)
+    except (OSError, ssl.SSLError):
+        return False
 
 
 def stop_role(directory, role, kill=False, timeout=20):
@@ -848,8 +883,14 @@ def stop_role(directory, role, kill=False, timeout=20):
     return record["pid"] if _stop(record, boot_id(), timeout, signal.SIGKILL if kill else signal.SIGTERM) else None
 
 
-def start_role(directory, role):
-    """Start ``role`` again, with the command line, ports, certificates and data it had; wait until it is ready."""
+def start_role(directory, role, until="ready"):
+    """Start ``role`` again, with the command line, ports, certificates and data it had; wait until it is ready.
+
+    Ready for virt-api: its own health check passes and kube-apiserver serves its subresources (the APIServices
+    Available, a request through the aggregator answered). ``until="healthy"``: only virt-api's own health check - the
+    moment right after a restart, when the aggregator may still answer 503 (tests of that window)."""
+    if until not in ("ready", "healthy"):
+        raise LabError(f"until must be ready or healthy, not {until!r}")
     if role not in RESTARTABLE:
         raise LabError(f"{role} cannot be started alone (one of {', '.join(RESTARTABLE)})")
     directory = os.path.abspath(directory)
@@ -862,7 +903,13 @@ def start_role(directory, role):
         paths = pki.make_all(os.path.join(directory, "pki"))
         _drop_stale_lease(Client(state["server"], paths["ca"], pki.ensure_token(os.path.join(directory, "pki", "admin.token"))))
     proc = _start(directory, role, record["argv"], state, cwd=REPO_ROOT if role == "virt-handler" else None)
-    _wait(role, proc, state["processes"][-1]["log"], _role_ready(directory, state, role))
+    ready = _role_ready(directory, state, role)
+    if until == "healthy" and role == "virt-api":
+        ca_file = pki.make_all(os.path.join(directory, "pki"))["ca"]
+
+        def ready():
+            return _virt_api_healthy(state["ports"]["virt-api"], ca_file)
+    _wait(role, proc, state["processes"][-1]["log"], ready)
     return proc.pid
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 import traceback
 
 try:
@@ -72,6 +73,11 @@ KUBEVIRT_API = '/apis/kubevirt.io/v1'
 SUBRESOURCE_API = '/apis/subresources.kubevirt.io/v1'
 CDI_API = '/apis/cdi.kubevirt.io/v1beta1'
 CORE_API = '/api/v1'
+# a 503 of a subresource call is retried with these pauses (doubling, capped) until the task's wait deadline: after virt-api
+# restarts, kube-apiserver's aggregator keeps the APIService v1.subresources.kubevirt.io unavailable until its availability
+# controller probes virt-api again (seconds), and answers 503 without passing the request on
+SUBRESOURCE_RETRY_FIRST = 0.5
+SUBRESOURCE_RETRY_CAP = 5.0
 
 
 def import_kubernetes():
@@ -339,8 +345,8 @@ class KubeClient(ClosingConnection):
         detail = ': %s' % message if message else (': %s' % raw[:300].strip() if raw else '')
         if path is not None and path.startswith(SUBRESOURCE_API) and subresource_api_missing(status, decoded):
             text = self.redact("%s failed: KubeVirt's virt-api is not available: the API server %s subresources.kubevirt.io/v1 (%s%s); "
-                               "start, stop, restart, pause, unpause and hot-plug go through it: is virt-api running and the APIService "
-                               "v1.subresources.kubevirt.io Available?" % (
+                               "start, stop, restart, pause, unpause and hot-plug go through it: is virt-api running? (and the APIService "
+                               "v1.subresources.kubevirt.io Available?)" % (
                                    what, 'does not serve' if status == 404 else 'cannot reach virt-api for', code, detail))
             return ApiUnavailable(text, code=status, reason=reason, api_message=self.redact(message) if message else None)
         refusal = rbac_refusal(message) if status == 403 else webhook_unreachable(message) if status == 500 else None
@@ -401,10 +407,37 @@ class KubeClient(ClosingConnection):
         except NotFound:
             return None
 
-    def subresource(self, plural, namespace, name, action, body=None):
-        """PUT a virt-api subresource (start, stop, restart, pause, unpause, ...)."""
-        return self.request('PUT', self.path(SUBRESOURCE_API, namespace, plural, name, action), body=body or {},
-                            what='%s of %s %s/%s' % (action, plural.rstrip('s'), namespace, name))
+    def subresource(self, plural, namespace, name, action, body=None, deadline=None, done=None):  # pylint: disable=too-many-arguments
+        """PUT a virt-api subresource (start, stop, restart, pause, unpause, ...).
+
+        A 503 (virt-api unreachable: down, or just restarted and not yet seen Available by the aggregator) is retried
+        with a doubling pause until ``deadline`` (a ``time.monotonic()`` value; None: no retry). Before each retry ``done()``
+        (when given) is asked whether the action took effect all the same (a 503 of a request virt-api had carried out):
+        then nothing is sent again and None is returned. At the deadline the last :class:`ApiUnavailable` is raised,
+        saying how long it was retried. A 404 with no API (no APIService registered) is not retried: it does not pass.
+        """
+        path = self.path(SUBRESOURCE_API, namespace, plural, name, action)
+        what = '%s of %s %s/%s' % (action, plural.rstrip('s'), namespace, name)
+        clock = time.monotonic
+        started, pause, attempts = clock(), SUBRESOURCE_RETRY_FIRST, 0
+        while True:
+            attempts += 1
+            try:
+                return self.request('PUT', path, body=body or {}, what=what)
+            except ApiUnavailable as exc:
+                if deadline is None or exc.code != 503:
+                    raise
+                left = deadline - clock()
+                if left <= 0:
+                    if attempts == 1:
+                        raise
+                    raise ApiUnavailable('%s (answered 503 to all %d attempts over %.0f s, until the task\'s wait_timeout)'
+                                         % (exc, attempts, clock() - started), code=exc.code, reason=exc.reason,
+                                         api_message=exc.details.get('api_message'), attempts=attempts)
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, SUBRESOURCE_RETRY_CAP)
+            if done is not None and done():
+                return None
 
     def list_with_version(self, api, namespace, plural):
         """(every object of ``plural`` in ``namespace``, the list's resourceVersion): where a watch starts."""

@@ -32,7 +32,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.wait import 
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_change
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import cloud_init as kcloud_init
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, KUBEVIRT_API, Conflict, NotFound
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, KUBEVIRT_API, ApiUnavailable, Conflict, NotFound
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import DNS_LABEL as _DNS_LABEL, DNS_SUBDOMAIN as _DNS_SUBDOMAIN
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore, annotations_from_record
 from ansible_collections.converge.virt.plugins.module_utils._common.units import parse_size
@@ -448,6 +448,8 @@ class KubevirtVm(driver.VmBackend):
                 if handler is None:
                     raise TransitionRefused(step.action, obs.get('effective_vm_state'), None, reason='not supported on KubeVirt')
                 handler(declared, obs, options)
+        except ApiUnavailable as exc:
+            raise self._virt_api_away(exc, step, obs, self._abandon(task_id))
         except ConvergeError:
             self._abandon(task_id)
             raise
@@ -457,10 +459,31 @@ class KubevirtVm(driver.VmBackend):
         return self.observe(declared)
 
     def _abandon(self, task_id):
+        """Drop the task record of a step that failed; whether that worked (the record is gone)."""
         try:
             tasks.abandon_task(self.store({}), task_id, name=self.name, rolled_back=True)
         except ConvergeError:
-            pass
+            return False
+        return True
+
+    def _virt_api_away(self, exc, step, obs, abandoned):
+        """The error of a step whose subresource call virt-api never answered (503 until the wait deadline, or no API):
+        the declared state that was not reached, the VM's status as last read, and whether its task record is gone."""
+        try:
+            status = self.observe().get('status')
+        except ConvergeError:
+            status = '%s (as read before the step)' % obs.get('status')
+        tail = ('no task is left on it; run the task again once virt-api answers' if abandoned else
+                'its task record could not be removed: the next run recovers it')
+        return ApiUnavailable('%s/%s not brought to %s (step %s): %s; the VM is %s, %s' % (
+            self.namespace, self.name, step.vm_state_after, step.action, exc, status, tail),
+            code=exc.code, reason=exc.reason, **dict((k, v) for k, v in exc.details.items() if k not in ('status_code', 'status_reason')))
+
+    def _put(self, plural, action, options, body=None, done=None):  # pylint: disable=too-many-arguments
+        """A subresource call of this VM, a transient 503 retried until ``options.wait_timeout`` from now; ``done(observation)``:
+        the action took effect all the same (nothing is sent again)."""
+        return self.client.subresource(plural, self.namespace, self.name, action, body, deadline=time.monotonic() + options.wait_timeout,
+                                       done=None if done is None else lambda: done(self.observe()))
 
     def _create(self, declared, options):
         body = manifest_for_create(declared)
@@ -526,7 +549,7 @@ class KubevirtVm(driver.VmBackend):
         del declared
         if not self._start_underway(obs):
             try:
-                self.client.subresource('virtualmachines', self.namespace, self.name, 'start')
+                self._put('virtualmachines', 'start', options, done=self._start_underway)
             except Conflict as exc:
                 raise self.refused('start', obs, exc)
         if options.wait:
@@ -539,7 +562,7 @@ class KubevirtVm(driver.VmBackend):
         del declared
         if not self._stop_underway(obs):
             try:
-                self.client.subresource('virtualmachines', self.namespace, self.name, 'stop')
+                self._put('virtualmachines', 'stop', options, done=self._stop_underway)
             except Conflict as exc:
                 if obs.get('vmi') is not None or kubevirt_views.kubevirt_run_strategy(obs['vm']) != 'Manual':
                     raise self.refused('stop', obs, exc)
@@ -553,7 +576,7 @@ class KubevirtVm(driver.VmBackend):
                 raise WaitTimeout('graceful stop of %s/%s did not complete within %ss and force_stop is false'
                                   % (self.namespace, self.name, options.shutdown_timeout), **exc.details)
             try:
-                self.client.subresource('virtualmachines', self.namespace, self.name, 'stop', {'gracePeriod': 0})
+                self._put('virtualmachines', 'stop', options, {'gracePeriod': 0}, done=lambda o: o.get('vmi') is None)
             except Conflict:
                 pass    # already stopping with a shorter grace period, or already stopped
             self.wait_status(STOPPED_STATUSES, options.wait_timeout, 'Stopped', fail_fast=False, predicate=lambda o: o.get('vmi') is None)
@@ -564,7 +587,8 @@ class KubevirtVm(driver.VmBackend):
             return self._do_start(None, obs, options)
         old_uid = vmi['metadata']['uid']
         try:
-            self.client.subresource('virtualmachines', self.namespace, self.name, 'restart', {'gracePeriodSeconds': 0} if hard else {})
+            self._put('virtualmachines', 'restart', options, {'gracePeriodSeconds': 0} if hard else {},
+                      done=lambda o: o.get('vmi_uid') not in (None, old_uid))
         except Conflict as exc:
             raise self.refused('reboot_hard' if hard else 'reboot_soft', obs, exc)
         if options.wait:
