@@ -807,11 +807,7 @@ class Executor:
         if kinds == [phase.ATTACH_CONFIG]:
             self._template_add(first, volume, disk)
             return {}
-        if phase.ATTACH_CONFIG in kinds:
-            self._subresource('virtualmachines', first.vm, 'addvolume', body)
-        else:
-            self._instance_only(first, 'addvolume', body)
-        if self.dry_run:
+        if not self._plug(first, phase.ATTACH_CONFIG in kinds, 'addvolume', body):
             return {}
         try:
             return {'phases': self._wait_hotplug(first, True)}
@@ -826,13 +822,18 @@ class Executor:
             self._template_remove(first)
             return {}
         body = {'name': first.target}
-        if phase.DETACH_CONFIG in kinds:
-            self._subresource('virtualmachines', first.vm, 'removevolume', body)
-        else:
-            self._instance_only(first, 'removevolume', body)
-        if self.dry_run:
+        if not self._plug(first, phase.DETACH_CONFIG in kinds, 'removevolume', body):
             return {}
         return {'phases': self._wait_hotplug(first, False)}
+
+    def _plug(self, first, with_config, verb, body):
+        """``verb`` (addvolume, removevolume) on the VM when the group also edits its template, else on the running instance
+        only; False in a dry run (nothing to wait for)."""
+        if with_config:
+            self._subresource('virtualmachines', first.vm, verb, body)
+        else:
+            self._instance_only(first, verb, body)
+        return not self.dry_run
 
     def run_group(self, group):
         """One volume operation, or one attach / detach under the VM's task."""
