@@ -607,7 +607,7 @@ class KubevirtVm(driver.VmBackend):
     def _do_pause(self, declared, obs, options):
         del declared
         try:
-            self.client.subresource('virtualmachineinstances', self.namespace, self.name, 'pause', {})
+            self._put('virtualmachineinstances', 'pause', options, {}, done=lambda o: o.get('status') == 'Paused')
         except (Conflict, NotFound) as exc:
             raise self.refused('pause', obs, exc)
         if options.wait:
@@ -616,7 +616,7 @@ class KubevirtVm(driver.VmBackend):
     def _do_unpause(self, declared, obs, options):
         del declared
         try:
-            self.client.subresource('virtualmachineinstances', self.namespace, self.name, 'unpause', {})
+            self._put('virtualmachineinstances', 'unpause', options, {}, done=lambda o: o.get('status') == 'Running')
         except (Conflict, NotFound) as exc:
             raise self.refused('unpause', obs, exc)
         if options.wait:

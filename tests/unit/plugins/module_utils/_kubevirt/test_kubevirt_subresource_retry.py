@@ -71,12 +71,13 @@ class FakeApi:
             _merge(self.vm, patch)
             self.vm['metadata']['resourceVersion'] = str(int(self.vm['metadata']['resourceVersion']) + 1)
             return _Response(200, self.vm)
-        if path == START_PATH and method == 'PUT':
+        if path.startswith('/apis/subresources.kubevirt.io/') and method == 'PUT':
             status = self.start_answers.pop(0) if len(self.start_answers) > 1 else self.start_answers[0]
             if status == 503:
                 # kube-aggregator's proxy for an APIService that is not Available: plain text, no Status
                 return _Response(503, 'service unavailable\n')
-            self.vm['spec']['runStrategy'] = 'Always'
+            if path == START_PATH:
+                self.vm['spec']['runStrategy'] = 'Always'
             return _Response(200, '')
         return _Response(404, {'kind': 'Status', 'code': 404, 'reason': 'NotFound', 'message': '%s not found' % path})
 
@@ -187,3 +188,12 @@ def test_without_a_deadline_or_with_no_api_registered_nothing_is_retried(clock):
     with pytest.raises(kclient.ApiUnavailable) as info:
         client.subresource('virtualmachines', NS, NAME, 'start', deadline=time.monotonic() + 60)
     assert 'does not serve subresources.kubevirt.io/v1' in str(info.value) and not clock.sleeps
+
+
+@pytest.mark.parametrize('action', ['pause', 'unpause'])
+def test_pause_and_unpause_retry_a_503_too(clock, action):
+    api = FakeApi(_stopped_vm(), [503, 503, 200])
+    vm = vb.KubevirtVm(_client_over(api), NS, NAME)
+    getattr(vm, '_do_' + action)(None, {'status': 'Running'}, vb.KubevirtOptions(wait=False, wait_timeout=60))
+    path = '/apis/subresources.kubevirt.io/v1/namespaces/demo/virtualmachineinstances/web/' + action
+    assert [c for c in api.calls if c[0] == 'PUT'] == [('PUT', path)] * 3 and clock.sleeps == [0.5, 1.0]
