@@ -121,11 +121,15 @@ class MigrationRun:
         self.owner = owner
         self.check_mode = check_mode
         self.on_started = on_started
+        self.forget_phases()
+        self.notes = []
+
+    def forget_phases(self):
+        """Start the phase record afresh: no phase yet, no walk, no reason, no progress."""
         self.phase = migration.UNSET
         self.phases = []
         self.reason = None
         self.progress = {}
-        self.notes = []
 
     def _advance(self, obs):
         """Move to the phase the phase machine reads from ``obs``; return it."""

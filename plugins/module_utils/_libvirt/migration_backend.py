@@ -43,7 +43,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.redact impor
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import departures, metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import (
     Connection, ModuleSession, is_no_domain, libvirt, resolve_uri)
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, metadata_flags
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_phase
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
@@ -132,15 +132,6 @@ def migration_params(opts):
 
 
 # ------------------------------------------------------------------ history
-def _meta_flags(dom):
-    flags = 0
-    if dom.isPersistent():
-        flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
-    if dom.isActive():
-        flags |= libvirt.VIR_DOMAIN_AFFECT_LIVE
-    return flags
-
-
 def read_history(dom):
     """The recent migrations recorded on ``dom`` (newest last); [] when none."""
     flags = libvirt.VIR_DOMAIN_AFFECT_CONFIG if dom.isPersistent() else libvirt.VIR_DOMAIN_AFFECT_LIVE
@@ -158,7 +149,7 @@ def write_history(dom, entries):
     root.text = json.dumps(entries[-HISTORY_LENGTH:], sort_keys=True)
     try:
         dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, ET.tostring(root, encoding='unicode'), MIGRATION_PREFIX, MIGRATION_NS,
-                        _meta_flags(dom))
+                        metadata_flags(dom))
     except libvirt.libvirtError:
         pass
 
@@ -479,10 +470,7 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
         """Drop what one look at the hosts learnt (phases, progress, connections) before looking again."""
         self.close()
         self.source = self.dest = None
-        self.phase = migration.UNSET
-        self.phases = []
-        self.reason = None
-        self.progress = {}
+        self.forget_phases()
         self.history_entry = None
 
     def cancel(self, wait=True):

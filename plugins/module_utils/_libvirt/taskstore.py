@@ -164,15 +164,20 @@ def read_metadata(dom):
     return metadata.read_converge_metadata(fragment)
 
 
-def write_metadata(dom, meta):
-    """Write the converge metadata to the persistent config and, when running, the live one."""
+def metadata_flags(dom):
+    """The flags of a metadata write that reaches the persistent config and, when running, the live one."""
     flags = 0
     if dom.isPersistent():
         flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
     if dom.isActive():
         flags |= libvirt.VIR_DOMAIN_AFFECT_LIVE
+    return flags
+
+
+def write_metadata(dom, meta):
+    """Write the converge metadata to the persistent config and, when running, the live one."""
     dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, metadata.converge_metadata_element(meta), metadata.CONVERGE_PREFIX,
-                    metadata.CONVERGE_NS, flags)
+                    metadata.CONVERGE_NS, metadata_flags(dom))
 
 
 class LibvirtTaskStore(TaskStore):
