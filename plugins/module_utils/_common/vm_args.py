@@ -87,6 +87,9 @@ def spec_of(params):
 
 KUBEVIRT_CONNECTION_KEYS = ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs')
 LIBVIRT_CONNECTION_KEYS = ('uri', 'username', 'password')
+# top-level definition options of the vm module that only the libvirt backend takes (the KubeVirt backend refuses them)
+LIBVIRT_DEFINITION_KEYS = ('xml', 'uuid', 'title', 'description', 'machine', 'arch', 'domain_type', 'firmware', 'boot', 'serial', 'graphics',
+                           'on_poweroff', 'on_reboot', 'on_crash', 'autostart', 'guest_agent')
 
 
 def other_connection_option(params, backend):

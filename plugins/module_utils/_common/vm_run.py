@@ -18,7 +18,8 @@ from ansible_collections.converge.virt.plugins.module_utils._common.driver impor
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration, WaitTimeout
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import SECRET_SPEC_KEYS, declared_secrets, secret_forms
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import BEHAVIOUR_ARGS, DEFINITION_ARGS, STATE_CHOICES, WAIT_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import (
+    BEHAVIOUR_ARGS, DEFINITION_ARGS, LIBVIRT_DEFINITION_KEYS, STATE_CHOICES, WAIT_ARGS)
 from ansible_collections.converge.virt.plugins.module_utils._phase import readiness as readiness_phase, tasks
 
 # ------------------------------------------------------------------ the vm module's definition options per backend
@@ -31,8 +32,6 @@ KUBEVIRT_DEFINITION_ARGS = dict(
     labels=dict(type='dict'),
 )
 KUBEVIRT_DISK_KEYS = ('name', 'image', 'claim', 'data_volume')
-LIBVIRT_DEFINITION_KEYS = ('xml', 'uuid', 'title', 'description', 'machine', 'arch', 'domain_type', 'firmware', 'boot', 'serial', 'graphics',
-                           'on_poweroff', 'on_reboot', 'on_crash', 'autostart', 'guest_agent')
 
 # backend -> the definition options only it takes (top level, in each disk, in each interface) and how another backend refuses them
 DEFINITION_OWNERS = {

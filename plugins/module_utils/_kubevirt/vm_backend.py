@@ -36,15 +36,14 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client imp
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import DNS_LABEL as _DNS_LABEL, DNS_SUBDOMAIN as _DNS_SUBDOMAIN
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore, annotations_from_record
 from ansible_collections.converge.virt.plugins.module_utils._common.units import parse_size
+# the options of the vm module that only the libvirt backend understands
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_DEFINITION_KEYS as LIBVIRT_ONLY
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
 
 API_VERSION = 'kubevirt.io/v1'
-# options of the vm module that only the libvirt backend understands
-LIBVIRT_ONLY = ('xml', 'uuid', 'title', 'description', 'machine', 'arch', 'domain_type', 'firmware', 'boot', 'serial', 'graphics',
-                'on_poweroff', 'on_reboot', 'on_crash', 'autostart', 'guest_agent')
 DISK_LIBVIRT_ONLY = ('dev', 'target', 'source', 'pool', 'volume', 'path', 'format', 'device')
 STOPPED_STATUSES = ('Stopped',)
 _QUANTITY = re.compile(r'^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?\Z')
@@ -606,21 +605,21 @@ class KubevirtVm(driver.VmBackend):
 
     def _do_pause(self, declared, obs, options):
         del declared
-        try:
-            self._put('virtualmachineinstances', 'pause', options, {}, done=lambda o: o.get('status') == 'Paused')
-        except (Conflict, NotFound) as exc:
-            raise self.refused('pause', obs, exc)
-        if options.wait:
-            self.wait_status(('Paused',), options.wait_timeout, 'Paused')
+        self._instance_call('pause', 'Paused', obs, options)
 
     def _do_unpause(self, declared, obs, options):
         del declared
+        self._instance_call('unpause', 'Running', obs, options)
+
+    def _instance_call(self, action, status, obs, options):
+        """The instance's ``action`` subresource (a transient 503 retried, see _put; refused on Conflict/NotFound), then (with
+        ``options.wait``) waits until its status is ``status``."""
         try:
-            self._put('virtualmachineinstances', 'unpause', options, {}, done=lambda o: o.get('status') == 'Running')
+            self._put('virtualmachineinstances', action, options, {}, done=lambda o: o.get('status') == status)
         except (Conflict, NotFound) as exc:
-            raise self.refused('unpause', obs, exc)
+            raise self.refused(action, obs, exc)
         if options.wait:
-            self.wait_status(('Running',), options.wait_timeout, 'Running')
+            self.wait_status((status,), options.wait_timeout, status)
 
     def _do_delete(self, declared, obs, options):
         del declared
