@@ -160,6 +160,36 @@ def subresource_api_missing(status, decoded):
     return status == 404 and not (isinstance(decoded, dict) and decoded.get('kind') == 'Status')
 
 
+def retry_unavailable(call, deadline=None, done=None):
+    """``call()`` (one subresources.kubevirt.io request), a 503 repeated with a doubling pause until ``deadline``.
+
+    A 503 says virt-api could not be reached: down, or just restarted and not yet seen Available by kube-apiserver's
+    aggregator, which answers 503 without passing the request on. Before each retry ``done()`` (when given) is asked
+    whether the action took effect all the same (a 503 of a request virt-api had carried out): then nothing is sent
+    again and None is returned. At the deadline the last :class:`ApiUnavailable` is raised, saying how long it was
+    retried. A 404 with no API (no APIService registered) is not retried: it does not pass.
+    """
+    started, pause, attempts = time.monotonic(), SUBRESOURCE_RETRY_FIRST, 0
+    while True:
+        attempts += 1
+        try:
+            return call()
+        except ApiUnavailable as exc:
+            if deadline is None or exc.code != 503:
+                raise
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if attempts == 1:
+                    raise
+                raise ApiUnavailable('%s (answered 503 to all %d attempts over %.0f s, until the task\'s wait_timeout)'
+                                     % (exc, attempts, time.monotonic() - started), code=exc.code, reason=exc.reason,
+                                     api_message=exc.details.get('api_message'), attempts=attempts)
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, SUBRESOURCE_RETRY_CAP)
+        if done is not None and done():
+            return None
+
+
 # the words ansible takes for a boolean (ansible.module_utils.parsing.convert_bool)
 TRUE_WORDS = ('1', 'true', 'yes', 'on', 'y', 't')
 FALSE_WORDS = ('0', 'false', 'no', 'off', 'n', 'f')
@@ -408,36 +438,11 @@ class KubeClient(ClosingConnection):
             return None
 
     def subresource(self, plural, namespace, name, action, body=None, deadline=None, done=None):  # pylint: disable=too-many-arguments
-        """PUT a virt-api subresource (start, stop, restart, pause, unpause, ...).
-
-        A 503 (virt-api unreachable: down, or just restarted and not yet seen Available by the aggregator) is retried
-        with a doubling pause until ``deadline`` (a ``time.monotonic()`` value; None: no retry). Before each retry ``done()``
-        (when given) is asked whether the action took effect all the same (a 503 of a request virt-api had carried out):
-        then nothing is sent again and None is returned. At the deadline the last :class:`ApiUnavailable` is raised,
-        saying how long it was retried. A 404 with no API (no APIService registered) is not retried: it does not pass.
-        """
+        """PUT a virt-api subresource (start, stop, restart, pause, unpause, ...); a 503 is retried until ``deadline``
+        (a ``time.monotonic()`` value; None: no retry), see :func:`retry_unavailable`."""
         path = self.path(SUBRESOURCE_API, namespace, plural, name, action)
         what = '%s of %s %s/%s' % (action, plural.rstrip('s'), namespace, name)
-        clock = time.monotonic
-        started, pause, attempts = clock(), SUBRESOURCE_RETRY_FIRST, 0
-        while True:
-            attempts += 1
-            try:
-                return self.request('PUT', path, body=body or {}, what=what)
-            except ApiUnavailable as exc:
-                if deadline is None or exc.code != 503:
-                    raise
-                left = deadline - clock()
-                if left <= 0:
-                    if attempts == 1:
-                        raise
-                    raise ApiUnavailable('%s (answered 503 to all %d attempts over %.0f s, until the task\'s wait_timeout)'
-                                         % (exc, attempts, clock() - started), code=exc.code, reason=exc.reason,
-                                         api_message=exc.details.get('api_message'), attempts=attempts)
-                time.sleep(min(pause, left))
-                pause = min(pause * 2, SUBRESOURCE_RETRY_CAP)
-            if done is not None and done():
-                return None
+        return retry_unavailable(lambda: self.request('PUT', path, body=body or {}, what=what), deadline, done)
 
     def list_with_version(self, api, namespace, plural):
         """(every object of ``plural`` in ``namespace``, the list's resourceVersion): where a watch starts."""

@@ -40,6 +40,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.wait import 
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, CORE_API, KUBEVIRT_API, SUBRESOURCE_API, ApiStatusError, Conflict
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import retry_unavailable
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._common.units import parse_size
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
@@ -690,8 +691,11 @@ class Executor:
     def _subresource(self, plural, vm, action, body):
         if self.dry_run:
             body = dict(body, dryRun=['All'])
-        self.client.request('PUT', self.client.path(SUBRESOURCE_API, self.namespace, plural, vm, action), body=body,
-                            what='%s of %s %s/%s' % (action, plural.rstrip('s'), self.namespace, vm))
+        path = self.client.path(SUBRESOURCE_API, self.namespace, plural, vm, action)
+        what = '%s of %s %s/%s' % (action, plural.rstrip('s'), self.namespace, vm)
+        # a 503 (virt-api just restarted, or down) is retried until wait_timeout from now: kube-apiserver's aggregator
+        # answers it without passing the request on while the APIService is not Available
+        retry_unavailable(lambda: self.client.request('PUT', path, body=body, what=what), time.monotonic() + max(self.wait_timeout, 0))
         self.writes += 1
 
     def _patch_template(self, vm_name, edit):

@@ -197,3 +197,26 @@ def test_pause_and_unpause_retry_a_503_too(clock, action):
     getattr(vm, '_do_' + action)(None, {'status': 'Running'}, vb.KubevirtOptions(wait=False, wait_timeout=60))
     path = '/apis/subresources.kubevirt.io/v1/namespaces/demo/virtualmachineinstances/web/' + action
     assert [c for c in api.calls if c[0] == 'PUT'] == [('PUT', path)] * 3 and clock.sleeps == [0.5, 1.0]
+
+
+def test_a_hot_plug_answered_503_is_retried_and_written_once(clock):
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend
+    from ansible_collections.converge.virt.tests.unit.plugins.module_utils._kubevirt import test_kubevirt_volume as tv
+    from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
+
+    class Flaky(tv.FakeClient):
+        unavailable = 2
+
+        def request(self, method, path, body=None, query=None, content_type=None, what=None):  # pylint: disable=too-many-arguments
+            if method == 'PUT' and self.unavailable:
+                self.unavailable -= 1
+                self.requests.append((method, path, body, query, content_type))
+                raise kclient.ApiUnavailable('%s failed: 503' % what, code=503)
+            return super().request(method, path, body, query, content_type, what)
+    client = Flaky(pvcs=[tv.pvc('c1')], vms=[tv.vm('a')], vmis=[tv.vmi('a')])
+    # check mode: the same requests (with dryRun) and no wait for the hot-plug to finish afterwards
+    ex = volume_backend.Executor(client, 'ns', volume_backend.NamespaceVolumes(client, 'ns'), [tv.spec('c1')], wait_timeout=60, dry_run=True)
+    ex.attach([phase.Operation(phase.ATTACH_CONFIG, 'c1', 'a', 'd'), phase.Operation(phase.ATTACH_LIVE, 'c1', 'a', 'd')])
+    puts = [r for r in client.requests if r[0] == 'PUT']
+    assert len(puts) == 3 and all(r[1].endswith('/virtualmachines/a/addvolume') for r in puts)
+    assert ex.writes == 1 and clock.sleeps == [0.5, 1.0]
