@@ -75,17 +75,33 @@ def running(srv, name):
     return vmi is not None and (vmi.get('status') or {}).get('phase') == 'Running'
 
 
-def quiet(srv):
-    """Wait until the controllers stopped writing (two equal reads of every resourceVersion)."""
-    previous = None
-    end = time.monotonic() + 60
+def controller_passed(srv, end):
+    """Wait until the KubeVirt controller emulation has run one whole pass that began after this call, with no delayed
+    step still due. A pass (every object read through the API on the real stack) can take longer than any fixed pause
+    on a loaded machine: two reads a fixed time apart can both fall inside one pass and miss its writes."""
+    ctrl = srv.controller
+    first = ctrl.passes
     while True:
+        with ctrl.lock:
+            pending = any(due > ctrl.now() for due in ctrl.due.values())
+        # run_pass counts a pass when it starts: first + 2 means pass first + 1 began after this call and ended
+        if ctrl.passes >= first + 2 and not pending:
+            return
+        assert time.monotonic() < end, 'the controller emulation ran no whole pass (paused? errors: %r)' % ctrl.errors[-3:]
+        time.sleep(0.05)
+
+
+def quiet(srv):
+    """Wait until the controllers stopped writing: every resourceVersion the same before and after a whole controller pass."""
+    end = time.monotonic() + 120
+    previous = versions(srv)
+    while True:
+        controller_passed(srv, end)
         current = versions(srv)
         if current == previous:
             return current
         assert time.monotonic() < end, 'the namespace never settled'
         previous = current
-        time.sleep(0.5)
 
 
 def make_vms(srv, states):

@@ -56,6 +56,7 @@ from .store import ApiError
 LOG = logging.getLogger('kubeapi.real')
 
 NODES = ('node01', 'node02', 'node03')
+DRAIN_ANNOTATION = 'converge.virt/drain'     # the collection's drain mark (_kubevirt/migration_backend.py)
 NAMESPACES = ('default', 'demo')
 SYSTEM_NAMESPACES = ('kube-system', 'kube-public', 'kube-node-lease', 'kubevirt')
 KEEP_NAMESPACES = NAMESPACES + SYSTEM_NAMESPACES
@@ -353,6 +354,23 @@ class RealStack:
         for node in (nodes.get('items') or []) if code == 200 else []:
             if node['metadata']['name'] not in NODES:
                 self.client.request('DELETE', '/api/v1/nodes/%s' % node['metadata']['name'])
+            elif DRAIN_ANNOTATION in (node['metadata'].get('annotations') or {}):
+                self._forget_drain(node['metadata']['name'])
+
+    def _forget_drain(self, name):
+        """Remove the collection's drain mark a test left on node ``name`` (RealKubeServer.start uncordons and untaints
+        the nodes; a mark left behind made the next drain of that node keep the earlier test's reason)."""
+        for _attempt in range(10):
+            code, node = self.client.request('GET', '/api/v1/nodes/%s' % name)
+            if code != 200 or DRAIN_ANNOTATION not in (node['metadata'].get('annotations') or {}):
+                return
+            del node['metadata']['annotations'][DRAIN_ANNOTATION]
+            code, answer = self.client.request('PUT', '/api/v1/nodes/%s' % name, node)
+            if code == 200:
+                return
+            if code != 409:     # 409: the emulated virt-handler's heartbeat wrote the node in between
+                raise RuntimeError('the real stack could not be reset: node %s kept its drain mark (%s %s)' % (name, code, answer))
+        raise RuntimeError('the real stack could not be reset: node %s changed under every attempt to remove its drain mark' % name)
 
     def _purge_secrets(self, ns):
         code, listing = self.client.request('GET', '/api/v1/namespaces/%s/secrets' % ns)
