@@ -150,7 +150,7 @@ integration: venv layout guest kube peers
 integration-run:
 > $(LAB_ENV) CONVERGE_VIRT_REQUIRE_PEERS=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=25 -n 2 --dist loadfile --no-loadscope-reorder \
     $(addprefix --ignore=,$(KUBE_LANE)) \
-    tests/reliability/test_interrupt_libvirt.py tests/reliability/test_interrupt_libvirt_late.py tests/reliability tests/chaos tests/integration/test_golden_journey.py tests/integration/test_login_guest.py tests/integration
+    tests/reliability/test_interrupt_libvirt.py tests/reliability/test_interrupt_libvirt_late.py tests/reliability tests/chaos tests/integration/test_golden_journey.py tests/integration
 
 integration-kube-run:
 > $(LAB_ENV) $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=10 -n 2 --dist loadfile --no-loadscope-reorder $(KUBE_LANE)
