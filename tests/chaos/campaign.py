@@ -497,7 +497,9 @@ def figures(history, violations, seconds):
     for fault in history['faults']:
         faults[fault['fault']] = faults.get(fault['fault'], 0) + 1
     begins = [e for e in history['journal'] if e['event'] == 'begin']
-    return {'seed': history['seed'], 'seconds': round(seconds), 'declarations': len(decls), 'outcomes': outcomes, 'faults': faults,
+    spans, _unended = checker.intervals(history)
+    return {'delete_preemptions': len(checker.preemptions(spans)),
+            'seed': history['seed'], 'seconds': round(seconds), 'declarations': len(decls), 'outcomes': outcomes, 'faults': faults,
             'journal_intervals': len(begins), 'leaked_payload_dirs': sum(len(d.get('leaked', ())) for d in decls),
             'violations': len(violations), 'violation_kinds': sorted(set(v['kind'] for v in violations)),
             'digest': hashlib.sha256(json.dumps([d['id'] + json.dumps(d['fields'], sort_keys=True) for d in decls]).encode()).hexdigest()[:12]}

@@ -18,7 +18,10 @@ A history (a dict, as :mod:`tests.chaos.campaign` writes it to ``history.json``)
 
 Rules (each violation names its kind):
 
-* ``overlap``: two acting intervals (kind ``vm``: they hold the VM's task) on one VM overlap;
+* ``overlap``: two acting intervals (kind ``vm``: they hold the VM's task) on one VM overlap, except a ``delete`` that
+  begins inside another task's interval: the phase model lets delete preempt any task (docs/states.md, Nova's
+  delete), and the preempted task must then not report success (its interval ends ``failed`` or killed; ``done``
+  is an overlap); such preemptions are counted (:func:`preemptions`);
 * ``unended``: an interval begun by a process that was not killed never ended;
 * ``lost-declaration``: an acknowledged declaration's field does not hold at the end although no other declaration
   that may change that object (its own, or one naming it in ``touches``) overlapped or followed it (a ``capacity``
@@ -76,22 +79,36 @@ def intervals(history):
     return out, violations
 
 
-def check_overlaps(spans):
-    """Violations: two intervals of one VM that overlap (volume create/grow/delete hold no task: they may overlap)."""
-    violations = []
+def _preempts(earlier, later):
+    """Whether ``later`` legally preempted ``earlier``: a delete that began inside it, after which ``earlier`` did not succeed."""
+    return later['action'] == 'delete' and earlier.get('outcome') != 'done'
+
+
+def _overlapping(spans):
+    """Each (earlier, later) pair of intervals of one VM in which ``later`` begins before ``earlier`` ended."""
     last = {}
     for span in spans:
         if span['kind'] != 'vm':
             continue
-        key = (span['kind'], span['object'])
-        previous = last.get(key)
+        previous = last.get(span['object'])
         if previous is not None and span['begin'] < previous['end']:
-            violations.append(Violation('overlap', span['object'], 'tasks %s (%s) and %s (%s) acted on %s %s at once (%.3f < %.3f)'
-                                        % (previous['task_id'], previous['action'], span['task_id'], span['action'], span['kind'],
-                                           span['object'], span['begin'], previous['end']), [previous, span]))
+            yield previous, span
         if previous is None or span['end'] > previous['end']:
-            last[key] = span
-    return violations
+            last[span['object']] = span
+
+
+def check_overlaps(spans):
+    """Violations: two intervals of one VM that overlap (volume create/grow/delete hold no task: they may overlap), unless a
+    delete preempted the other (see the module's rules)."""
+    return [Violation('overlap', span['object'], 'tasks %s (%s) and %s (%s) acted on %s %s at once (%.3f < %.3f)'
+                      % (previous['task_id'], previous['action'], span['task_id'], span['action'], span['kind'], span['object'],
+                         span['begin'], previous['end']), [previous, span])
+            for previous, span in _overlapping(spans) if not _preempts(previous, span)]
+
+
+def preemptions(spans):
+    """The (preempted, delete) pairs of intervals: a delete that began inside another task's interval on the same VM."""
+    return [(previous, span) for previous, span in _overlapping(spans) if _preempts(previous, span)]
 
 
 def _holds(field, declared, actual):

@@ -68,3 +68,23 @@ class WaitTimeout(ConvergeError):
 
 class BackendError(ConvergeError):
     """The hypervisor or API server failed; the message is safe to show."""
+
+
+_OUR_CODE = 'ansible_collections/converge/virt/plugins/'
+
+
+def unexpected(exc):
+    """The message of an exception no code path expected: its type, where the collection's code met it (file:line and
+    function of the innermost frame of this collection's plugins), and its text ("no message" for an empty one or a libvirt error
+    whose text libvirt no longer had). Ansible shows the traceback only with -vvv; this line is what a user reports."""
+    where = None
+    frame = exc.__traceback__
+    while frame is not None:
+        path = frame.tb_frame.f_code.co_filename.replace('\\', '/')
+        if _OUR_CODE in path:
+            where = '%s:%d in %s' % (path.rsplit(_OUR_CODE, 1)[1], frame.tb_lineno, frame.tb_frame.f_code.co_name)
+        frame = frame.tb_next
+    text = str(exc)
+    if text in ('', 'None'):
+        text = 'no message'
+    return 'unexpected error (%s%s): %s' % (type(exc).__name__, ' at ' + where if where else '', text)

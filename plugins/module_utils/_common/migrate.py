@@ -34,7 +34,7 @@ import select
 import time
 from typing import List, NamedTuple, Optional
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, unexpected
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration
 
 RUNNING = 'Running'
@@ -278,7 +278,7 @@ def run_detached(make_migration):
             except ConvergeError as exc:
                 result = dict(exc.to_result(), failed=True, changed=False)
             except Exception as exc:  # pylint: disable=broad-except
-                result = dict(msg='unexpected error: %s' % exc, failed=True, changed=False)
+                result = dict(msg=unexpected(exc), failed=True, changed=False)
             send(result)
         finally:
             os._exit(0)
@@ -313,7 +313,7 @@ def migrate_each(keys, converge, failed, parallel):
         except ConvergeError as exc:
             return failed(key, exc.to_result())
         except Exception as exc:  # pylint: disable=broad-except
-            return failed(key, {'msg': 'unexpected error: %s' % exc})
+            return failed(key, {'msg': unexpected(exc)})
 
     with ThreadPoolExecutor(max_workers=min(parallel, max(1, len(keys)))) as pool:
         return list(pool.map(one, keys))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import traceback
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, unexpected
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 
 
@@ -51,6 +51,6 @@ class ModuleSession:
             return False  # success, or SystemExit from exit_json / fail_json
         if isinstance(exc, ConvergeError):
             self.module.fail_json(**self.redact_result(exc.to_result()))
-        self.module.fail_json(msg='unexpected error: %s' % self.redact(str(exc)),
+        self.module.fail_json(msg=self.redact(unexpected(exc)),
                               exception=self.redact(''.join(traceback.format_exception(exc_type, exc, tb))))
         return False

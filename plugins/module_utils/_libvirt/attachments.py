@@ -247,11 +247,15 @@ def _detach_live(connection, dom, op, timeout):
 
 
 def execute_attachment_operation(connection, view, op, fmt, detach_timeout=DETACH_TIMEOUT, owner=None):
-    """Run one attach/detach operation under the VM's task; return extra result fields."""
+    """Run one attach/detach operation under the VM's task; return extra result fields.
+
+    A VM undefined by another run after this one observed it (its task record can no longer be read or taken) fails naming
+    that, not as an unexpected error (chaos campaign seed 2614: a delete raced a volume attach)."""
     action = 'detach_volume' if op.kind in DETACH_KINDS else 'attach_volume'
     dom = view.dom
-    with VmTask(connection, view, action, owner or owner_name(), volume=op.volume):
-        try:
+    what = '%s of %s at %s:%s failed' % (op.kind, op.volume, op.vm, op.target)
+    try:
+        with VmTask(connection, view, action, owner or owner_name(), volume=op.volume):
             if op.kind == phase.DETACH_LIVE:
                 return _detach_live(connection, dom, op, detach_timeout)
             if op.kind == phase.DETACH_CONFIG:
@@ -263,8 +267,10 @@ def execute_attachment_operation(connection, view, op, fmt, detach_timeout=DETAC
             flag = libvirt.VIR_DOMAIN_AFFECT_CONFIG if op.kind == phase.ATTACH_CONFIG else libvirt.VIR_DOMAIN_AFFECT_LIVE
             dom.attachDeviceFlags(attach_disk_xml(op, fmt), flag)
             return {}
-        except libvirt.libvirtError as exc:
-            raise connection.error(exc, '%s of %s at %s:%s failed' % (op.kind, op.volume, op.vm, op.target))
+    except libvirt.libvirtError as exc:
+        if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+            what += ': VM %s was undefined (by another run?) after this run observed it; nothing was attached or detached' % op.vm
+        raise connection.error(exc, what)
 
 
 def _persistent_disks(dom):

@@ -36,7 +36,7 @@ import xml.etree.ElementTree as ET
 from typing import NamedTuple, Optional
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
-    BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused)
+    BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused, unexpected)
 from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._common import migrate
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
@@ -320,7 +320,7 @@ class _MigrateThread(threading.Thread):
             self.error = str(exc)
             self.error_code = exc.get_error_code()
         except Exception as exc:  # pylint: disable=broad-except
-            self.error = 'unexpected error: %s' % exc
+            self.error = unexpected(exc)
         finally:
             self.started_call.set()
             for conn in (source, dest):

@@ -32,7 +32,7 @@ def test_any_other_error_is_an_unexpected_error_without_secrets(module):
     with pytest.raises(Failed):
         with kclient.ModuleSession(module):
             raise RuntimeError('boom with Bearer %s' % SECRET)
-    assert module.failed['msg'].startswith('unexpected error: boom')
+    assert module.failed['msg'].startswith('unexpected error (RuntimeError') and module.failed['msg'].endswith(': boom with Bearer ********')
     assert 'Traceback' in module.failed['exception'] and 'RuntimeError' in module.failed['exception']
     assert SECRET not in repr(module.failed)
 
