@@ -135,7 +135,10 @@ def node_blockers(node, tolerations=()):
 
 
 def drain_mark(node):
-    """Our drain record of ``node`` (dict: reason, since, by) or None."""
+    """Our drain record of ``node`` (dict: reason, since, by) or None.
+
+    A record on a node that is no longer draining (uncordoned and untainted by someone else, e.g. ``kubectl uncordon``) is
+    stale: :func:`live_drain_mark` ignores it and the next :func:`set_drain` writes a new one."""
     raw = (_get(node, 'metadata', 'annotations') or {}).get(DRAIN_ANNOTATION)
     if raw is None:
         return None
@@ -153,6 +156,11 @@ def _our_taint(node):
 def node_draining(node):
     """A node is draining when it is cordoned or carries our taint."""
     return bool(_get(node, 'spec', 'unschedulable')) or bool(_our_taint(node))
+
+
+def live_drain_mark(node):
+    """:func:`drain_mark` of a node that is draining; None for a stale record on a node that is not."""
+    return drain_mark(node) if node_draining(node) else None
 
 
 def _patch_node(client, name, build, check_mode):
@@ -185,7 +193,7 @@ def set_drain(client, name, reason, taint, by, check_mode=False):
             taints = list(_get(node, 'spec', 'taints') or [])
             taints.append({'key': DRAIN_TAINT_KEY, 'effect': 'NoSchedule', 'value': 'true'})
             patch.setdefault('spec', {})['taints'] = taints
-        if drain_mark(node) is None:
+        if live_drain_mark(node) is None:   # none, or a stale one left by an uncordon behind our back: this drain's reason and time
             patch['metadata'] = {'annotations': {DRAIN_ANNOTATION: json.dumps({'reason': reason or '', 'since': time.time(), 'by': by},
                                                                               sort_keys=True)}}
         return patch or None
@@ -237,7 +245,7 @@ def node_summary(client, node, namespace):
     ready = [c for c in _get(node, 'status', 'conditions') or [] if c.get('type') == 'Ready']
     result = {'node': name, 'hostname': (_get(node, 'metadata', 'labels') or {}).get(HOSTNAME_LABEL, name),
               'unschedulable': bool(_get(node, 'spec', 'unschedulable')), 'taints': list(_get(node, 'spec', 'taints') or []),
-              'ready': bool(ready and ready[0].get('status') == 'True'), 'draining': node_draining(node), 'drain': drain_mark(node),
+              'ready': bool(ready and ready[0].get('status') == 'True'), 'draining': node_draining(node), 'drain': live_drain_mark(node),
               'blockers': node_blockers(node), 'allocatable_memory': _get(node, 'status', 'allocatable', 'memory'),
               'vms': vms, 'running_vms': ['%s/%s' % (v['namespace'], v['name']) for v in vms if v['running']], 'stopped_vms': []}
     if notes:

@@ -3,6 +3,9 @@ node blockers (cordon, taints, tolerations, Ready), names with a namespace, and 
 
 # pylint: disable=missing-function-docstring
 
+import copy
+import json
+
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
@@ -134,3 +137,43 @@ def test_dot_segments_never_reach_an_api_path(name):
     with pytest.raises(BackendError):
         kmb.node_path(name)
     assert kclient.KubeClient.path(kclient.KUBEVIRT_API, 'default', 'virtualmachines', 'a.b').endswith('/virtualmachines/a.b')
+
+
+class _NodeClient:
+    """A fake API client holding one Node: GET reads it, a merge patch (None deletes a key) writes it."""
+
+    def __init__(self, node):
+        self.node = node
+        self.patches = []
+
+    def request(self, method, path, body=None, content_type=None, what=None):  # pylint: disable=unused-argument
+        assert path == '/api/v1/nodes/node01', path
+        if method == 'GET':
+            return copy.deepcopy(self.node)
+        assert method == 'PATCH' and content_type == 'application/merge-patch+json', (method, content_type)
+        self.patches.append(body)
+
+        def merge(into, patch):
+            for key, value in patch.items():
+                if value is None:
+                    into.pop(key, None)
+                elif isinstance(value, dict):
+                    merge(into.setdefault(key, {}), value)
+                else:
+                    into[key] = value
+        merge(self.node, {k: v for k, v in body.items()})
+        return copy.deepcopy(self.node)
+
+
+def test_a_drain_after_an_uncordon_behind_our_back_records_its_own_reason():
+    """A node uncordoned with kubectl keeps our old drain annotation: host reported it, and the next drain kept its reason and time."""
+    stale = json.dumps({'reason': 'old maintenance', 'since': 1.0, 'by': 'someone'})
+    client = _NodeClient({'metadata': {'name': 'node01', 'resourceVersion': '7', 'annotations': {kmb.DRAIN_ANNOTATION: stale}},
+                          'spec': {}, 'status': {}})
+    assert kmb.live_drain_mark(client.node) is None, 'a stale mark on a schedulable node is not a drain'
+    assert kmb.set_drain(client, 'node01', 'kernel update', taint=False, by='me') is True
+    mark = kmb.drain_mark(client.node)
+    assert client.node['spec']['unschedulable'] is True and mark['reason'] == 'kernel update' and mark['since'] > 1.0, client.node
+    # draining now: the same declaration again changes nothing and keeps the mark
+    assert kmb.set_drain(client, 'node01', 'kernel update', taint=False, by='me') is False
+    assert kmb.drain_mark(client.node) == mark
