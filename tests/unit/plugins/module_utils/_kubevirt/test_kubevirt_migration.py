@@ -161,7 +161,7 @@ class _NodeClient:
                     merge(into.setdefault(key, {}), value)
                 else:
                     into[key] = value
-        merge(self.node, {k: v for k, v in body.items()})
+        merge(self.node, body)
         return copy.deepcopy(self.node)
 
 
