@@ -694,9 +694,22 @@ class Executor:
         path = self.client.path(SUBRESOURCE_API, self.namespace, plural, vm, action)
         what = '%s of %s %s/%s' % (action, plural.rstrip('s'), self.namespace, vm)
         # a 503 (virt-api just restarted, or down) is retried until wait_timeout from now: kube-apiserver's aggregator
-        # answers it without passing the request on while the APIService is not Available
-        retry_unavailable(lambda: self.client.request('PUT', path, body=body, what=what), time.monotonic() + max(self.wait_timeout, 0))
+        # answers it without passing the request on while the APIService is not Available. Before a retry the object is read:
+        # a request virt-api carried out although its answer was a 503 is not sent again (a second addvolume of the same
+        # name is refused by virt-api, which would fail a task whose change is in place)
+        done = None if self.dry_run else (lambda: self._plugged(plural, vm, body.get('name')) == (action == 'addvolume'))
+        retry_unavailable(lambda: self.client.request('PUT', path, body=body, what=what), time.monotonic() + max(self.wait_timeout, 0), done)
         self.writes += 1
+
+    def _plugged(self, plural, name, volume):
+        """Whether the VM's template (or the instance's spec) lists ``volume``; None when the object is gone."""
+        obj = self.client.get(KUBEVIRT_API, self.namespace, plural, name)
+        if obj is None:
+            return None
+        spec = obj.get('spec') or {}
+        if plural == 'virtualmachines':
+            spec = (spec.get('template') or {}).get('spec') or {}
+        return any(v.get('name') == volume for v in spec.get('volumes') or [])
 
     def _patch_template(self, vm_name, edit):
         """JSON patch of the VM's template built by ``edit(vm) -> ops``, guarded by resourceVersion (retried on a race)."""
