@@ -26,6 +26,7 @@ description:
   - "libvirt only: O(uri), O(username), O(password). kubevirt only: O(kubeconfig), O(context), O(host), O(api_key), O(ca_cert),
     O(validate_certs), O(namespace), O(node), O(taint)."
 extends_documentation_fragment:
+  - converge.virt.backend
   - converge.virt.backend.act
 attributes:
   check_mode:

@@ -38,6 +38,7 @@ description:
     O(completion_timeout), O(completion_action), O(copy_storage), O(peer_to_peer). kubevirt only: O(kubeconfig), O(context),
     O(host), O(api_key), O(ca_cert), O(validate_certs), O(namespace), O(target_node), O(source_node), O(pending_timeout)."
 extends_documentation_fragment:
+  - converge.virt.backend
   - converge.virt.backend.act
 attributes:
   check_mode:

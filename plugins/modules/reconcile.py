@@ -31,6 +31,7 @@ description:
   - "libvirt only: O(uri), O(username), O(password). kubevirt only: O(kubeconfig), O(context), O(host), O(api_key), O(ca_cert),
     O(validate_certs), O(namespace) (its default V(default) aside). An option of the other backend is an error naming it."
 extends_documentation_fragment:
+  - converge.virt.backend
   - converge.virt.backend.act
 attributes:
   check_mode:

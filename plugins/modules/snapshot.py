@@ -31,6 +31,7 @@ description:
   - Options of the other backend are refused naming them; libvirt only are the connection options O(uri), O(username),
     O(password), and O(memory), O(children); kubevirt only are the connection options, O(wait_timeout) and O(deletion_policy).
 extends_documentation_fragment:
+  - converge.virt.backend
   - converge.virt.backend.act
 attributes:
   check_mode:

@@ -20,6 +20,7 @@ description:
   - Options of the other backend are refused naming them (libvirt only O(uri), O(username), O(password); kubevirt only the
     connection options).
 extends_documentation_fragment:
+  - converge.virt.backend
   - converge.virt.backend.read
 options:
   vm:

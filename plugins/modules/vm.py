@@ -37,6 +37,7 @@ description:
     kubevirt only: the connection options, O(namespace), O(spec), O(instancetype), O(preference), O(data_volume_templates),
     O(labels), O(delete_volumes). Giving an option of the other backend fails naming it."
 extends_documentation_fragment:
+  - converge.virt.backend
   - converge.virt.backend.act
   - converge.virt.wait
 attributes:

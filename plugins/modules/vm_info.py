@@ -19,6 +19,7 @@ description:
   - "libvirt only: O(uri), O(username), O(password). kubevirt only: O(kubeconfig), O(context), O(host), O(api_key), O(ca_cert),
     O(validate_certs), O(namespace)."
 extends_documentation_fragment:
+  - converge.virt.backend
   - converge.virt.backend.read
 options:
   name:

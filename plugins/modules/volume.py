@@ -35,6 +35,7 @@ description:
     O(wipe), O(uri), O(username), O(password). For kubevirt only: the connection options, O(data_volume), O(storage_class),
     O(access_modes), O(volume_mode), O(wait_timeout). Giving an option of the other backend fails naming it."
 extends_documentation_fragment:
+  - converge.virt.backend
   - converge.virt.backend.act
 attributes:
   check_mode:

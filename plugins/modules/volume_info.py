@@ -17,6 +17,7 @@ description:
     the bound size, the claim and DataVolume phases, import progress, which VMs use each one (C(spec.template) or the
     running instance) and, for hotplugged disks, the hotplug phase (Pending, Bound, AttachedToNode, MountedToPod, Ready).
 extends_documentation_fragment:
+  - converge.virt.backend
   - converge.virt.backend.read
 options:
   pool:

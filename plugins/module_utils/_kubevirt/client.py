@@ -500,7 +500,7 @@ def client_from_params(params, environ=None):
     return KubeClient(**connection_params(params, environ))
 
 
-# Argument specs of the KubeVirt connection (documented by the converge.virt.kubevirt_connection fragment), declared in the backend registry.
+# Argument specs of the KubeVirt connection (documented by the converge.virt.backend fragment), declared in the backend registry.
 KUBEVIRT_CONNECTION_ARGS = registry.CONNECTION_ARGS['kubevirt']
 
 
