@@ -123,7 +123,7 @@ def _probe(targets, outer=False):
 
 def test_lab_runs_in_a_private_network_namespace(libvirt_hosts):
     """The lab's network namespace has no interface but loopback, and it is not the machine's."""
-    assert virtlab_netns.in_private_network_namespace()
+    assert virtlab_netns.wait_private()  # (waits while test_golden_journey's veth to its nested namespace exists)
     assert virtlab_netns.network_namespace() != os.readlink(_outer_network_namespace())
     for host in libvirt_hosts:
         assert virtlab_netns.network_namespace(host.pids["libvirtd"]) == virtlab_netns.network_namespace()
@@ -141,11 +141,16 @@ def test_a_bridge_and_taps_made_inside_keep_the_namespace_private_and_a_veth_doe
         "out.append(netns.in_private_network_namespace())\n"
         "run('link', 'add', 'iso-veth0', 'type', 'veth', 'peer', 'name', 'iso-veth1')\n"
         "out.append(netns.in_private_network_namespace())\n"
+        # a veth that stays: a lab start waits, then refuses; one removed meanwhile (another test's link): it waits, then starts
+        "out.append(netns.wait_private(timeout=1))\n"
+        "import threading, time\n"
+        "threading.Thread(target=lambda: (time.sleep(1), run('link', 'del', 'iso-veth0'))).start()\n"
+        "out.append(netns.wait_private(timeout=30))\n"
         "print(json.dumps(out))\n")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     result = subprocess.run([sys.executable, "-m", "tools.virtlab", "netns", "--new", "--", sys.executable, "-c", script], cwd=root,
                             capture_output=True, text=True, check=True, timeout=60)
-    assert json.loads(result.stdout) == [True, True, False], result.stderr
+    assert json.loads(result.stdout) == [True, True, False, False, True], result.stderr
 
 
 def test_local_user_cannot_reach_a_lab_daemon(libvirt_hosts):

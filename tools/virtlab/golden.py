@@ -73,7 +73,7 @@ def network(action, uri, name=NETWORK, bridge=BRIDGE, gateway=GATEWAY):
         except libvirt.libvirtError:
             net = None
         if action == 'start':
-            if not netns.in_private_network_namespace():
+            if not netns.wait_private():
                 raise SystemExit('golden network: start only inside a private network namespace (python -m tools.virtlab netns -- ...)')
             if net is None:
                 net = conn.networkDefineXML(network_xml(name, bridge, gateway))

@@ -540,7 +540,7 @@ def start_hosts(count, state_dir, first_address=DEFAULT_FIRST_ADDRESS, *, name_p
     """
     if count < 1:
         raise ValueError("count must be at least 1")
-    if not netns.in_private_network_namespace():
+    if not netns.wait_private():
         raise LabError("private hosts listen on TCP without authentication and run qemu as root: they start only inside a "
                        "private network namespace (no interface but loopback), e.g. python -m tools.virtlab netns -- COMMAND")
     state_dir = os.path.abspath(state_dir)

@@ -36,6 +36,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
@@ -56,6 +57,28 @@ def network_namespace(pid="self"):
 CLOSED_LINK_KINDS = ("bridge", "tun")
 
 
+def _links_out():
+    """The kinds of the interfaces of this namespace that lead out of it ([] when it is private; None when unknown)."""
+    names = [name for _index, name in socket.if_nameindex()]
+    if names == ["lo"]:
+        return []
+    ip = shutil.which("ip")
+    if ip is None:
+        return None
+    try:
+        links = json.loads(subprocess.run([ip, "-d", "-j", "link", "show"], capture_output=True, text=True, check=True, timeout=30).stdout)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+    out = []
+    for link in links:
+        if link.get("ifname") == "lo" and link.get("link_type") == "loopback":
+            continue
+        kind = (link.get("linkinfo") or {}).get("info_kind")
+        if kind not in CLOSED_LINK_KINDS:
+            out.append(kind)
+    return out
+
+
 def in_private_network_namespace():
     """True when no interface of the current network namespace leads out of it: nothing outside can reach into it.
 
@@ -65,9 +88,26 @@ def in_private_network_namespace():
     another kind leads out, and makes the namespace not private. (The machine's first network namespace cannot
     be told by PID 1's: in a container PID 1 may sit in yet another one; what matters is that no interface leads out.)
     """
-    names = [name for _index, name in socket.if_nameindex()]
-    if names == ["lo"]:
-        return True
+    return _links_out() == []
+
+
+def wait_private(timeout=600.0, poll=0.5):
+    """True once this namespace is private (see :func:`in_private_network_namespace`); False when it is not.
+
+    While the only interfaces that lead out are veth pairs, waits for them to go, up to ``timeout`` seconds: a test of
+    the same namespace links a namespace nested in it for a while (tools/virtlab/jumphost.py, the ProxyJump check of
+    test_golden_journey) and removes the link when done; a lab started meanwhile by the other test worker used to fail
+    at once (clean-clone CI of 2026-11-27: 22 errors). Anything else (a physical NIC: not a test namespace) is False at
+    once. Nothing is started while a link leads out.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        kinds = _links_out()
+        if kinds == []:
+            return True
+        if kinds is None or any(kind != "veth" for kind in kinds) or time.monotonic() > deadline:
+            return False
+        time.sleep(poll)
     ip = shutil.which("ip")
     if ip is None:
         return False
