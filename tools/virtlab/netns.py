@@ -108,19 +108,6 @@ def wait_private(timeout=600.0, poll=0.5):
         if kinds is None or any(kind != "veth" for kind in kinds) or time.monotonic() > deadline:
             return False
         time.sleep(poll)
-    ip = shutil.which("ip")
-    if ip is None:
-        return False
-    try:
-        links = json.loads(subprocess.run([ip, "-d", "-j", "link", "show"], capture_output=True, text=True, check=True, timeout=30).stdout)
-    except (OSError, ValueError, subprocess.SubprocessError):
-        return False
-    for link in links:
-        if link.get("ifname") == "lo" and link.get("link_type") == "loopback":
-            continue
-        if (link.get("linkinfo") or {}).get("info_kind") not in CLOSED_LINK_KINDS:
-            return False
-    return True
 
 
 def no_ipv6_on_new_links():

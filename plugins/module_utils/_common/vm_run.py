@@ -107,46 +107,33 @@ def fleet_defaults(params, count):
     return defaults
 
 
+def _leaves(value, secret_keys=frozenset()):
+    """(text, below) for every non-empty string and number inside ``value`` (nested dicts and lists; ansible's own
+    ``_ansible_*`` keys skipped): ``below`` says whether it sits under one of ``secret_keys``."""
+    stack = [(value, False)]
+    while stack:
+        value, below = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((item, below or key in secret_keys) for key, item in value.items() if not str(key).startswith('_ansible_'))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((item, below) for item in value)
+        elif isinstance(value, str) and value:
+            yield value, below
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            yield str(value), below
+
+
 def cloud_init_secrets(params):
     """Every value inside the ``cloud_init.user_data`` of the parameters and of each ``vms`` item (as ansible's no_log lists them)."""
-    found = set()
     sources = [params] + [item for item in (params.get('vms') or []) if isinstance(item, dict)] if isinstance(params, dict) else []
-    stack = [source['cloud_init'].get('user_data') for source in sources if isinstance(source.get('cloud_init'), dict)]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, (list, tuple)):
-            stack.extend(value)
-        elif isinstance(value, str) and value:
-            found.add(value)
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            found.add(str(value))
-    return found
+    data = [source['cloud_init'].get('user_data') for source in sources if isinstance(source.get('cloud_init'), dict)]
+    return set(text for text, _below in _leaves(data))
 
 
 # a user data value this short hides nothing and, masked, would mangle every result that contains it ('/', 'ALL', 'yes')
 PUBLIC_LENGTH = 3
 # the options whose values are secret wherever they appear
 SECRET_OPTIONS = frozenset(('user_data', 'password')) | SECRET_SPEC_KEYS
-
-
-def _strings(value, under=None):
-    """The strings inside ``value`` (nested dicts and lists): with ``under`` (a set of keys), those below one of those
-    keys; without it, those below none of SECRET_OPTIONS (the public ones)."""
-    found = set()
-    stack = [(value, False)]
-    while stack:
-        value, below = stack.pop()
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if not str(key).startswith('_ansible_'):
-                    stack.append((item, below or key in (under if under is not None else SECRET_OPTIONS)))
-        elif isinstance(value, (list, tuple)):
-            stack.extend((item, below) for item in value)
-        elif isinstance(value, str) and value and below == (under is not None):
-            found.add(value)
-    return found
 
 
 def unmasked_user_data_values(params):
@@ -159,8 +146,8 @@ def unmasked_user_data_values(params):
     PUBLIC_LENGTH characters (``/``, ``ALL``, ``yes``) hides nothing. A value that is also another secret (a password,
     a URI's password) stays masked, and so does every other user data value.
     """
-    public = _strings(params)
-    other_secrets = set(declared_secrets(params)) | _strings(params, under=SECRET_OPTIONS - {'user_data'})
+    public = set(text for text, below in _leaves(params, SECRET_OPTIONS) if not below)
+    other_secrets = set(declared_secrets(params)) | set(text for text, below in _leaves(params, SECRET_OPTIONS - {'user_data'}) if below)
     return set(value for value in cloud_init_secrets(params)
                if (len(value) <= PUBLIC_LENGTH or value in public) and value not in other_secrets)
 

@@ -706,10 +706,8 @@ class Executor:
         obj = self.client.get(KUBEVIRT_API, self.namespace, plural, name)
         if obj is None:
             return None
-        spec = obj.get('spec') or {}
-        if plural == 'virtualmachines':
-            spec = (spec.get('template') or {}).get('spec') or {}
-        return any(v.get('name') == volume for v in spec.get('volumes') or [])
+        path = ('spec', 'template', 'spec', 'volumes') if plural == 'virtualmachines' else ('spec', 'volumes')
+        return any(v.get('name') == volume for v in _get(obj, *path) or [])
 
     def _patch_template(self, vm_name, edit):
         """JSON patch of the VM's template built by ``edit(vm) -> ops``, guarded by resourceVersion (retried on a race)."""

@@ -30,6 +30,7 @@ import time
 import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_state import LIBVIRT_STATES
 
 USAGE_PREFIX = 'converge-virt-departed/'
 LEAVING, LEFT = 'leaving', 'left'
@@ -130,11 +131,12 @@ def runs_here(state):
     paused it (an outgoing migration, or an operator who started the leftover definition paused while the guest runs
     on the target): resuming it would run a second guest (tests/reliability/test_split_brain_libvirt.py).
     """
-    return state in (getattr(libvirt, 'VIR_DOMAIN_RUNNING', 1), getattr(libvirt, 'VIR_DOMAIN_BLOCKED', 2))
+    return state in RUNS_HERE_STATES
 
 
-# runs_here for libvirt's state words (vm_info's ``state``)
-RUNS_HERE_WORDS = ('running', 'blocked')
+# virDomainState RUNNING and BLOCKED, and the same as libvirt's state words (vm_info's ``state``)
+RUNS_HERE_STATES = (getattr(libvirt, 'VIR_DOMAIN_RUNNING', 1), getattr(libvirt, 'VIR_DOMAIN_BLOCKED', 2))
+RUNS_HERE_WORDS = tuple(LIBVIRT_STATES[state] for state in RUNS_HERE_STATES)
 
 
 def refusal(name, record):
