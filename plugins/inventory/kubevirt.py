@@ -8,6 +8,8 @@ DOCUMENTATION = r'''
 name: kubevirt
 short_description: KubeVirt VirtualMachines with the collection's state words
 version_added: 0.1.0
+requirements:
+  - kubernetes
 description:
   - Adds every KubeVirt VirtualMachine of the given namespaces (optionally only those matching label
     selectors) to the inventory, with host variables that carry exactly the words the
@@ -26,18 +28,8 @@ description:
     whoever writes the cache chooses the hosts and C(ansible_host) values. Use a private directory such as
     C(~/.cache/converge.virt/kubevirt-inventory), not a shared one like C(/tmp).
   - The inventory file name must end in C(.converge_kubevirt.yml) or C(.converge_kubevirt.yaml) (AWX).
-author:
-  - converge.virt developers (@converge-virt)
-requirements:
-  - kubernetes
-extends_documentation_fragment:
-  - constructed
-  - inventory_cache
 options:
   plugin:
-    description: The name of this plugin.
-    type: str
-    required: true
     choices: [converge.virt.kubevirt]
   kubeconfig:
     description:
@@ -109,6 +101,10 @@ options:
     default: [vm_state, power_state, task_state, status, phase, message, printable_status, vcpus, memory, node, kubevirt_namespace, uid]
     choices: [vm_state, power_state, task_state, status, phase, message, printable_status, vcpus, memory, node, kubevirt_namespace, uid,
               task_id, run_strategy, ready, pending_restart, start_failures, labels, kubevirt_name]
+extends_documentation_fragment:
+  - constructed
+  - inventory_cache
+  - converge.virt.inventory
 '''
 
 EXAMPLES = r'''

@@ -8,6 +8,8 @@ DOCUMENTATION = r'''
 name: libvirt
 short_description: VMs of one or more libvirt hosts, with the collection's state words
 version_added: 0.1.0
+requirements:
+  - libvirt-python
 description:
   - Adds every VM (domain) of the given libvirt hosts to the inventory, with host variables that carry
     exactly the words the M(converge.virt.vm) module returns - C(vm_state), C(power_state), C(task_state),
@@ -28,18 +30,8 @@ description:
     C(~/.cache/converge.virt/libvirt-inventory), not a shared one like C(/tmp).
   - The inventory file name must end in C(.converge_libvirt.yml) or C(.converge_libvirt.yaml) (for AWX
     inventory sources), or be C(converge_libvirt.yml).
-author:
-  - converge.virt developers (@converge-virt)
-requirements:
-  - libvirt-python
-extends_documentation_fragment:
-  - constructed
-  - inventory_cache
 options:
   plugin:
-    description: The name of this plugin.
-    type: str
-    required: true
     choices: [converge.virt.libvirt]
   uris:
     description:
@@ -118,6 +110,10 @@ options:
     default: [vm_state, power_state, task_state, status, phase, state_reason, vcpus, memory_kib, uuid, host, libvirt_uri]
     choices: [vm_state, power_state, task_state, status, phase, state_reason, vcpus, memory_kib, uuid, host, libvirt_uri,
               task_id, autostart, pending_restart, persistent, managed_save, libvirt_name]
+extends_documentation_fragment:
+  - constructed
+  - inventory_cache
+  - converge.virt.inventory
 '''
 
 EXAMPLES = r'''

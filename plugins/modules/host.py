@@ -53,6 +53,9 @@ options:
     type: str
 seealso:
   - module: converge.virt.migration
+    description: Moves the VMs off a drained host (O(converge.virt.migration#module:names) of the host, to another one).
+  - module: converge.virt.migration_info
+    description: Follows the migrations of a host being drained.
 '''
 
 EXAMPLES = r'''

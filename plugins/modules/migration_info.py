@@ -34,6 +34,8 @@ options:
     elements: str
 seealso:
   - module: converge.virt.migration
+  - module: converge.virt.host
+    description: Sets or removes the drain mark of a host, which its migrations are usually for.
 '''
 
 EXAMPLES = r'''

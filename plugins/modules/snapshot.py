@@ -182,13 +182,25 @@ EXAMPLES = r'''
     state: restored
     target_vm: db-1-clone
 
-- name: Roll a stopped KubeVirt VM back to a snapshot
-  converge.virt.snapshot:
-    backend: kubevirt
-    namespace: demo
-    vm: db-1
-    name: nightly-2026-11-25
-    state: restored
+- name: Roll a KubeVirt VM back in place - KubeVirt restores a VM only while it is stopped
+  module_defaults:
+    group/converge.virt.kubevirt:
+      backend: kubevirt
+      namespace: demo
+  block:
+    - name: Stop db-1
+      converge.virt.vm:
+        name: db-1
+        state: stopped
+    - name: Restore it
+      converge.virt.snapshot:
+        vm: db-1
+        name: nightly-2026-11-25
+        state: restored
+    - name: Start it again
+      converge.virt.vm:
+        name: db-1
+        state: running
 '''
 
 RETURN = r'''
