@@ -8,6 +8,8 @@ milliseconds of each kind: the per-task cost that the module adds, which load di
 
 * ``vm_warm``: as a user runs it (no PYTHONDONTWRITEBYTECODE): the collection's bytecode cache
   (_common/bytecache.py) holds the code compiled by an earlier run;
+* ``libvirt_floor``: bench/library/libvirt_noop_floor.py, ping's work plus the least a libvirt no-op check does through
+  libvirt-python (import, connect, look up, state, XML): what any libvirt module pays before its own logic;
 * ``vm_cold``: with CONVERGE_VIRT_BYTECODE_CACHE=0, i.e. what every run costs when the cache is never filled
   (PYTHONDONTWRITEBYTECODE set and no earlier run without it).
 
@@ -60,16 +62,18 @@ def main(argv=None):
         env = bench_env(bin_dir)
         env.pop('PYTHONDONTWRITEBYTECODE', None)
         payloads = {}
-        for kind, task in (('ping', {'ansible.builtin.ping': {}}),
-                           ('vm', {'converge.virt.vm': {'uri': uri, 'name': 'bmc-noop', 'state': 'stopped'}})):
+        floor_env = dict(env, ANSIBLE_LIBRARY=os.path.join(ROOT, 'bench', 'library'))
+        for kind, task, kind_env in (('ping', {'ansible.builtin.ping': {}}, env),
+                                     ('vm', {'converge.virt.vm': {'uri': uri, 'name': 'bmc-noop', 'state': 'stopped'}}, env),
+                                     ('libvirt_floor', {'libvirt_noop_floor': {'uri': uri, 'name': 'bmc-noop'}}, floor_env)):
             where = os.path.join(keep, kind)
-            timed_playbook(bin_dir, playbook([task]), dict(env, ANSIBLE_KEEP_REMOTE_FILES='1', ANSIBLE_REMOTE_TMP=where),
+            timed_playbook(bin_dir, playbook([task]), dict(kind_env, ANSIBLE_KEEP_REMOTE_FILES='1', ANSIBLE_REMOTE_TMP=where),
                            ['-i', 'localhost,', '-c', 'local'])
             found = glob.glob(os.path.join(where, '*', 'AnsiballZ_*.py'))
             if len(found) != 1:
                 raise RuntimeError('expected one AnsiballZ payload in %s, found %s' % (where, found))
             payloads[kind] = found[0]
-        kinds = [('ping', payloads['ping'], env), ('vm_warm', payloads['vm'], env),
+        kinds = [('ping', payloads['ping'], env), ('libvirt_floor', payloads['libvirt_floor'], env), ('vm_warm', payloads['vm'], env),
                  ('vm_cold', payloads['vm'], dict(env, CONVERGE_VIRT_BYTECODE_CACHE='0'))]
         for _kind, payload, kind_env in kinds:  # fills the bytecode cache (vm_warm) and the page cache: not measured
             cpu_ms(python, payload, kind_env)

@@ -15,6 +15,12 @@ bytecode cache (_common/bytecache.py) is never filled, so every vm task compiles
 result records which. The size of each kind's AnsiballZ payload (one extra task with ANSIBLE_KEEP_REMOTE_FILES) is
 recorded too.
 
+Two control kinds run alongside (``--no-controls`` leaves them out): ``libvirt_floor``, a module that does ping's work plus
+the least a libvirt no-op check does through libvirt-python (bench/library/libvirt_noop_floor.py: import libvirt and
+ElementTree, connect, look the domain up, read state and XML) - its ratio to ping is what libvirt-python alone costs a
+task, and ``vm_over_libvirt_floor`` / ``vm_minus_libvirt_floor_ms_per_task`` what the collection adds on top; and
+``community_libvirt``, community.libvirt.virt (state shutdown) on the same stopped VM.
+
     python -m bench.vm_vs_ping --tasks 20 --repeat 3
 """
 
@@ -44,6 +50,9 @@ def main(argv=None):
     parser.add_argument('--collections', help='another collections path to measure the vm playbook with (before/after)')
     parser.add_argument('--dont-write-bytecode', action='store_true',
                         help='keep PYTHONDONTWRITEBYTECODE from this environment (no bytecode cache on the module side: the cold figure)')
+    parser.add_argument('--no-controls', dest='controls', action='store_false',
+                        help='leave out the two control kinds: libvirt_floor (ping + the least a libvirt no-op check does, '
+                             'bench/library/libvirt_noop_floor.py) and community_libvirt (community.libvirt.virt state=shutdown)')
     args = parser.parse_args(argv)
     bin_dir = os.path.join(args.venv, 'bin')
     lab = hosts.start_hosts(1, args.state_dir, **lab_layout('127.0.0.46', 'bvp-', 16861, 49860))
@@ -60,6 +69,11 @@ def main(argv=None):
             env.pop('PYTHONDONTWRITEBYTECODE', None)
         vm = {'converge.virt.vm': {'uri': uri, 'name': 'bvp-noop', 'state': 'stopped'}}
         kinds = [('ping', {'ansible.builtin.ping': {}}, env), ('vm', vm, env)]
+        if args.controls:
+            # the least a libvirt no-op check costs (bench/library/libvirt_noop_floor.py), and the peer module on the same VM
+            floor_env = dict(env, ANSIBLE_LIBRARY=os.path.join(ROOT, 'bench', 'library'))
+            kinds.append(('libvirt_floor', {'libvirt_noop_floor': {'uri': uri, 'name': 'bvp-noop'}}, floor_env))
+            kinds.append(('community_libvirt', {'community.libvirt.virt': {'uri': uri, 'name': 'bvp-noop', 'state': 'shutdown'}}, env))
         if args.collections:
             kinds.append(('vm_other_tree', vm, dict(env, ANSIBLE_COLLECTIONS_PATH=os.path.abspath(args.collections))))
         cli = ['-i', 'localhost,', '-c', 'local']
@@ -84,6 +98,11 @@ def main(argv=None):
             medians = dict((kind, statistics.median(values)) for kind, values in series.items())
             result['median_' + name] = medians
             result['ratio_' + name] = dict((kind, round(value / medians['ping'], 3)) for kind, value in medians.items())
+            if 'libvirt_floor' in medians:
+                # what the collection adds over the least a libvirt-python check costs, per task and as a ratio
+                result['vm_over_libvirt_floor_' + name] = round(medians['vm'] / medians['libvirt_floor'], 3)
+                result['vm_minus_libvirt_floor_ms_per_task_' + name] = round((medians['vm'] - medians['libvirt_floor']) * 1000 / args.tasks, 1)
+                result['libvirt_floor_minus_ping_ms_per_task_' + name] = round((medians['libvirt_floor'] - medians['ping']) * 1000 / args.tasks, 1)
         print(json.dumps(result, indent=1))
         os.makedirs(os.path.join(ROOT, 'bench', 'results'), exist_ok=True)
         with open(os.path.join(ROOT, 'bench', 'results', 'vm_vs_ping.json'), 'w', encoding='utf-8') as handle:
