@@ -19,6 +19,7 @@ from __future__ import annotations
 import abc
 import time
 
+from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, TaskConflict, WaitTimeout
 from ansible_collections.converge.virt.plugins.module_utils._common.fleet import fleet_failure  # noqa: F401  # the one summary, re-exported
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
@@ -58,6 +59,7 @@ class VmBackend(abc.ABC):
     """
 
     name = None
+    owner = None  # this run's owner id (_common/owner.owner_id), written into every task record it takes
 
     # ------------------------------------------------------------ observation
     @abc.abstractmethod
@@ -103,9 +105,59 @@ class VmBackend(abc.ABC):
         """Write ``vm_state`` into an idle VM's record (compare-and-swap)."""
 
     # -------------------------------------------------------------- execution
+    #: the exceptions of a failed step that :meth:`run_step` rolls the task record back for (anything else is a bug: the
+    #: record stays and the next run recovers it)
+    step_errors = (ConvergeError,)
+
     @abc.abstractmethod
+    def store(self, obs):
+        """The :class:`.._phase.tasks.TaskStore` of the observed VM (``self.owner`` names this run in the records)."""
+
+    @abc.abstractmethod
+    def create(self, spec, obs, options, task_id):
+        """Create the VM with a SPAWNING record and finish it STOPPED; return the new observation."""
+
+    @abc.abstractmethod
+    def act(self, step, spec, obs, options):
+        """Carry out one step other than create while :meth:`run_step` holds its task (raise one of :attr:`step_errors`)."""
+
+    def abandon(self, store, task_id, obs):
+        """Roll the task record of a failed step back (the next run re-plans from the backend); whether the record is gone."""
+        del obs
+        try:
+            tasks.abandon_task(store, task_id, name=self.name, rolled_back=True)
+        except ConvergeError:
+            return False
+        return True
+
+    def step_failed(self, error, step, obs, abandoned):
+        """The exception to raise for ``error`` of ``step`` (``abandoned``: whether its record is gone); default ``error``."""
+        del step, obs, abandoned
+        return error
+
     def run_step(self, step, spec, obs, options, task_id):
-        """Execute one planned step under the task protocol; return the new observation."""
+        """Execute one planned step under the task protocol, the same on every backend; return the new observation.
+
+        Take the task (``tasks.take_task``: the action table, delete preemption, compare-and-swap, a lease of
+        ``options.lease_seconds``), act inside a journaled interval, then finish the record with the step's vm_state
+        (a delete leaves none); a step that fails with one of :attr:`step_errors` has its record abandoned and is
+        raised as :meth:`step_failed` words it.
+        """
+        if step.action == 'create':
+            return self.create(spec, obs, options, task_id)
+        store = self.store(obs)
+        tasks.take_task(store, step.action, task_id, time.time(), lease_seconds=options.lease_seconds, owner=self.owner, name=self.name)
+        try:
+            with journal.Interval(self.name, task_id, step.action, target=step.vm_state_after):
+                self.act(step, spec, obs, options)
+        except self.step_errors as exc:
+            error = self.step_failed(exc, step, obs, self.abandon(store, task_id, obs))
+            if error is exc:
+                raise
+            raise error
+        if step.action != 'delete':
+            tasks.finish_task(store, task_id, name=self.name, vm_state=step.vm_state_after)
+        return self.observe(spec)
 
     def validate_steps(self, steps, spec, obs):
         """Check mode: refuse a plan the backend would refuse (nothing is written)."""

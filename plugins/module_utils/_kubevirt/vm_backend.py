@@ -27,7 +27,6 @@ import time
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused, WaitTimeout)
 from ansible_collections.converge.virt.plugins.module_utils._common import driver
-from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_change
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import cloud_init as kcloud_init
@@ -433,37 +432,21 @@ class KubevirtVm(driver.VmBackend):
         return _converge_with_seed(self, decl, declared, seed, options, check_mode, task_id, snapshot)
 
     # ----------------------------------------------------------- execution
-    def run_step(self, step, spec, obs, options, task_id):
-        """Execute one planned step under the task protocol (``spec``: the declared manifest); return the new observation."""
-        declared = spec
-        if step.action == 'create':
-            return self._create(declared, options)
-        store = self.store(obs)
-        record = tasks.take_task(store, step.action, task_id, time.time(), lease_seconds=options.lease_seconds, owner=self.owner, name=self.name)
-        del record
-        try:
-            with journal.Interval(self.name, task_id, step.action, target=step.vm_state_after):
-                handler = getattr(self, '_do_' + step.action, None)
-                if handler is None:
-                    raise TransitionRefused(step.action, obs.get('effective_vm_state'), None, reason='not supported on KubeVirt')
-                handler(declared, obs, options)
-        except ApiUnavailable as exc:
-            raise self._virt_api_away(exc, step, obs, self._abandon(task_id))
-        except ConvergeError:
-            self._abandon(task_id)
-            raise
-        if step.action == 'delete':
-            return self.observe(declared)
-        tasks.finish_task(self.store({}), task_id, name=self.name, vm_state=step.vm_state_after)
-        return self.observe(declared)
+    def act(self, step, spec, obs, options):
+        """One step other than create (``spec``: the declared manifest), by the method of its action (``_do_<action>``)."""
+        handler = getattr(self, '_do_' + step.action, None)
+        if handler is None:
+            raise TransitionRefused(step.action, obs.get('effective_vm_state'), None, reason='not supported on KubeVirt')
+        handler(spec, obs, options)
 
-    def _abandon(self, task_id):
-        """Drop the task record of a step that failed; whether that worked (the record is gone)."""
-        try:
-            tasks.abandon_task(self.store({}), task_id, name=self.name, rolled_back=True)
-        except ConvergeError:
-            return False
-        return True
+    def step_failed(self, error, step, obs, abandoned):
+        """A subresource call virt-api never answered is named with the VM's status and whether its record is gone."""
+        return self._virt_api_away(error, step, obs, abandoned) if isinstance(error, ApiUnavailable) else error
+
+    def create(self, spec, obs, options, task_id):
+        """Create the VirtualMachine from the declared manifest (its record written with it)."""
+        del obs, task_id
+        return self._create(spec, options)
 
     def _virt_api_away(self, exc, step, obs, abandoned):
         """The error of a step whose subresource call virt-api never answered (503 until the wait deadline, or no API):

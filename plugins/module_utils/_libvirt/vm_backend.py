@@ -227,33 +227,21 @@ class LibvirtVm(driver.VmBackend):
                 'msg': departures.refusal(self.name, departed).split('. Declaring', 1)[0] + '; left alone here (if_moved: skip)'}
 
     # -------------------------------------------------------------- execution
-    def run_step(self, step, spec, obs, options, task_id):
-        """Execute one planned step under the task protocol; return the new observation."""
-        if step.action == 'create':
-            return self._create(spec, obs, task_id, options)
-        dom = obs['dom']
-        store = self.store(obs)
-        record = tasks.take_task(store, step.action, task_id, time.time(), lease_seconds=options.lease_seconds, owner=self.owner,
-                                 name=self.name)
-        try:
-            with journal.Interval(self.name, task_id, step.action, target=step.vm_state_after):
-                getattr(self, '_do_' + step.action)(dom, spec, obs, options)
-        except ConvergeError as exc:
-            self._abandon(store, task_id, dom)
-            if exc.details.get('daemon_gone'):       # a read inside the step (a wait) met the dead daemon
-                raise self._daemon_gone(exc, step, obs)
-            raise
-        except libvirt.libvirtError as exc:
-            self._abandon(store, task_id, dom)
-            if daemon_gone(exc):
-                raise self._daemon_gone(self.connection.error(exc, '%s of VM %r failed' % (step.action, self.name),
-                                                              during='the %s of VM %r' % (step.action, self.name)), step, obs)
-            raise self.connection.error(exc, '%s of VM %r failed' % (step.action, self.name))
-        if step.action == 'delete':
-            return self.observe(spec)
-        after = tasks.finish_task(store, task_id, name=self.name, vm_state=_after_state(step, record))
-        del after
-        return self.observe(spec)
+    step_errors = (ConvergeError, libvirt.libvirtError)
+
+    def act(self, step, spec, obs, options):
+        """One step other than create, by the method of its action (``_do_<action>``) on the observed domain."""
+        getattr(self, '_do_' + step.action)(obs['dom'], spec, obs, options)
+
+    def step_failed(self, error, step, obs, abandoned):
+        """A libvirt error in the collection's words; a daemon that went away during the step named with the VM's last state."""
+        del abandoned
+        if isinstance(error, ConvergeError):
+            return self._daemon_gone(error, step, obs) if error.details.get('daemon_gone') else error  # a read inside the step (a wait)
+        if daemon_gone(error):
+            return self._daemon_gone(self.connection.error(error, '%s of VM %r failed' % (step.action, self.name),
+                                                           during='the %s of VM %r' % (step.action, self.name)), step, obs)
+        return self.connection.error(error, '%s of VM %r failed' % (step.action, self.name))
 
     def _daemon_gone(self, error, step, obs):
         """``error`` (a :class:`BackendError` saying the libvirt daemon went away) of a step, completed with the VM's state as
@@ -265,16 +253,19 @@ class LibvirtVm(driver.VmBackend):
                 % (error.message, self.name, obs.get('status'), vm_state, step.action))
         return BackendError(self.connection.redact(text), vm_state_last_read=vm_state, status_last_read=obs.get('status'), **error.details)
 
-    def _abandon(self, store, task_id, dom):
-        # a failed action is rolled back when the guest is in a state the
-        # vm_state still describes; the next run re-plans from the hypervisor
+    def abandon(self, store, task_id, obs):
+        """A failed action is rolled back while the domain still exists (its vm_state still describes it); the next
+        run re-plans from the hypervisor. Whether the record is gone."""
         try:
-            if dom is not None and self.lookup() is not None:
+            if obs.get('dom') is not None and self.lookup() is not None:
                 tasks.abandon_task(store, task_id, name=self.name, rolled_back=True)
+                return True
         except (ConvergeError, libvirt.libvirtError):
             pass
+        return False
 
-    def _create(self, spec, obs, task_id, options):
+    def create(self, spec, obs, options, task_id):
+        """Define the domain with a SPAWNING record in its metadata, then finish the record STOPPED."""
         record = TaskRecord(vm_state='DELETED', task_state='SPAWNING', task_id=task_id, action='create', started_at=time.time(),
                             lease_until=time.time() + options.lease_seconds, owner=self.owner)
         try:
@@ -432,11 +423,6 @@ class LibvirtVm(driver.VmBackend):
                 dom.undefineFlags(flags | libvirt.VIR_DOMAIN_UNDEFINE_KEEP_NVRAM)
             except libvirt.libvirtError:
                 dom.undefineFlags(flags)
-
-
-def _after_state(step, record):
-    del record
-    return step.vm_state_after
 
 
 def _brief(obs):

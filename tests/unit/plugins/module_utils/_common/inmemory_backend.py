@@ -160,27 +160,22 @@ class InMemoryVm(driver.VmBackend):
         if steps and steps[0].action == 'create':
             _definition(spec)
 
-    def run_step(self, step, spec, obs, options, task_id):
-        if step.action == 'create':
-            _definition(spec)
-            guest = self.world.add(self.name, definition=(spec or {}).get('definition'),
-                                   record=TaskRecord(vm_state=s.DELETED, task_state='SPAWNING', task_id=task_id, action='create',
-                                                     owner=self.owner, lease_until=time.time() + options.lease_seconds))
-            self.world.calls.append((self.name, 'create'))
-            tasks.finish_task(guest.store, task_id, name=self.name, vm_state=s.STOPPED)
-            return self.observe(spec)
-        guest = self.world.guests[self.name]
-        tasks.take_task(guest.store, step.action, task_id, time.time(), lease_seconds=options.lease_seconds, owner=self.owner, name=self.name)
-        try:
-            self._act(guest, step.action, spec)
-        except ConvergeError:
-            tasks.abandon_task(guest.store, task_id, name=self.name, rolled_back=True)
-            raise
+    def store(self, obs):
+        return self.world.guests[self.name].store
+
+    def create(self, spec, obs, options, task_id):
+        _definition(spec)
+        guest = self.world.add(self.name, definition=(spec or {}).get('definition'),
+                               record=TaskRecord(vm_state=s.DELETED, task_state='SPAWNING', task_id=task_id, action='create',
+                                                 owner=self.owner, lease_until=time.time() + options.lease_seconds))
+        self.world.calls.append((self.name, 'create'))
+        tasks.finish_task(guest.store, task_id, name=self.name, vm_state=s.STOPPED)
+        return self.observe(spec)
+
+    def act(self, step, spec, obs, options):
+        self._act(self.world.guests[self.name], step.action, spec)
         if step.action == 'delete':
             del self.world.guests[self.name]
-            return self.observe(spec)
-        tasks.finish_task(guest.store, task_id, name=self.name, vm_state=step.vm_state_after)
-        return self.observe(spec)
 
     def _act(self, guest, action, spec):
         self.world.calls.append((self.name, action))

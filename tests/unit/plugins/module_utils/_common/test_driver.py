@@ -308,6 +308,52 @@ def test_a_failed_step_is_rolled_back_and_raised():
     assert record_of(world, 'a') == TaskRecord(vm_state=s.STOPPED)
 
 
+
+class _WordingVm(InMemoryVm):
+    """A backend that words its step errors itself (as libvirt names a dead daemon, KubeVirt an absent virt-api)."""
+
+    seen = None
+
+    def step_failed(self, error, step, obs, abandoned):
+        self.seen = (step.action, abandoned, obs.get('effective_vm_state'))
+        return InvalidDeclaration('start', 'reworded: %s' % error)
+
+
+def test_the_driver_raises_the_backends_wording_of_a_failed_step_after_the_rollback():
+    world = World()
+    guest_in(world, 'a', s.STOPPED)
+    world.fail[('a', 'start')] = 'no memory left on the host'
+    vm = _WordingVm(world, 'a')
+    with pytest.raises(InvalidDeclaration, match='reworded: no memory left') as caught:
+        driver.converge_vm(vm, VmDeclaration(state='running'), SPEC, OPTIONS, check_mode=False)
+    assert vm.seen == ('start', True, s.STOPPED), 'step_failed hears the step, that the record is gone, and the state before'
+    assert isinstance(caught.value.__context__, BackendError), 'the backend error stays the context of the reworded one'
+    assert record_of(world, 'a') == TaskRecord(vm_state=s.STOPPED)
+
+
+class _BuggyVm(InMemoryVm):
+    def act(self, step, spec, obs, options):
+        raise KeyError('a bug in the backend')
+
+
+def test_an_error_outside_step_errors_keeps_the_task_record_for_the_next_runs_recovery():
+    world = World()
+    guest_in(world, 'a', s.STOPPED)
+    with pytest.raises(KeyError):
+        driver.converge_vm(_BuggyVm(world, 'a'), VmDeclaration(state='running'), SPEC, OPTIONS, check_mode=False)
+    record = record_of(world, 'a')
+    assert (record.task_state, record.action, record.vm_state) == ('STARTING', 'start', s.STOPPED), record
+
+
+def test_a_delete_leaves_no_record_to_finish_and_a_create_is_the_backends():
+    world = World()
+    vm = InMemoryVm(world, 'a')
+    changed, _result = driver.converge_vm(vm, VmDeclaration(state='stopped'), SPEC, OPTIONS, check_mode=False)
+    assert changed and ('a', 'create') in world.calls and record_of(world, 'a') == TaskRecord(vm_state=s.STOPPED)
+    changed, result = driver.converge_vm(vm, VmDeclaration(state='absent'), SPEC, OPTIONS, check_mode=False)
+    assert changed and 'a' not in world.guests and result['vm']['exists'] is False
+
+
 # -------------------------------------------------------------------- fleets
 class Exited(SystemExit):
     """What exit_json / fail_json raise (AnsibleModule exits)."""
