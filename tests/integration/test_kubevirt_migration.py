@@ -298,7 +298,8 @@ def test_an_interrupted_run_is_picked_up(kube_server):
     assert annotations(srv, 'cut')[TASK_STATE] == 'MIGRATING' and host == socket.gethostname()
     os.kill(int(pid), signal.SIGKILL)       # the detached process this test started, which follows the migration
     srv.faults.clear('migration_no_converge')
-    srv.controller.wait_for(lambda: vmims(srv, 'cut')[0]['status'].get('phase') == 'Succeeded', timeout=30)
+    # a migration object has no status until the controller's first pass over it
+    srv.controller.wait_for(lambda: (vmims(srv, 'cut')[0].get('status') or {}).get('phase') == 'Succeeded', timeout=30)
     assert annotations(srv, 'cut')[TASK_STATE] == 'MIGRATING', 'nobody closed the task of the killed run yet'
     assert ok(run_module('migration', kv(srv, name='cut', target_node=target), check=True))['changed']
     assert annotations(srv, 'cut')[TASK_STATE] == 'MIGRATING'

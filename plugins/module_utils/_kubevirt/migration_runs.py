@@ -7,8 +7,32 @@ from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._common import migration_run as common
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.host_driver import HostBackend, converge_host
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
+
+
+class KubevirtNode(HostBackend):
+    """A node of the cluster; drained = cordoned (and tainted with ``taint``), marked with the reason and this run."""
+
+    def __init__(self, client, name, node, taint, namespace):  # pylint: disable=too-many-arguments
+        self.client = client
+        self.name = name
+        self.node = node        # as the caller read it; read again for the summary
+        self.taint = taint
+        self.namespace = namespace
+
+    def draining(self):
+        return kmb.node_draining(self.node)
+
+    def drain(self, reason, check_mode):
+        return kmb.set_drain(self.client, self.name, reason, self.taint, kmb.owner_id(), check_mode=check_mode)
+
+    def undrain(self, check_mode):
+        return kmb.clear_drain(self.client, self.name, check_mode=check_mode)
+
+    def summary(self):
+        return kmb.node_summary(self.client, kmb.read_node(self.client, self.name), self.namespace)
 
 
 def run_host(module):
@@ -20,22 +44,13 @@ def run_host(module):
         kubevirt_client.check_node_name(params['node'])
     except ConvergeError as exc:
         module.fail_json(**exc.to_result())
-    state = params['state']
     with kubevirt_client.ModuleSession(module) as session, session.connect() as client:
         node = kmb.read_node(client, params['node'])
         if node is None:
             module.fail_json(msg='node: no node called %r in the cluster' % params['node'])
-        before = kmb.node_draining(node)
-        changed = False
-        if state == 'drained':
-            changed = kmb.set_drain(client, params['node'], params['reason'], params['taint'], kmb.owner_id(), check_mode=module.check_mode)
-        elif state == 'active':
-            changed = kmb.clear_drain(client, params['node'], check_mode=module.check_mode)
-        host = kmb.node_summary(client, kmb.read_node(client, params['node']), params['namespace'])
-        if module.check_mode and changed:
-            host['draining'] = state == 'drained'
-    diff = {'before': {'draining': before}, 'after': {'draining': host['draining']}}
-    module.exit_json(changed=changed, host=host, diff=diff)
+        changed, result = converge_host(KubevirtNode(client, params['node'], node, params['taint'], params['namespace']),
+                                        params['state'], params['reason'], module.check_mode)
+    module.exit_json(changed=changed, **result)
 
 
 def run_migration_info(module):

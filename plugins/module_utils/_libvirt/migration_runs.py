@@ -7,30 +7,45 @@ from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._common import migration_run as common
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.host_driver import HostBackend, converge_host
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import Connection, libvirt
 
 
+class LibvirtHost(HostBackend):
+    """The host of a libvirt connection; its drain mark is a private libvirt secret (migration_backend.drain_mark)."""
+
+    def __init__(self, connection):
+        self.connection = connection
+        self.mark = None
+
+    def draining(self):
+        self.mark = mb.drain_mark(self.connection.conn)
+        return self.mark is not None
+
+    def drain(self, reason, check_mode):
+        if self.mark is not None:
+            return False
+        return True if check_mode else mb.set_drain_mark(self.connection.conn, reason, mb.owner_id())
+
+    def undrain(self, check_mode):
+        if self.mark is None:
+            return False
+        return True if check_mode else mb.clear_drain_mark(self.connection.conn)
+
+    def summary(self):
+        return mb.host_summary(self.connection)
+
+
 def run_host(module):
     """host with backend libvirt: set or clear the host's drain mark."""
-    state = module.params['state']
     with mb.MigrationSession(module) as session, session.connect() as connection:
         try:
-            before = mb.drain_mark(connection.conn)
-            changed = (state == 'drained' and before is None) or (state == 'active' and before is not None)
-            if changed and not module.check_mode:
-                if state == 'drained':
-                    changed = mb.set_drain_mark(connection.conn, module.params['reason'], mb.owner_id())
-                else:
-                    changed = mb.clear_drain_mark(connection.conn)
-            host = mb.host_summary(connection)
+            changed, result = converge_host(LibvirtHost(connection), module.params['state'], module.params['reason'], module.check_mode)
         except libvirt.libvirtError as exc:
             raise BackendError('host %s: %s' % (connection.uri, exc)) from exc
-        if module.check_mode and changed:
-            host['draining'] = state == 'drained'
-    diff = {'before': {'draining': before is not None}, 'after': {'draining': host['draining']}}
-    module.exit_json(changed=changed, host=host, diff=diff)
+    module.exit_json(changed=changed, **result)
 
 
 def run_migration_info(module):

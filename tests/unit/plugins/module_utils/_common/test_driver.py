@@ -308,7 +308,6 @@ def test_a_failed_step_is_rolled_back_and_raised():
     assert record_of(world, 'a') == TaskRecord(vm_state=s.STOPPED)
 
 
-
 class _WordingVm(InMemoryVm):
     """A backend that words its step errors itself (as libvirt names a dead daemon, KubeVirt an absent virt-api)."""
 
