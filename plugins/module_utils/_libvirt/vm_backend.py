@@ -227,7 +227,10 @@ class LibvirtVm(driver.VmBackend):
                 'msg': departures.refusal(self.name, departed).split('. Declaring', 1)[0] + '; left alone here (if_moved: skip)'}
 
     # -------------------------------------------------------------- execution
-    step_errors = (ConvergeError, libvirt.libvirtError)
+    @property
+    def step_errors(self):
+        """A libvirt error also rolls a step back (a property: libvirt-python may be missing when this module is imported)."""
+        return (ConvergeError, libvirt.libvirtError)
 
     def act(self, step, spec, obs, options):
         """One step other than create, by the method of its action (``_do_<action>``) on the observed domain."""
