@@ -50,7 +50,11 @@ def test_missing_names_the_first_phase_not_reached(state, wanted, text):
 def test_agent_is_refused_for_a_guest_declared_without_the_channel():
     with pytest.raises(InvalidDeclaration, match='agent needs the guest agent channel'):
         r.check_wait_for('agent', False)
+    with pytest.raises(InvalidDeclaration, match='agent needs the guest agent channel'):
+        r.check_wait_for(''.join(['ag', 'ent']), False)     # as parsed from the task's JSON: equal, not the same object
     r.check_wait_for('agent', None)      # not declared: the domain may have it
     r.check_wait_for('port', False)
+    r.check_wait_for('address', False)   # an address (DHCP lease) needs no agent
+    r.check_wait_for('running', False)
     with pytest.raises(InvalidDeclaration, match='must be one of running, agent, address, port'):
         r.check_wait_for('ssh', True)

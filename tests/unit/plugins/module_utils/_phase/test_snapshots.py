@@ -246,3 +246,50 @@ def test_restore_takes_a_safety_snapshot_unless_declined_and_says_so():
     with pytest.raises(InvalidDeclaration) as missing:
         sn.plan_snapshot({'state': 'restored', 'name': 'gone'}, [snap('s1', 1)], safety_name='safe-1')
     assert missing.value.reason.endswith('(existing: s1)')
+
+
+# ------------------------------------------------- a snapshot task left by a killed run
+def _dead_owner():
+    """An owner id of this host whose process is gone (a child that exited)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    child = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True, text=True, check=True)
+    pid = int(child.stdout)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return '%s:%d' % (socket.gethostname(), pid)
+    pytest.skip('the exited child pid %d is in use again' % pid)
+    return None
+
+
+def _record(action='snapshot', task_state='IMAGE_SNAPSHOT', lease_until=2000.0, owner='elsewhere:1'):
+    return TaskRecord(vm_state='ACTIVE', task_state=task_state, task_id='t1-' + action, action=action, started_at=1000.0,
+                      lease_until=lease_until, owner=owner)
+
+
+def test_stale_snapshot_task_needs_a_snapshot_task_and_a_lease_over_or_a_dead_owner():
+    now = 1500.0
+    assert not sn.stale_snapshot_task(TaskRecord(vm_state='ACTIVE'), now), 'an idle record holds no task'
+    assert not sn.stale_snapshot_task(_record(), now), 'lease holds, owner on another host: alive'
+    assert sn.stale_snapshot_task(_record(lease_until=1400.0), now), 'lease over'
+    assert sn.stale_snapshot_task(_record(owner=_dead_owner()), now), 'its run on this host is gone, lease or not'
+    assert not sn.stale_snapshot_task(_record(action='stop', task_state='POWERING_OFF', lease_until=1400.0), now), \
+        'a stale task of another kind is not a snapshot run\'s to clear'
+    assert not sn.stale_snapshot_task(_record(action='stop', task_state='POWERING_OFF', owner=_dead_owner()), now)
+
+
+def test_clear_stale_snapshot_task_clears_only_a_stale_one_and_check_mode_writes_nothing():
+    now = 1500.0
+    live = MemoryTaskStore(_record())
+    assert sn.clear_stale_snapshot_task(live, now, name='a') is None
+    assert live.load()[0] == _record(), 'a live snapshot task stays'
+    stale = _record(lease_until=1400.0)
+    store = MemoryTaskStore(stale)
+    op = sn.clear_stale_snapshot_task(store, now, name='a', check_mode=True)
+    assert op == {'op': 'clear_stale_task', 'task_state': 'IMAGE_SNAPSHOT', 'task_id': 't1-snapshot'}
+    assert store.load()[0] == stale, 'check mode (given) writes nothing'
+    assert sn.clear_stale_snapshot_task(store, now, name='a') == op
+    assert store.load()[0].idle() and store.load()[0].vm_state == 'ACTIVE', 'cleared by default: the VM is free again'

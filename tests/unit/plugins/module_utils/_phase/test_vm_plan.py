@@ -79,6 +79,7 @@ def test_a_vm_being_deleted_refuses_other_declarations(declared):
     with pytest.raises(TransitionRefused) as err:
         p.plan_vm(D(declared), O(exists=True, vm_state='STOPPED', deleting=True))
     assert 'being deleted' in str(err.value) and 'STOPPED' in str(err.value)
+    assert 'converge to %s' % declared in str(err.value) and '%s' not in str(err.value), str(err.value)
 
 
 def test_task_in_flight_refuses_other_declarations():
