@@ -515,6 +515,17 @@ changes:
   returned: always
   type: list
   elements: dict
+waited_for:
+  description:
+    - The task of another run that held the VM when this run came, which this run waited out (O(lock_timeout)) before it
+      planned from what that task left.
+  returned: when the run waited for another run's task
+  type: dict
+  contains:
+    task_id: {description: Id of that task., type: str, returned: always}
+    task_state: {description: "Its task_state (STOPPING, MIGRATING, ...).", type: str, returned: always}
+    owner: {description: "The run that held it (C(host:pid)), or null when not recorded.", type: str, returned: always}
+    seconds: {description: How long this run waited., type: float, returned: always}
 moved_to:
   description: The host the VM departed to (its URI without credentials), when the task met a departure record (libvirt, see O(if_moved)).
   returned: with O(if_moved=skip), or in the failure, when the VM left this host

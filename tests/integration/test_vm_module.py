@@ -194,13 +194,16 @@ def test_two_runs_on_one_vm_never_both_act(host, conn):
 
     # with lock_timeout, B waits for A and then acts on what A left
     run_module('vm', small(host, name, state='running'))
-    run_a = start_module('vm', small(host, name, state='stopped', shutdown_timeout=8))
+    run_a = start_module('vm', small(host, name, state='stopped', shutdown_timeout=30))
     _wait_for_task(conn, name, 'STOPPING')
     waited = run_module('vm', small(host, name, state='running', lock_timeout=120))
     result_a = finish(run_a)
     assert not result_a.get('failed') and not waited.get('failed'), (result_a, waited)
     assert actions(result_a) == ['stop'] and actions(waited) == ['start']
     assert waited['vm']['vm_state'] == 'ACTIVE'
+    # B came while A held the task (A's stop of the guest that ignores ACPI lasts shutdown_timeout, 30 s, from the STOPPING
+    # read above), and says it waited that task out; a B that came after A had ended would have planned without waiting
+    assert waited['waited_for']['task_state'] == 'STOPPING' and waited['waited_for']['owner'], waited
     run_module('vm', small(host, name, state='absent', shutdown_timeout=0))
 
 

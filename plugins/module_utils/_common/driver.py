@@ -217,7 +217,12 @@ def converge_vm(vm, decl, spec, options, check_mode, task_id=None, snapshot=None
             notes['recovered'] = recovered
         obs = vm.observe(spec if present else None)
         if present:
+            holder, since = obs, time.monotonic()
             obs = vm.wait_idle(obs, options, spec)
+            if holder.get('task_state') is not None:
+                # another run's task held the VM and this run waited it out (lock_timeout): say which, and for how long
+                notes['waited_for'] = {'task_id': holder.get('task_id'), 'task_state': holder.get('task_state'),
+                                       'owner': holder.get('task_owner'), 'seconds': round(time.monotonic() - since, 1)}
     before = vm.public_view(obs)
     restart_needed = False
     if before_plan is not None:

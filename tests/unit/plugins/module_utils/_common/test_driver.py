@@ -282,6 +282,10 @@ def test_lock_timeout_waits_for_the_other_task_to_end():
     changed, result = driver.converge_vm(InMemoryVm(world, 'a'), VmDeclaration(state='running'), SPEC, options, check_mode=False)
     assert (changed, result['steps']) == (False, [])
     assert 1001.0 < world.clock < 1030.0 and world.calls == []
+    waited = dict(result['waited_for'])
+    assert waited.pop('seconds') >= 0 and waited == {'task_id': 'theirs', 'task_state': 'STARTING', 'owner': 'other'}, result
+    _changed, again = driver.converge_vm(InMemoryVm(world, 'a'), VmDeclaration(state='running'), SPEC, options, check_mode=False)
+    assert 'waited_for' not in again, 'a run that found the VM idle waited for nothing'
 
 
 def test_lock_timeout_that_runs_out_names_the_wait():
