@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration, TaskConflict, TransitionRefused
@@ -250,19 +252,9 @@ def test_restore_takes_a_safety_snapshot_unless_declined_and_says_so():
 
 # ------------------------------------------------- a snapshot task left by a killed run
 def _dead_owner():
-    """An owner id of this host whose process is gone (a child that exited)."""
-    import os
-    import socket
-    import subprocess
-    import sys
-    child = subprocess.run([sys.executable, '-c', 'import os; print(os.getpid())'], capture_output=True, text=True, check=True)
-    pid = int(child.stdout)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return '%s:%d' % (socket.gethostname(), pid)
-    pytest.skip('the exited child pid %d is in use again' % pid)
-    return None
+    """An owner id of this host whose process cannot exist: a pid above the kernel's pid_max (kill answers ESRCH)."""
+    with open('/proc/sys/kernel/pid_max', encoding='ascii') as handle:
+        return '%s:%d' % (socket.gethostname(), int(handle.read()) + 1)
 
 
 def _record(action='snapshot', task_state='IMAGE_SNAPSHOT', lease_until=2000.0, owner='elsewhere:1'):
