@@ -443,11 +443,6 @@ class KubevirtVm(driver.VmBackend):
         """A subresource call virt-api never answered is named with the VM's status and whether its record is gone."""
         return self._virt_api_away(error, step, obs, abandoned) if isinstance(error, ApiUnavailable) else error
 
-    def create(self, spec, obs, options, task_id):
-        """Create the VirtualMachine from the declared manifest (its record written with it)."""
-        del obs, task_id
-        return self._create(spec, options)
-
     def _virt_api_away(self, exc, step, obs, abandoned):
         """The error of a step whose subresource call virt-api never answered (503 until the wait deadline, or no API):
         the declared state that was not reached, the VM's status as last read, and whether its task record is gone."""
@@ -467,7 +462,10 @@ class KubevirtVm(driver.VmBackend):
         return self.client.subresource(plural, self.namespace, self.name, action, body, deadline=time.monotonic() + options.wait_timeout,
                                        done=None if done is None else lambda: done(self.observe()))
 
-    def _create(self, declared, options):
+    def create(self, spec, obs, options, task_id):
+        """Create the VirtualMachine from the declared manifest (``spec``), its idle STOPPED record in its annotations."""
+        del obs, options, task_id
+        declared = spec
         body = manifest_for_create(declared)
         record = TaskRecord(vm_state='STOPPED')
         annotations = dict((k, v) for k, v in annotations_from_record(record, last_action='create').items() if v is not None)
@@ -476,7 +474,6 @@ class KubevirtVm(driver.VmBackend):
             self.client.create(KUBEVIRT_API, self.namespace, 'virtualmachines', body)
         except Conflict as exc:
             raise TaskConflict(self.name, 'another run', 'SPAWNING', reason=str(exc))
-        del options
         return self.observe(declared)
 
     def validate_create(self, declared):
