@@ -134,7 +134,7 @@ host_vars: [vm_state, power_state, task_state, status, phase, message, printable
 from ansible.errors import AnsibleError
 from ansible.utils.display import Display
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, client_from_params
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.observe import NamespaceSnapshot, public_view
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.readiness import readiness_of

@@ -152,7 +152,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ansible.errors import AnsibleError
 from ansible.utils.display import Display
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import HAS_LIBVIRT, Connection, resolve_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.fleet import guest_readiness, list_vms

@@ -57,7 +57,7 @@ def srv(kube_server):
 def own_process(monkeypatch):
     """Each run has an owner of its own that lives exactly as long as the run, as an ansible process would ("host:pid"
     of a process started for it and ended after it): a run that failed during the outage leaves its task to a process
-    that is gone, which the next run on this host recovers at once (plugins/module_utils/_common/owner.py)."""
+    that is gone, which the next run on this host recovers at once (plugins/module_utils/_base/owner.py)."""
     proc = subprocess.Popen(['sleep', '3600'])  # pylint: disable=consider-using-with
     owner = '%s:%d' % (socket.gethostname(), proc.pid)
     monkeypatch.setattr(vm_backend, 'owner_id', lambda: owner)

@@ -20,7 +20,7 @@ import abc
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common import journal
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, TaskConflict, WaitTimeout
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, TaskConflict, WaitTimeout
 from ansible_collections.converge.virt.plugins.module_utils._common.fleet import fleet_failure  # noqa: F401  # the one summary, re-exported
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
@@ -59,7 +59,7 @@ class VmBackend(abc.ABC):
     """
 
     name = None
-    owner = None  # this run's owner id (_common/owner.owner_id), written into every task record it takes
+    owner = None  # this run's owner id (_base/owner.owner_id), written into every task record it takes
 
     # ------------------------------------------------------------ observation
     @abc.abstractmethod

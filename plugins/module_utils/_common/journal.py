@@ -21,7 +21,7 @@ import os
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common import files
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError
 
 AUDIT_JOURNAL_ENV = 'CONVERGE_VIRT_AUDIT_JOURNAL'
 EVENTS = ('begin', 'end')

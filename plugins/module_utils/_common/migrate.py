@@ -34,7 +34,7 @@ import select
 import time
 from typing import List, NamedTuple, Optional
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, unexpected
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, unexpected
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration
 
 RUNNING = 'Running'

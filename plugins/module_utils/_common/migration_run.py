@@ -10,7 +10,7 @@ build one migration; imports nothing of either backend.
 from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._common import migrate, registry
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.fleet import fleet_failure
 
 DEFAULT_PARALLEL = 2

@@ -18,7 +18,7 @@ import hashlib
 import io
 import json
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 
 
 def _pycdlib(what):

@@ -13,7 +13,7 @@ import socket
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common.address import guest_ip
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import WaitTimeout
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import WaitTimeout
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._phase import readiness as phase
 

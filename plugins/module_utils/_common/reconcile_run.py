@@ -13,8 +13,8 @@ import re
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.owner import owner_gone
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
 

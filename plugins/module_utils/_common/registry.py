@@ -26,7 +26,7 @@ its own options per resource in :data:`OPTION_GROUPS`, one runner per resource a
 
 from __future__ import annotations
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_options import KUBEVIRT_ITEM_ONLY, LIBVIRT_ONLY
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import traceback
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, unexpected
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, unexpected
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 
 

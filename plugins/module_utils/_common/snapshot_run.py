@@ -15,7 +15,7 @@ import re
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.fleet import fleet_failure
 from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as phase
 

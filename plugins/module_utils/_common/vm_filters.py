@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._phase.states import VM_STATES
 from ansible_collections.converge.virt.plugins.module_utils._phase.status import STATUSES
 

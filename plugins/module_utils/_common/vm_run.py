@@ -15,7 +15,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.converge.virt.plugins.module_utils._common import readiness, registry
 from ansible_collections.converge.virt.plugins.module_utils._common.driver import VmOptions, finish_fleet
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration, WaitTimeout
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration, WaitTimeout
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import SECRET_SPEC_KEYS, declared_secrets, secret_forms
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import (

@@ -21,7 +21,7 @@ import os
 from typing import NamedTuple, Tuple
 
 from ansible_collections.converge.virt.plugins.module_utils._common import journal
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import WaitTimeout
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import WaitTimeout
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 
 

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_args import VOLUME_OPTIONS
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_options import KUBEVIRT_VOLUME_OPTIONS

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import WaitTimeout
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import WaitTimeout
 
 
 def wait_for(observe, done, timeout, what, initial=0.05, factor=1.5, cap=1.0, clock=time.monotonic, sleep=time.sleep, describe=None):

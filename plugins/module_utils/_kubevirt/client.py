@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry, session
 from ansible_collections.converge.virt.plugins.module_utils._common.closing import ClosingConnection
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
 
 KUBERNETES_IMPORT_ERROR = None

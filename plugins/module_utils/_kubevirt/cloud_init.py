@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 
 from ansible_collections.converge.virt.plugins.module_utils._common import nocloud
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 
 # where kubevirt_declaration carries the Seed in the declared manifest (taken out before anything is sent)
 DECLARED_KEY = '_converge_cloud_init'

@@ -26,14 +26,14 @@ import json
 import time
 from typing import NamedTuple, Optional
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused)
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CORE_API, KUBEVIRT_API, ApiStatusError, Conflict, check_node_name, segment
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import DNS_LABEL as _DNS_LABEL, is_subdomain
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._common import journal, migrate
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
+from ansible_collections.converge.virt.plugins.module_utils._base.owner import owner_gone, owner_id
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
 from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get

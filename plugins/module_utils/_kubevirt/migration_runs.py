@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._common import migration_run as common
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.host_driver import HostBackend, converge_host
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._common import snapshot_run as common
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import snapshots as backend
 from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as phase

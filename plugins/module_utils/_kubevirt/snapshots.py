@@ -23,11 +23,11 @@ import datetime
 import re
 import time
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import (
     BackendError, ConvergeError, DataSafetyRefusal, InvalidDeclaration, TaskConflict, WaitTimeout)
 from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_id
+from ansible_collections.converge.virt.plugins.module_utils._base.owner import owner_gone, owner_id
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, NotFound
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.snapshot_status import (
@@ -244,14 +244,14 @@ def check_task_free(observer):
     """Raise :class:`TaskConflict` when another live task holds the VM (before any step, check mode too)."""
     record, _version = observer.store().load()
     now = time.time()
-    if not record.idle() and not phase.stale_snapshot_task(record, now):
+    if not record.idle() and not phase.stale_snapshot_task(record, now, owner_gone):
         raise TaskConflict(observer.vm, record.task_id, record.task_state, stale=record.stale(now), action=record.action)
     return record
 
 
 def clear_stale_snapshot_task(observer, check_mode=False):
     """Clear the task a killed snapshot run left when this run has no step to take (see phase.clear_stale_snapshot_task)."""
-    return phase.clear_stale_snapshot_task(observer.store(), time.time(), name=observer.vm, check_mode=check_mode)
+    return phase.clear_stale_snapshot_task(observer.store(), time.time(), owner_gone, name=observer.vm, check_mode=check_mode)
 
 
 def plan_action(steps):
@@ -302,7 +302,7 @@ class Runner:
     def _take(self, action):
         self.store = self.observer.store()
         record, _version = self.store.load()
-        if phase.stale_snapshot_task(record, self.clock()):
+        if phase.stale_snapshot_task(record, self.clock(), owner_gone):
             # left by a killed snapshot run: cleared with vm_state unchanged; the plan was made from what KubeVirt lists
             recovery = reconcile.recover_stale_task(record.task_state, record.vm_state, record.action)
             tasks.clear_stale_task(self.store, record.task_id, recovery.vm_state, name=self.vm)

@@ -13,7 +13,7 @@ so only a change of the record makes the swap fail.
 
 from __future__ import annotations
 
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import expire_if_owner_gone
+from ansible_collections.converge.virt.plugins.module_utils._base.owner import expire_if_owner_gone
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, Conflict, NotFound
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord, TaskStore

@@ -24,7 +24,7 @@ import copy
 import re
 import time
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused, WaitTimeout)
 from ansible_collections.converge.virt.plugins.module_utils._common import driver
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
@@ -40,7 +40,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.vm_args impo
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
+from ansible_collections.converge.virt.plugins.module_utils._base.owner import owner_gone, owner_id
 
 API_VERSION = 'kubevirt.io/v1'
 DISK_LIBVIRT_ONLY = ('dev', 'target', 'source', 'pool', 'volume', 'path', 'format', 'device')

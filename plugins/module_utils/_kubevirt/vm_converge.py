@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import spec_of
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_run import (
     KUBEVIRT_DEFINITION_ARGS, await_readiness, finish_items, fleet_items, options_from, readiness_wanted, refuse_other_definition)

@@ -34,7 +34,7 @@ import copy
 import re
 import time
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError, InvalidDeclaration, WaitTimeout
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, ConvergeError, InvalidDeclaration, WaitTimeout
 from ansible_collections.converge.virt.plugins.module_utils._common import journal, volume_driver
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
@@ -49,7 +49,7 @@ from ansible_collections.converge.virt.plugins.module_utils._phase.volumes impor
 from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
 # which option belongs to which backend, and the KubeVirt choices (written once, beside the argument spec)
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_options import ACCESS_MODES, LIBVIRT_ONLY, VOLUME_MODES
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_id
+from ansible_collections.converge.virt.plugins.module_utils._base.owner import owner_id
 
 STORAGE_API = '/apis/storage.k8s.io/v1'
 MANAGED_BY = {'app.kubernetes.io/managed-by': 'converge.virt'}

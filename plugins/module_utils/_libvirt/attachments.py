@@ -23,7 +23,7 @@ import os
 import time
 import xml.etree.ElementTree as ET
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import (
     BackendError, ConvergeError, InvalidDeclaration, WaitTimeout)
 from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._common import volume_driver
@@ -35,7 +35,7 @@ from ansible_collections.converge.virt.plugins.module_utils._phase import states
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_state import power_state_from_libvirt
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 from ansible_collections.converge.virt.plugins.module_utils._phase.volumes import ActualVolume, Attachment
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_id
+from ansible_collections.converge.virt.plugins.module_utils._base.owner import owner_id
 
 DETACH_TIMEOUT = 30
 DETACH_ATTEMPTS = 3

@@ -18,7 +18,7 @@ import time
 import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common import nocloud
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.xml_util import parse_xml, sub_element, to_string
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks

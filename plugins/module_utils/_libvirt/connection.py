@@ -17,7 +17,7 @@ import traceback
 
 from ansible_collections.converge.virt.plugins.module_utils._common import session
 from ansible_collections.converge.virt.plugins.module_utils._common.closing import ClosingConnection
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri, uri_secrets
 
 try:

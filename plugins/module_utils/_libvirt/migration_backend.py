@@ -35,7 +35,7 @@ import uuid as uuidlib
 import xml.etree.ElementTree as ET
 from typing import NamedTuple, Optional
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused, unexpected)
 from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._common import migrate
@@ -47,7 +47,7 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore i
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_phase
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
+from ansible_collections.converge.virt.plugins.module_utils._base.owner import owner_gone, owner_id
 
 MIGRATION_NS = 'https://converge.virt/xmlns/migration/1'
 MIGRATION_PREFIX = 'convergemig'

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._common import migration_run as common
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.host_driver import HostBackend, converge_host
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb

@@ -21,7 +21,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import (
     ConvergeError, DataSafetyRefusal, InvalidDeclaration, TaskConflict)
 from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_read, taskstore
@@ -30,7 +30,7 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore i
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, states, tasks
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_state import power_state_from_libvirt
 from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as phase
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_id
+from ansible_collections.converge.virt.plugins.module_utils._base.owner import owner_gone, owner_id
 
 
 def _iso(epoch):
@@ -244,7 +244,7 @@ def check_task_free(observer):
 def clear_stale_snapshot_task(observer, check_mode=False):
     """Clear the task a killed snapshot run left when this run has no step to take (see phase.clear_stale_snapshot_task)."""
     store = LibvirtTaskStore(observer.connection.conn, observer.dom, owner_id(), inferred_vm_state=observer.inferred_vm_state())
-    return phase.clear_stale_snapshot_task(store, time.time(), name=observer.vm, check_mode=check_mode)
+    return phase.clear_stale_snapshot_task(store, time.time(), owner_gone, name=observer.vm, check_mode=check_mode)
 
 
 def plan_action(steps):

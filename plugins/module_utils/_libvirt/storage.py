@@ -29,7 +29,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common import files
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_spec
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import daemon_gone, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._common.units import parse_size, unit_factor

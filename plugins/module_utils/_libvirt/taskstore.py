@@ -22,11 +22,11 @@ import time
 import xml.etree.ElementTree as ET
 
 from ansible_collections.converge.virt.plugins.module_utils._common import journal
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import TaskConflict
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord, TaskStore
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import expire_if_owner_gone, owner_gone
+from ansible_collections.converge.virt.plugins.module_utils._base.owner import expire_if_owner_gone, owner_gone
 
 STALE_MUTEX_SECONDS = 30.0
 MUTEX_TIMEOUT = 15.0

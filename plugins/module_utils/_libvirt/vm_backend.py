@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 import xml.etree.ElementTree as ET
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import (
     BackendError, ConvergeError, DataSafetyRefusal, InvalidDeclaration, TaskConflict, WaitTimeout)
 from ansible_collections.converge.virt.plugins.module_utils._common import driver, journal
 from ansible_collections.converge.virt.plugins.module_utils._common.driver import VmOptions  # pylint: disable=unused-import  # the module's options
@@ -26,7 +26,7 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore i
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone, owner_id
+from ansible_collections.converge.virt.plugins.module_utils._base.owner import owner_gone, owner_id
 
 # dom.state() words for "running" checks
 RUNNING_STATES = (1, 2)       # running, blocked

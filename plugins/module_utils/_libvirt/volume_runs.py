@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._common import volume_run
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_args import declared
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import TransitionRefused
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import TransitionRefused
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
 
 ANY = '*'

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 
 RUNNING, AGENT, ADDRESS, PORT = 'running', 'agent', 'address', 'port'
 READINESS = (RUNNING, AGENT, ADDRESS, PORT)

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -176,12 +175,16 @@ def vm_state_after_restore(vm_state_at_snapshot, current):
     return {'running': 'ACTIVE', 'paused': 'PAUSED', 'shutoff': 'STOPPED', 'disk-snapshot': current}.get(vm_state_at_snapshot, current)
 
 
-def stale_snapshot_task(record, now):
-    """True when ``record`` holds a snapshot task whose lease ran out or whose run (on this host) is gone."""
-    return not record.idle() and record.action in SNAPSHOT_ACTIONS and (record.stale(now) or owner_gone(record.owner))
+def stale_snapshot_task(record, now, run_gone):
+    """True when ``record`` holds a snapshot task whose lease ran out or whose run is known dead.
+
+    ``run_gone(owner)`` answers whether the run that took the task is gone (the backends pass
+    ``_base/owner.owner_gone``: this layer does no process I/O).
+    """
+    return not record.idle() and record.action in SNAPSHOT_ACTIONS and (record.stale(now) or run_gone(record.owner))
 
 
-def clear_stale_snapshot_task(store, now, name='vm', check_mode=False):
+def clear_stale_snapshot_task(store, now, run_gone, name='vm', check_mode=False):
     """Clear the task a killed snapshot run left, for a run that has no step to take (the killed run's step had finished).
 
     A run with steps clears such a task when it takes its own; a run with none would leave it, and the VM would stay
@@ -189,7 +192,7 @@ def clear_stale_snapshot_task(store, now, name='vm', check_mode=False):
     report, or None when the VM holds no stale snapshot task.
     """
     record, _version = store.load()
-    if not (stale_snapshot_task(record, now)):
+    if not stale_snapshot_task(record, now, run_gone):
         return None
     if not check_mode:
         recovery = reconcile.recover_stale_task(record.task_state, record.vm_state, record.action)

@@ -22,7 +22,7 @@ import math
 import os
 from typing import NamedTuple, Optional
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration, TaskConflict
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration, TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions
 
 

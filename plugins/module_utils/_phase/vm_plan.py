@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional, Tuple
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import TransitionRefused
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import TransitionRefused
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
 

@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import ConvergeError
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError
 from ansible_collections.converge.virt.plugins.module_utils._common.events import Outbox, print_events
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, KubeClient

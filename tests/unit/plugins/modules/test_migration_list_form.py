@@ -4,7 +4,7 @@
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.modules import migration
 
 

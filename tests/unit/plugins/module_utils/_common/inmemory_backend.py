@@ -17,7 +17,7 @@ __metaclass__ = type  # pylint: disable=invalid-name
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common import driver, volume_driver
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, ConvergeError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views

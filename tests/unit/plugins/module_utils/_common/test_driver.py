@@ -12,7 +12,7 @@ import time
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._common import driver
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, InvalidDeclaration, TaskConflict, TransitionRefused
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, InvalidDeclaration, TaskConflict, TransitionRefused
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, vm_plan
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord

@@ -12,7 +12,7 @@ import types
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._common import journal, volume_driver
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, migration_backend, snapshots
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration, volumes as phase
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import MemoryTaskStore, TaskRecord

@@ -7,7 +7,7 @@ import threading
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._common import migrate
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.fleet import fleet_failure
 
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from ansible_collections.converge.virt.plugins.module_utils._common import nocloud
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 
 KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB7 user@host'
 

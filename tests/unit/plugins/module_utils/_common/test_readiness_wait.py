@@ -11,7 +11,7 @@ import socket
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._common import readiness
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import WaitTimeout
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import WaitTimeout
 from ansible_collections.converge.virt.plugins.module_utils._phase.readiness import Readiness
 
 

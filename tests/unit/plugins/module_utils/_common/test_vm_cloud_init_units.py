@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._common import nocloud
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import spec_of
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import cloud_init as kci
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.vm_backend import declared_differences, declared_vm, manifest_for_create

@@ -7,7 +7,7 @@ from __future__ import (absolute_import, division, print_function)
 __metaclass__ = type  # pylint: disable=invalid-name
 
 from ansible_collections.converge.virt.plugins.module_utils._common import volume_driver
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, WaitTimeout
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, WaitTimeout
 from ansible_collections.converge.virt.tests.unit.plugins.module_utils._common.inmemory_backend import InMemoryVolumes, VolumeWorld
 
 GIB = 1024 ** 3

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration, TaskConflict
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration, TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend as vb
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import Conflict, connection_params
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore, annotations_from_record

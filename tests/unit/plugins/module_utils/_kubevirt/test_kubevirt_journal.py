@@ -17,7 +17,7 @@ import types
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._common import journal
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, TaskConflict
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import snapshots as ksnap
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend as kvb

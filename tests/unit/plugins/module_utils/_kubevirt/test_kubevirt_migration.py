@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kclient
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration
@@ -129,7 +129,7 @@ def test_kubernetes_node_names_are_accepted(name):
 
 @pytest.mark.parametrize('name', ['.', '..'])
 def test_dot_segments_never_reach_an_api_path(name):
-    from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError
+    from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError
     with pytest.raises(BackendError):
         kclient.KubeClient.path(kclient.KUBEVIRT_API, 'default', 'virtualmachines', name)
     with pytest.raises(BackendError):

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import TaskConflict
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend as vb
 from ansible_collections.converge.virt.plugins.modules import reconcile as module

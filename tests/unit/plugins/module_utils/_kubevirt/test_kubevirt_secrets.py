@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.converge.virt.tests.unit.plugins.module_utils._common.fake_module import Failed, FakeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kclient
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend, volume_backend

@@ -9,7 +9,7 @@ import datetime
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import (
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import (
     BackendError, DataSafetyRefusal, InvalidDeclaration, WaitTimeout)
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import snapshots as ks
 from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as sn

@@ -5,7 +5,7 @@ instances, the plan (through the shared volume planner) and the template JSON pa
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend as vb
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, CORE_API, KUBEVIRT_API, Conflict, KubeClient
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase

@@ -3,7 +3,7 @@
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common import volume_run
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend as vb
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, CORE_API, KUBEVIRT_API, KubeClient

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import types
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 

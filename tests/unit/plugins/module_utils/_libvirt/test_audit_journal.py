@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import taskstore
 
 

@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError
-from ansible_collections.converge.virt.plugins.module_utils._common.owner import owner_gone
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError
+from ansible_collections.converge.virt.plugins.module_utils._base.owner import owner_gone
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import connection as lconn
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import storage
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import vm_backend as lvm

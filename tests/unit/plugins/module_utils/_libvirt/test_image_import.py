@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import storage
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.converge.virt.tests.unit.plugins.module_utils._common.fake_module import Failed, FakeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
 
 GIB = 1024 * 1024  # KiB

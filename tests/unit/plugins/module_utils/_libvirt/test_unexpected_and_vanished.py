@@ -16,7 +16,7 @@ import types
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import BackendError, unexpected
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, unexpected
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import connection as lconn
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt

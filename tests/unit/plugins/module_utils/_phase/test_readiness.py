@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._phase import readiness as r
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import InvalidDeclaration, TaskConflict, TransitionRefused
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration, TaskConflict, TransitionRefused
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import MemoryTaskStore, TaskRecord
 

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import TaskConflict
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import MemoryTaskStore, TaskRecord
 

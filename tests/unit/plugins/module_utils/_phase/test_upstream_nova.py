@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import TransitionRefused
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import TransitionRefused
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions
 from ansible_collections.converge.virt.plugins.module_utils._phase import deviations
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile

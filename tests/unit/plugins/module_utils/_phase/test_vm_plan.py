@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.converge.virt.plugins.module_utils._common.errors import TransitionRefused
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import TransitionRefused
 from ansible_collections.converge.virt.plugins.module_utils._phase import vm_plan as p
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration as D, VmObservation as O
 
