@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 import os
 
-import types
 
 import pytest
 
@@ -21,7 +20,8 @@ SPEC.loader.exec_module(events)
 
 
 def test_defaults():
-    assert events.check_args({'namespace': 'ns'}) == {'namespace': 'ns', 'heartbeat': 30.0, 'watch_timeout': 300.0, 'initial_sync': True}
+    assert events.check_args({'namespace': 'ns'}) == {'namespace': 'ns', 'heartbeat': 30.0, 'watch_timeout': 300.0, 'initial_sync': True,
+                                                       'queue_limit': 4096}
 
 
 @pytest.mark.parametrize('args,field', [
@@ -43,7 +43,7 @@ VMI = {'metadata': {'name': 'a', 'namespace': 'ns'}, 'status': {'phase': 'Runnin
 def test_the_words_are_vm_infos():
     words = events.vm_words('a', 'ns', VM, VMI)
     view = kobserve.public_view(kobserve.build('a', 'ns', VM, VMI, [], []))
-    assert words == {key: view[key] for key in events.WORDS if key in view}
+    assert words == dict({key: view[key] for key in events.WORDS if key in view}, withheld=[])
     assert (words['vm_state'], words['task_state'], words['phase']) == ('ACTIVE', 'STOPPING', 'Running')
 
 
@@ -52,25 +52,24 @@ def test_a_gone_vm_says_so():
     assert (words['exists'], words['vm_state']) == (False, 'DELETED')
 
 
-class _Loop:
-    """call_soon_threadsafe runs at once (no asyncio loop in a unit test)."""
-
-    @staticmethod
-    def call_soon_threadsafe(func, *args):
-        func(*args)
-
-
 def test_a_relist_reports_a_vm_deleted_while_no_watch_ran():
     import asyncio  # pylint: disable=import-outside-toplevel
-    queue = asyncio.Queue()
-    source = events.KubevirtEvents(queue, {'namespace': 'ns'})
-    source.loop = _Loop()
-    source.outbox = types.SimpleNamespace(put_threadsafe=queue.put_nowait)
-    source.objects['virtualmachines'] = {'a': VM, 'b': dict(VM, metadata=dict(VM['metadata'], name='b'))}
-    source._sync()  # pylint: disable=protected-access
-    source.objects['virtualmachines'] = {'b': dict(VM, metadata=dict(VM['metadata'], name='b'))}   # 'a' deleted while disconnected
-    source._sync()  # pylint: disable=protected-access
-    sent = [queue.get_nowait()['converge_virt'] for _unused in range(queue.qsize())]
+    from ansible_collections.converge.virt.plugins.module_utils._common.events import Outbox  # pylint: disable=import-outside-toplevel
+
+    async def scenario():
+        queue = asyncio.Queue()
+        source = events.KubevirtEvents(queue, {'namespace': 'ns'})
+        source.loop = asyncio.get_running_loop()
+        source.outbox = Outbox(queue, source.loop)
+        source.objects['virtualmachines'] = {'a': VM, 'b': dict(VM, metadata=dict(VM['metadata'], name='b'))}
+        source._sync()  # pylint: disable=protected-access
+        await asyncio.sleep(0.05)
+        source.objects['virtualmachines'] = {'b': dict(VM, metadata=dict(VM['metadata'], name='b'))}   # 'a' deleted while disconnected
+        source._sync()  # pylint: disable=protected-access
+        await asyncio.sleep(0.05)
+        source.outbox.task.cancel()
+        return [queue.get_nowait()['converge_virt'] for _unused in range(queue.qsize())]
+    sent = asyncio.run(scenario())
     second = sent[3:]
     assert [(e['type'], e.get('vm', {}).get('name')) for e in second] == [('change', 'a'), ('sync', 'b'), ('sync_done', None)]
     assert second[0]['action'] == 'DELETED' and second[0]['vm']['exists'] is False and second[0]['vm']['vm_state'] == 'DELETED'

@@ -19,7 +19,8 @@ SPEC.loader.exec_module(events)
 
 def test_defaults_and_numbers(monkeypatch):
     monkeypatch.delenv('LIBVIRT_DEFAULT_URI', raising=False)
-    assert events.check_args({}) == {'uri': 'qemu:///system', 'stopped_delay': 15.0, 'reconnect_max': 30.0, 'initial_sync': True}
+    assert events.check_args({}) == {'uri': 'qemu:///system', 'stopped_delay': 15.0, 'reconnect_max': 30.0, 'initial_sync': True,
+                                     'queue_limit': 4096}
     assert events.check_args({'stopped_delay': '2', 'uri': 'qemu+tcp://h/system'})['stopped_delay'] == 2.0
 
 
@@ -32,7 +33,8 @@ def test_the_uri_falls_back_to_the_environment_as_in_the_modules(monkeypatch):
 
 @pytest.mark.parametrize('args,field', [
     ({'urii': 'x'}, 'urii'), ({'uri': ''}, 'uri'), ({'stopped_delay': 'soon'}, 'stopped_delay'),
-    ({'reconnect_max': -1}, 'reconnect_max'), ({'initial_sync': 'yes'}, 'initial_sync'),
+    ({'reconnect_max': -1}, 'reconnect_max'), ({'initial_sync': 'yes'}, 'initial_sync'), ({'queue_limit': 'many'}, 'queue_limit'),
+    ({'queue_limit': 1}, 'queue_limit'),
 ])
 def test_bad_arguments_name_the_field(args, field):
     with pytest.raises(ValueError) as raised:
@@ -52,7 +54,7 @@ def _run(script, delay):
     sent = []
 
     async def main():
-        delayer = events.Delayer(delay, lambda factory: sent.append(factory()))
+        delayer = events.Delayer(delay, lambda _key, factory: sent.append(factory()))
         await script(delayer)
     asyncio.run(main())
     return sent

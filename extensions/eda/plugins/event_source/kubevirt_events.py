@@ -17,7 +17,19 @@ condition, a label) sends nothing.
 
 Arguments: ``namespace`` (required), ``kubeconfig``, ``context``, ``host``, ``api_key``, ``ca_cert``,
 ``validate_certs`` (as the modules' KubeVirt connection options), ``heartbeat`` (seconds, default 30),
-``watch_timeout`` (seconds a watch lasts before it is renewed, default 300), ``initial_sync`` (default true).
+``watch_timeout`` (seconds a watch lasts before it is renewed, default 300), ``initial_sync`` (default true),
+``queue_limit`` (most events waiting to be handed to ansible-rulebook, default 4096). Give the token through a
+kubeconfig or the environment (K8S_AUTH_API_KEY), never as ``api_key`` in the rulebook: ansible-rulebook -vv logs
+the source arguments.
+
+Events never become code (issue 33): the state words come from annotations that whoever can edit the VM can write,
+so each is checked against the collection's vocabulary (anything else: UNKNOWN / Unknown, the raw value only under
+``vm.untrusted_raw``), and no string of an event carries template syntax (_common/events.py safe_event: null,
+``<field>_percent_encoded``, ``withheld``). ``vm.uid`` is the VM's metadata.uid checked against the UUID pattern.
+
+Bounded: per VM at most one ``change`` waits to be handed to ansible-rulebook (a newer one replaces it: the latest
+words), and at most ``queue_limit`` in all; beyond that an event is dropped and the namespace is listed again (a
+full sync follows).
 
 The words of a VM whose disks are DataVolumes still being provisioned may differ from vm_info's: the source
 watches VMs and VMIs, not DataVolumes and claims.
@@ -32,14 +44,16 @@ import threading
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError
-from ansible_collections.converge.virt.plugins.module_utils._common.events import Outbox, print_events
+from ansible_collections.converge.virt.plugins.module_utils._common.events import Outbox, own_words, print_events, trusted_uuid
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, KubeClient
 
 CONNECTION = ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs')
-DEFAULTS = {'heartbeat': 30.0, 'watch_timeout': 300.0, 'initial_sync': True}
+DEFAULTS = {'heartbeat': 30.0, 'watch_timeout': 300.0, 'initial_sync': True, 'queue_limit': 4096}
+# the outbox's keys never refused
+SYNC, HEARTBEAT, ERROR = ('sync',), ('heartbeat',), ('error',)
 KINDS = (('virtualmachines', 'VirtualMachine'), ('virtualmachineinstances', 'VirtualMachineInstance'))
-WORDS = ('name', 'namespace', 'exists', 'vm_state', 'power_state', 'task_state', 'status', 'printable_status', 'phase', 'phase_reason',
+WORDS = ('name', 'namespace', 'uid', 'exists', 'vm_state', 'power_state', 'task_state', 'status', 'printable_status', 'phase', 'phase_reason',
          'run_strategy', 'node', 'ready')
 
 
@@ -61,13 +75,22 @@ def check_args(args):
             raise ValueError('kubevirt_events: %s: must be %s' % (key, 'at least 1' if key == 'watch_timeout' else '0 or more'))
     if not isinstance(out['initial_sync'], bool):
         raise ValueError('kubevirt_events: initial_sync: must be true or false')
+    try:
+        out['queue_limit'] = int(out['queue_limit'])
+    except (TypeError, ValueError):
+        raise ValueError('kubevirt_events: queue_limit: must be a whole number') from None
+    if out['queue_limit'] < 1:
+        raise ValueError('kubevirt_events: queue_limit: must be 1 or more')
     return out
 
 
 def vm_words(name, namespace, vm, vmi):
-    """The state words of one VM as vm_info reports them (``vm`` None: it is gone)."""
+    """The state words of one VM as vm_info reports them (``vm`` None: it is gone), the collection's words only."""
     view = kobserve.public_view(kobserve.build(name, namespace, vm, vmi, [], []))
-    return {key: view.get(key) for key in WORDS if key in view}
+    out = own_words({key: view.get(key) for key in WORDS if key in view})
+    out['uid'] = trusted_uuid(out.get('uid'))
+    out['withheld'] = []
+    return out
 
 
 class KubevirtEvents:
@@ -89,9 +112,12 @@ class KubevirtEvents:
         self.generation = 0
 
     # ------------------------------------------------------------ sending
-    def _put(self, payload):
-        payload = dict(payload, namespace=self.namespace)
-        self.outbox.put_threadsafe({'converge_virt': payload})
+    def _put(self, payload, key=None):
+        self.outbox.put({'converge_virt': dict(payload, namespace=self.namespace)}, key)
+
+    def _overflow(self, _dropped):
+        # an event was dropped (queue_limit wait): list again, a full sync follows
+        self.resync.set()
 
     def _words(self, name):
         vm = self.objects['virtualmachines'].get(name)
@@ -108,19 +134,25 @@ class KubevirtEvents:
             self.sent[name] = words
         else:
             self.sent.pop(name, None)
-        self._put({'type': 'change', 'kind': kind, 'action': action, 'vm': words, 'task_in_progress': bool(words.get('task_state'))})
+        # the latest change of a VM replaces the one still waiting
+        self._put({'type': 'change', 'kind': kind, 'action': action, 'vm': words, 'task_in_progress': bool(words.get('task_state'))},
+                  ('vm', name))
 
     def _sync(self):
+        out = []
         with self.lock:
             # a VM deleted while no watch ran is missing from the new list: say it is gone (its DELETED event was lost)
             for name in sorted(set(self.sent) - set(self.objects['virtualmachines'])):
                 words = vm_words(name, self.namespace, None, None)
-                self._put({'type': 'change', 'kind': 'VirtualMachine', 'action': 'DELETED', 'vm': words, 'task_in_progress': False})
+                out.append({'type': 'change', 'kind': 'VirtualMachine', 'action': 'DELETED', 'vm': words, 'task_in_progress': False})
             self.sent = {}
             for name in sorted(self.objects['virtualmachines']):
                 words = self.sent[name] = self._words(name)
-                self._put({'type': 'sync', 'vm': words, 'task_in_progress': bool(words.get('task_state'))})
-            self._put({'type': 'sync_done', 'count': len(self.sent)})
+                out.append({'type': 'sync', 'vm': words, 'task_in_progress': bool(words.get('task_state'))})
+            out.append({'type': 'sync_done', 'count': len(self.sent)})
+            # one item: the changes still waiting are older than this list
+            self.outbox.drop(lambda key: key[0] == 'vm')
+            self.outbox.put([{'converge_virt': dict(payload, namespace=self.namespace)} for payload in out], SYNC)
 
     # ------------------------------------------------------------ API
     def _client(self):
@@ -190,7 +222,7 @@ class KubevirtEvents:
                 finally:
                     client.close()
             except ConvergeError as exc:
-                self._put({'type': 'error', 'message': str(exc)})
+                self._put({'type': 'error', 'message': str(exc)}, ERROR)
             if not self.stopping.is_set():
                 time.sleep(delay)
                 delay = min(delay * 2, 30.0)
@@ -199,10 +231,10 @@ class KubevirtEvents:
         try:
             self._watch(client, plural, kind, version, generation)
         except (ConvergeError, ValueError, OSError) as exc:
-            self._put({'type': 'error', 'message': str(exc)})
+            self._put({'type': 'error', 'message': str(exc)}, ERROR)
         except Exception as exc:  # pylint: disable=broad-except
             # urllib3 protocol errors when the server goes away mid-stream
-            self._put({'type': 'error', 'message': '%s: %s' % (type(exc).__name__, exc)})
+            self._put({'type': 'error', 'message': '%s: %s' % (type(exc).__name__, exc)}, ERROR)
         finally:
             if generation == self.generation:
                 self.watching[plural] = False
@@ -212,14 +244,14 @@ class KubevirtEvents:
     async def run(self):
         """Follow the namespace until cancelled."""
         self.loop = asyncio.get_running_loop()
-        self.outbox = Outbox(self.queue, self.loop)
+        self.outbox = Outbox(self.queue, self.loop, limit=self.args['queue_limit'], overflow=self._overflow, reserved=(SYNC, HEARTBEAT, ERROR))
         thread = threading.Thread(target=self._follow, daemon=True, name='kubevirt-events')
         thread.start()
         try:
             while True:
                 if self.args['heartbeat'] > 0:
                     await asyncio.sleep(self.args['heartbeat'])
-                    self._put({'type': 'heartbeat', 'watching': all(self.watching.values())})
+                    self._put({'type': 'heartbeat', 'watching': all(self.watching.values())}, HEARTBEAT)
                 else:
                     await asyncio.sleep(3600)
         finally:

@@ -19,6 +19,16 @@ Events are lost while the connection is down: after the daemon comes back, the s
 ``reconnect_max`` seconds) and emits a ``sync`` event for every VM, then ``sync_done`` - the same it emits
 at start - so a rule sees the state it missed.
 
+Events never become code (issue 33): no string of an event carries template syntax (a curly brace or '#jinja2:'):
+such a string (a VM name chosen by a tenant, say) goes out as null, with ``<field>_percent_encoded`` and the field
+named in ``withheld`` (_common/events.py safe_event); ``vm.uuid`` is libvirt's domain UUID checked against the UUID
+pattern - what a rule should pass to a playbook. The state words are the collection's own: a recorded word that is
+not one of them becomes UNKNOWN (Unknown for status and phase), the raw value only under ``vm.untrusted_raw``.
+
+Bounded: per VM at most one lifecycle and one agent event wait to be handed to ansible-rulebook (a newer one
+replaces the waiting one, whose state would be stale anyway: the state is read when the event's turn comes), and at
+most ``queue_limit`` events wait in all; an event beyond that is dropped and a full sync follows instead.
+
 Arguments (``sources: - converge.virt.libvirt_events: {...}``):
 
     uri             libvirt URI (default: $LIBVIRT_DEFAULT_URI, as an AWX/EDA credential injects it, then qemu:///system,
@@ -26,6 +36,7 @@ Arguments (``sources: - converge.virt.libvirt_events: {...}``):
     stopped_delay   seconds a STOPPED event is held back (default 15; 0 emits at once)
     reconnect_max   longest wait between two reconnection attempts, seconds (default 30)
     initial_sync    emit a sync event for every VM at start (default true)
+    queue_limit     most events waiting to be handed to ansible-rulebook (default 4096; each VM needs 2)
 
 Event (``event.converge_virt``): ``type`` (lifecycle, agent, sync, sync_done, disconnected), ``host`` (the daemon's
 host name), ``event`` and ``detail`` (libvirt's words for a lifecycle event, e.g. STOPPED / destroyed),
@@ -49,13 +60,16 @@ try:
 except ImportError:  # pragma: no cover - said when the source starts
     libvirt = libvirtaio = None
 
-from ansible_collections.converge.virt.plugins.module_utils._common.events import Outbox, print_events
+from ansible_collections.converge.virt.plugins.module_utils._common.events import Outbox, own_words, print_events, trusted_uuid
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import fleet
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import resolve_uri
 from ansible_collections.converge.virt.plugins.module_utils._phase.views import absent_view
 
-DEFAULTS = {'uri': 'qemu:///system', 'stopped_delay': 15.0, 'reconnect_max': 30.0, 'initial_sync': True}
+DEFAULTS = {'uri': 'qemu:///system', 'stopped_delay': 15.0, 'reconnect_max': 30.0, 'initial_sync': True, 'queue_limit': 4096}
+# the outbox's keys never refused (a full sync answers an overflow)
+SYNC = ('sync',)
+DISCONNECTED = ('disconnected',)
 
 # virDomainEventType -> name, and per type the names of its detail codes (libvirt's virDomainEvent*DetailType)
 EVENTS = ('DEFINED', 'UNDEFINED', 'STARTED', 'SUSPENDED', 'RESUMED', 'STOPPED', 'SHUTDOWN', 'PMSUSPENDED', 'CRASHED')
@@ -103,13 +117,19 @@ def check_args(args):
             raise ValueError('libvirt_events: %s: must be 0 or more, got %r' % (key, out[key]))
     if not isinstance(out['initial_sync'], bool):
         raise ValueError('libvirt_events: initial_sync: must be true or false')
+    try:
+        out['queue_limit'] = int(out['queue_limit'])
+    except (TypeError, ValueError):
+        raise ValueError('libvirt_events: queue_limit: must be a whole number, got %r' % (out['queue_limit'],)) from None
+    if out['queue_limit'] < 2:
+        raise ValueError('libvirt_events: queue_limit: must be 2 or more, got %r' % (out['queue_limit'],))
     return out
 
 
 class Delayer:
     """Nova's delayed STOPPED: hold it back, drop it when any later event of the same VM arrives.
 
-    ``launch(factory)`` sends an event; ``factory`` makes its payload when it is sent (the state is read then).
+    ``launch(key, factory)`` sends an event; ``factory`` makes its payload when it is sent (the state is read then).
     """
 
     def __init__(self, delay, launch):
@@ -125,11 +145,11 @@ class Delayer:
         if name == 'STOPPED' and self.delay > 0:
             self.pending[key] = asyncio.get_running_loop().call_later(self.delay, self._fire, key, factory)
         else:
-            self.launch(factory)
+            self.launch(key, factory)
 
     def _fire(self, key, factory):
         self.pending.pop(key, None)
-        self.launch(factory)
+        self.launch(key, factory)
 
     def cancel_all(self):
         """Drop everything held back (the connection is gone: a full sync follows)."""
@@ -150,12 +170,11 @@ class LibvirtEvents:
         self.closed = None
         self.loop = None
         self.delayer = None
-        self.sends = set()
         # one reader thread: reads (and so events) go out in the order the events came
         self.reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix='libvirt-events')
 
-    def _put(self, payload):
-        self.outbox.put({'converge_virt': payload})
+    def _put(self, item, key):
+        self.outbox.put(item, key)
 
     def _read(self, dom=None):
         # blocking: runs on the reader thread
@@ -163,15 +182,16 @@ class LibvirtEvents:
 
     @staticmethod
     def _public(vm):
+        """The event's ``vm``: the collection's words only, the UUID only when it is one (safe_event does the rest)."""
         keep = ('name', 'uuid', 'exists', 'vm_state', 'power_state', 'task_state', 'status', 'phase', 'phase_reason', 'state', 'state_reason')
-        return {key: vm.get(key) for key in keep if key in vm}
+        out = own_words({key: vm.get(key) for key in keep if key in vm})
+        out['uuid'] = trusted_uuid(out.get('uuid'))
+        out['withheld'] = []
+        return out
 
-    def _launch(self, factory):
-        async def send():
-            self._put(await factory())
-        task = self.loop.create_task(send())
-        self.sends.add(task)
-        task.add_done_callback(self.sends.discard)
+    def _launch(self, key, factory):
+        # the latest event of a VM replaces the one still waiting (its payload is made when its turn comes)
+        self._put(factory, ('lifecycle', key))
 
     def _lifecycle(self, _conn, dom, event, detail, _opaque):
         name, detail_name = event_words(event, detail)
@@ -180,8 +200,9 @@ class LibvirtEvents:
 
     async def _lifecycle_payload(self, dom, vm_name, uuid, name, detail_name):
         vm = await self._read_again(dom, vm_name, uuid)
-        return {'type': 'lifecycle', 'host': self.host, 'event': name, 'detail': detail_name, 'vm': self._public(vm),
-                'task_in_progress': bool(vm.get('task_state'))}
+        public = self._public(vm)
+        return {'converge_virt': {'type': 'lifecycle', 'host': self.host, 'event': name, 'detail': detail_name, 'vm': public,
+                                  'task_in_progress': bool(public.get('task_state'))}}
 
     async def _read_again(self, dom, vm_name, uuid):
         try:
@@ -193,19 +214,35 @@ class LibvirtEvents:
 
     def _agent(self, _conn, dom, state, reason, _opaque):
         # the guest agent (the qemu-guest-agent channel) connected or disconnected: not held back, re-read like the others
-        self._launch(functools.partial(self._agent_payload, dom, dom.name(), dom.UUIDString(), AGENT_STATES.get(state, 'unknown'),
-                                       AGENT_REASONS.get(reason, 'unknown')))
+        uuid = dom.UUIDString()
+        self._put(functools.partial(self._agent_payload, dom, dom.name(), uuid, AGENT_STATES.get(state, 'unknown'),
+                                    AGENT_REASONS.get(reason, 'unknown')), ('agent', uuid))
 
     async def _agent_payload(self, dom, vm_name, uuid, state, reason):
         vm = await self._read_again(dom, vm_name, uuid)
-        return {'type': 'agent', 'host': self.host, 'agent': state, 'reason': reason, 'vm': self._public(vm),
-                'task_in_progress': bool(vm.get('task_state'))}
+        public = self._public(vm)
+        return {'converge_virt': {'type': 'agent', 'host': self.host, 'agent': state, 'reason': reason, 'vm': public,
+                                  'task_in_progress': bool(public.get('task_state'))}}
 
-    async def _sync(self):
-        vms = await self.loop.run_in_executor(self.reader, self._read, None)
-        for vm in sorted(vms, key=lambda item: item['name']):
-            self._put({'type': 'sync', 'host': self.host, 'vm': self._public(vm), 'task_in_progress': bool(vm.get('task_state'))})
-        self._put({'type': 'sync_done', 'host': self.host, 'count': len(vms)})
+    async def _sync_payloads(self):
+        # one item of the outbox: every VM read once, in name order, then sync_done
+        try:
+            vms = await self.loop.run_in_executor(self.reader, self._read, None)
+        except libvirt.libvirtError:
+            return None  # the connection is going: the reconnection syncs again
+        out = []
+        for vm in sorted(vms, key=lambda item: str(item['name'])):
+            public = self._public(vm)
+            out.append({'converge_virt': {'type': 'sync', 'host': self.host, 'vm': public, 'task_in_progress': bool(public.get('task_state'))}})
+        out.append({'converge_virt': {'type': 'sync_done', 'host': self.host, 'count': len(vms)}})
+        return out
+
+    def _sync(self):
+        self._put(self._sync_payloads, SYNC)
+
+    def _overflow(self, _dropped):
+        # an event was dropped (queue_limit events wait): a full sync, after what waits, says every VM's state
+        self._sync()
 
     def _on_close(self, _conn, _reason, _opaque):
         self.loop.call_soon_threadsafe(self.closed.set)
@@ -227,7 +264,7 @@ class LibvirtEvents:
         if libvirt is None:
             raise RuntimeError('libvirt_events needs libvirt-python (with libvirtaio) where ansible-rulebook runs')
         self.loop = asyncio.get_running_loop()
-        self.outbox = Outbox(self.queue, self.loop)
+        self.outbox = Outbox(self.queue, self.loop, limit=self.args['queue_limit'], overflow=self._overflow, reserved=(SYNC, DISCONNECTED))
         libvirtaio.virEventRegisterAsyncIOImpl(loop=self.loop)
         self.delayer = Delayer(self.args['stopped_delay'], self._launch)
         first = True
@@ -238,7 +275,7 @@ class LibvirtEvents:
             callbacks = [self.conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._lifecycle, None),
                          self.conn.domainEventRegisterAny(None, libvirt.VIR_DOMAIN_EVENT_ID_AGENT_LIFECYCLE, self._agent, None)]
             if self.args['initial_sync'] or not first:
-                await self._sync()
+                self._sync()
             first = False
             await self.closed.wait()
             self.delayer.cancel_all()
@@ -247,7 +284,9 @@ class LibvirtEvents:
                     self.conn.domainEventDeregisterAny(callback)
                 except libvirt.libvirtError:
                     pass
-            self._put({'type': 'disconnected', 'host': self.host, 'uri': redact_uri(self.args['uri'])})
+            # what waits was read from the lost connection: the sync after the reconnection replaces it
+            self.outbox.drop(lambda key: key[0] in ('lifecycle', 'agent'))
+            self._put({'converge_virt': {'type': 'disconnected', 'host': self.host, 'uri': redact_uri(self.args['uri'])}}, DISCONNECTED)
 
 
 async def main(queue, args):
