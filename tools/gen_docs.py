@@ -9,7 +9,8 @@ ROOT = os.path.dirname(HERE)
 
 def main():
     sys.path.insert(0, os.path.join(ROOT, 'build', 'collections'))
-    from ansible_collections.converge.virt.plugins.module_utils._common.states_doc import render_states_markdown  # pylint: disable=import-outside-toplevel
+    sys.path.insert(0, HERE)
+    from states_doc import render_states_markdown  # pylint: disable=import-outside-toplevel
     with open(os.path.join(ROOT, 'docs', 'states.md'), 'w', encoding='utf-8') as handle:
         handle.write(render_states_markdown())
 

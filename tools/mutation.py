@@ -35,7 +35,7 @@ COLLECTION = os.path.join('ansible_collections', 'converge', 'virt')
 # test file that imports the module (directly or not) follows, so a mutant is judged by every test that can see it.
 FIRST = {
     'actions.py': ['test_actions.py', 'test_upstream_nova.py', 'test_vm_plan.py'],
-    'deviations.py': ['test_diagrams.py'],
+    'deviations.py': ['test_deviations.py'],
     'diagrams.py': ['test_diagrams.py'],
     'migration.py': ['test_migration.py', 'test_upstream_kubevirt.py'],
     'prediction.py': ['test_prediction.py'],

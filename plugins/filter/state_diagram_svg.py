@@ -38,13 +38,14 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.converge.virt.plugins.module_utils._phase import diagrams
+from ansible_collections.converge.virt.plugins.plugin_utils._state_diagram_svg import render_svg_text
 
 
 def state_diagram_svg(name):
     """The diagram ``name`` as SVG markup."""
     if not isinstance(name, str) or name not in diagrams.DIAGRAMS:
         raise AnsibleFilterError('state_diagram_svg: the input must name a diagram, one of %s; got %r' % (', '.join(sorted(diagrams.DIAGRAMS)), name))
-    return diagrams.render_svg_text(name)
+    return render_svg_text(name)
 
 
 class FilterModule:  # pylint: disable=too-few-public-methods
