@@ -30,7 +30,9 @@ def _parser():
     parser = argparse.ArgumentParser(prog="python -m tools.kubelab", description="A real Kubernetes API server with KubeVirt's CRDs.")
     sub = parser.add_subparsers(dest="action", required=True)
     build_parser = sub.add_parser("build", help="build the missing binaries into the cache")
-    build_parser.add_argument("--only", action="append", choices=["etcd", "kubernetes", "kubevirt", "virt-api", "virt-controller", "kube-scheduler", "kwok"])
+    build_parser.add_argument("--only", action="append", choices=[part.name for part in build.parts()])
+    build_parser.add_argument("--node", action="store_true", help="also build the real node's parts (kubelet, virt-handler, "
+                              "virt-launcher and its tools, pause, container-disk) and images")
     sub.add_parser("versions", help="print the pinned versions")
     for name in ("up", "down", "status"):
         action = sub.add_parser(name, help=f"{name} the lab in --dir")
@@ -51,7 +53,7 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     try:
         if args.action == "build":
-            print(json.dumps(build.build(only=args.only), indent=2))
+            print(json.dumps(build.build(only=args.only, node=args.node), indent=2))
             return 0
         if args.action == "versions":
             print(json.dumps(build.versions(), indent=2))

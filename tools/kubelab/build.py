@@ -13,13 +13,21 @@ the Go module proxy; nothing binary lives in the repository):
 ``kube-scheduler``            k8s.io/kubernetes' scheduler (go/kube), for ``up --controllers real``
 ``kwok``                      sigs.k8s.io/kwok (go/kwok): simulated nodes and pod lifecycles, for ``up --controllers real``
 
+The real node (``up --nodes real``; built only by ``build --node`` / ``make kube-node``, or when named with ``--only``):
+
+``kubelet``                   k8s.io/kubernetes' kubelet (go/kube)
+``virt-handler``              KubeVirt's virt-handler and virt-launcher (go/kubevirt; cgo: libvirt-dev, <linux/kvm.h>)
+``virt-launcher-tools``       virt-chroot, virt-launcher-monitor, virt-probe, virt-tail, virt-freezer (go/kubevirt, static)
+``pause``                     Kubernetes' build/pause/linux/pause.c (gcc -static), the pause image's one file
+``container-disk``            KubeVirt's cmd/container-disk-v2alpha/main.c (gcc -static), what a containerDisk's container runs
+
 Each part lands in ``<cache>/<part>-<version>-<hash>/`` where the hash covers the part's
 wrapper sources (go.mod, go.sum, *.go) and the Go version, so a changed pin or source
 builds anew and an unchanged one is never rebuilt.  ``<cache>`` is
 ``$CONVERGE_VIRT_KUBE_CACHE`` or ``${XDG_CACHE_HOME:-~/.cache}/converge-virt/kube``.
 A part is built into a temporary directory and renamed into place only when complete.
 
-Go runs with ``nice -n 10``, ``CGO_ENABLED=0``, ``GOFLAGS=-mod=mod`` and ``GOTOOLCHAIN=local``.
+Go runs with ``nice -n 10``, ``CGO_ENABLED=0`` (1 for the cgo parts), ``GOFLAGS=-mod=mod`` and ``GOTOOLCHAIN=local``.
 Standard library only (``make kube`` needs no virtualenv).
 """
 
@@ -76,7 +84,8 @@ class Part:  # pylint: disable=too-few-public-methods
     """One cached build: a wrapper module, the packages to build and the files it leaves."""
 
     # pylint: disable-next=too-many-arguments,too-many-positional-arguments
-    def __init__(self, name, module_dir, version, packages, outputs, *, ldflags=(), after=None):
+    # pylint: disable-next=too-many-arguments,too-many-positional-arguments
+    def __init__(self, name, module_dir, version, packages, outputs, *, ldflags=(), after=None, cgo=False, local_modules=()):
         self.name = name
         self.module_dir = module_dir
         self.version = version
@@ -84,19 +93,78 @@ class Part:  # pylint: disable=too-few-public-methods
         self.outputs = outputs
         self.ldflags = list(ldflags)
         self.after = after
+        self.cgo = cgo                          # CGO_ENABLED=1 (libvirt, <linux/kvm.h>): linked against this machine's libraries
+        self.local_modules = list(local_modules)  # directories under go/ that go.mod replaces a module by (hashed too)
 
     def source_hash(self, go_release):
-        """Hash of what the build reads from the checkout (go.mod, go.sum, the packages' .go files) and the Go version."""
+        """Hash of what the build reads from the checkout (go.mod, go.sum, the packages' .go files, the local modules
+        go.mod points at) and the Go version (and, with cgo, the C compiler's and libvirt's versions)."""
         digest = hashlib.sha256(go_release.encode() + b"\0" + " ".join(self.ldflags).encode() + b"\0")
+        if self.cgo:
+            digest.update(b"cgo\0" + _cgo_inputs().encode() + b"\0")
         root = os.path.join(GO_DIR, self.module_dir)
         files = [os.path.join(root, "go.mod"), os.path.join(root, "go.sum")]
         for package in self.packages:
             pkg_dir = os.path.normpath(os.path.join(root, package))
             files += sorted(os.path.join(pkg_dir, name) for name in os.listdir(pkg_dir) if name.endswith(".go"))
+        for local in self.local_modules:
+            local_dir = os.path.join(GO_DIR, local)
+            files += sorted(os.path.join(local_dir, name) for name in os.listdir(local_dir) if name.endswith((".go", ".mod")))
         for path in files:
             digest.update(os.path.relpath(path, root).encode() + b"\0")
             with open(path, "rb") as handle:
                 digest.update(handle.read() + b"\0")
+        return digest.hexdigest()[:10]
+
+    def directory(self, go_release, root=None):
+        """Where this part lives in the cache."""
+        return os.path.join(root or cache_root(), f"{self.name}-{self.version}-{self.source_hash(go_release)}")
+
+
+def _cgo_inputs():
+    """What a cgo build links against on this machine: the C compiler's and libvirt's versions (part of the cache key)."""
+    found = []
+    for argv in (["gcc", "-dumpfullversion"], ["pkg-config", "--modversion", "libvirt"]):
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            raise BuildError(f"{argv[0]} is not installed ({exc.strerror}): the cgo builds (virt-handler, virt-launcher) need gcc, "
+                             "pkg-config and libvirt-dev (make apt)") from exc
+        if out.returncode != 0:
+            raise BuildError(f"{' '.join(argv)} failed ({out.stderr.strip()}): the cgo builds need gcc, pkg-config and libvirt-dev (make apt)")
+        found.append(f"{argv[0]}={out.stdout.strip()}")
+    return " ".join(found)
+
+
+class CPart:  # pylint: disable=too-few-public-methods
+    """One C program of a Go module's source tree, built with gcc -static (the pause binary, KubeVirt's container-disk)."""
+
+    # pylint: disable-next=too-many-arguments,too-many-positional-arguments
+    def __init__(self, name, module_dir, module, version, source, output, cflags=()):
+        self.name = name
+        self.module_dir = module_dir    # the wrapper module that pins ``module``
+        self.module = module
+        self.version = version
+        self.source = source            # path inside the module
+        self.outputs = [output]
+        self.cflags = list(cflags)
+        self.after = None
+
+    def source_path(self):
+        """The C file in Go's module cache (downloaded through the module proxy when missing)."""
+        out = subprocess.run([find_go(), "mod", "download", "-json", f"{self.module}@{self.version}"], cwd=os.path.join(GO_DIR, self.module_dir),
+                             env=go_env(), capture_output=True, text=True, check=False)
+        try:
+            directory = json.loads(out.stdout)["Dir"]
+        except (ValueError, KeyError) as exc:
+            raise BuildError(f"go mod download {self.module}@{self.version} failed: {(out.stderr or out.stdout).strip()[-2000:]}") from exc
+        return os.path.join(directory, self.source)
+
+    def source_hash(self, go_release):  # pylint: disable=unused-argument
+        """Hash of the C source, the flags and the compiler's version."""
+        digest = hashlib.sha256(_cgo_inputs().encode() + b"\0" + " ".join(self.cflags).encode() + b"\0")
+        with open(self.source_path(), "rb") as handle:
+            digest.update(handle.read())
         return digest.hexdigest()[:10]
 
     def directory(self, go_release, root=None):
@@ -140,6 +208,18 @@ def parts():
         Part("virt-controller", "kubevirt", kubevirt, ["./cmd/virt-controller"], ["virt-controller"]),
         Part("kube-scheduler", "kube", k8s, ["./cmd/kube-scheduler"], ["kube-scheduler"], ldflags=kube_ldflags),
         Part("kwok", "kwok", _module_version("kwok", "sigs.k8s.io/kwok"), ["./cmd/kwok"], ["kwok"]),
+        # the real node (`up --nodes real`, issue 34): kubelet; KubeVirt's virt-handler and virt-launcher (cgo: libvirt,
+        # <linux/kvm.h>); the launcher image's static helpers; the pause and container-disk programs (C, gcc -static)
+        Part("kubelet", "kube", k8s, ["./cmd/kubelet"], ["kubelet"], ldflags=kube_ldflags),
+        Part("virt-handler", "kubevirt", kubevirt, ["./cmd/virt-handler", "./cmd/virt-launcher"], ["virt-handler", "virt-launcher"],
+             cgo=True, local_modules=["libnbd-unavailable"]),
+        Part("virt-launcher-tools", "kubevirt", kubevirt,
+             ["./cmd/virt-chroot", "./cmd/virt-launcher-monitor", "./cmd/virt-probe", "./cmd/virt-tail", "./cmd/virt-freezer"],
+             ["virt-chroot", "virt-launcher-monitor", "virt-probe", "virt-tail", "virt-freezer"], local_modules=["libnbd-unavailable"]),
+        CPart("pause", "kube", "k8s.io/kubernetes", k8s, "build/pause/linux/pause.c", "pause",
+              cflags=["-Os", "-Wall", "-Werror", "-static", f"-DVERSION={k8s}-kubelab"]),
+        CPart("container-disk", "kubevirt", "kubevirt.io/kubevirt", kubevirt, "cmd/container-disk-v2alpha/main.c", "container-disk",
+              cflags=["-O2", "-Wall", "-static"]),
     ]
 
 
@@ -151,10 +231,10 @@ def find_go():
     return found
 
 
-def go_env():
-    """Environment for every go command."""
+def go_env(cgo=False):
+    """Environment for every go command (CGO_ENABLED=0 unless ``cgo``)."""
     env = dict(os.environ)
-    env.update(CGO_ENABLED="0", GOFLAGS="-mod=mod", GOTOOLCHAIN="local")
+    env.update(CGO_ENABLED="1" if cgo else "0", GOFLAGS="-mod=mod", GOTOOLCHAIN="local")
     return env
 
 
@@ -168,6 +248,7 @@ def go_version(go):
 
 STAGE1 = ("etcd", "kubernetes", "kubevirt")
 REAL_CONTROLLERS = ("virt-controller", "kube-scheduler", "kwok")
+REAL_NODE = ("kubelet", "virt-handler", "virt-launcher-tools", "pause", "container-disk")
 
 
 def locate(names=STAGE1, root=None):
@@ -203,18 +284,26 @@ def _build_part(part, go, version, root, log):
     os.makedirs(os.path.dirname(target), exist_ok=True)
     tmpdir = tempfile.mkdtemp(prefix=f".{part.name}-", dir=os.path.dirname(target))
     try:
-        cmd = ["nice", "-n", "10", go, "build", "-trimpath", "-o", tmpdir + os.sep,
-               "-ldflags", " ".join(["-s", "-w"] + part.ldflags)] + part.packages
-        log(f"{part.name} {part.version}: building ({' '.join(part.packages)}) ...")
         started = time.monotonic()
-        proc = subprocess.run(cmd, cwd=os.path.join(GO_DIR, part.module_dir), env=go_env(), capture_output=True, text=True, check=False)
+        if isinstance(part, CPart):
+            source = part.source_path()
+            cmd = ["nice", "-n", "10", "gcc"] + part.cflags + ["-o", os.path.join(tmpdir, part.outputs[0]), source]
+            log(f"{part.name} {part.version}: building ({source}) ...")
+            tool = "gcc"
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        else:
+            cmd = ["nice", "-n", "10", go, "build", "-trimpath", "-o", tmpdir + os.sep,
+                   "-ldflags", " ".join(["-s", "-w"] + part.ldflags)] + part.packages
+            log(f"{part.name} {part.version}: building ({' '.join(part.packages)}{', cgo' if part.cgo else ''}) ...")
+            tool = "go build"
+            proc = subprocess.run(cmd, cwd=os.path.join(GO_DIR, part.module_dir), env=go_env(part.cgo), capture_output=True, text=True, check=False)
         elapsed = time.monotonic() - started
         if proc.returncode != 0:
-            raise BuildError(f"building {part.name} {part.version} failed (go build exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+            raise BuildError(f"building {part.name} {part.version} failed ({tool} exit {proc.returncode}):\n{proc.stderr[-4000:]}")
         if part.after:
             part.after(tmpdir, go_env())
         with open(os.path.join(tmpdir, "build.json"), "w", encoding="utf-8") as handle:
-            json.dump({"part": part.name, "version": part.version, "go": version, "packages": part.packages,
+            json.dump({"part": part.name, "version": part.version, "go": version, "packages": getattr(part, "packages", [part.outputs[0]]),
                        "seconds": round(elapsed, 1)}, handle, indent=2)
         os.chmod(tmpdir, 0o755)          # mkdtemp made it owner-only
         if os.path.isdir(target):        # incomplete leftover of an older run
@@ -227,14 +316,17 @@ def _build_part(part, go, version, root, log):
             shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-def build(only=None, root=None, log=None):
-    """Build every missing part (or only the named ones); return one dict per part."""
+def build(only=None, root=None, log=None, node=False):
+    """Build every missing part (or only the named ones); return one dict per part. The real node's parts
+    (REAL_NODE: `make kube-node`) are built only with ``node`` or when named in ``only``."""
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     go = find_go()
     version = go_version(go)
     results = []
     for part in parts():
         if only and part.name not in only:
+            continue
+        if not only and part.name in REAL_NODE and not node:
             continue
         results.append(_build_part(part, go, version, root, log))
     return results
