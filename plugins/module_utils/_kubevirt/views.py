@@ -31,6 +31,9 @@ RECORD_ANNOTATIONS = {
 # run strategies that start an instance without a request (KubeVirt syncRunStrategy)
 AUTO_START_RUN_STRATEGIES = ('Always', 'RerunOnFailure', 'Once')
 STARTING_PHASES = (s.PHASE_UNSET, s.PENDING, s.SCHEDULING, s.SCHEDULED)
+# run strategies whose automatic start waits out a start failure backoff (KubeVirt syncRunStrategy:
+# startFailureBackoffTimeLeft is asked for these two; Manual and Once create at once)
+BACKOFF_RUN_STRATEGIES = ('Always', 'RerunOnFailure')
 
 
 def _condition(obj, ctype):
@@ -90,6 +93,31 @@ def _datavolume_view(dv):
     return st.DataVolumeView(phase=_get(dv, 'status', 'phase') or '', running_error=running_error, bound=_cond_is(dv, 'Bound'))
 
 
+def _create_coming(vm, strategy, failures, start_requested):
+    """Whether virt-controller creates an instance for a VM that has none when it next syncs it.
+
+    KubeVirt's printable status asks isVMIStartExpected, which counts only a create in flight (expectations raised by
+    startVMI, lowered when the create is refused or the informer sees the instance). From the objects that is: the
+    run strategy asks for an instance (syncRunStrategy: Always and Once always, RerunOnFailure, Manual and Halted on a
+    Start request, RerunOnFailure also right after a switch to it), Always and RerunOnFailure are not waiting out a start
+    failure backoff (``status.startFailure``; virt-controller requeues the VM for ``retryAfterTimestamp`` and the
+    word stays CrashLoopBackOff until that sync creates the instance), the last sync did not fail to create it (VM
+    condition Failure, reason FailedCreate: the API server refused the instance, e.g. a ResourceQuota) and the VM
+    needs no manual recovery (startVMI creates nothing then).
+    """
+    if strategy in ('Always', 'Once'):
+        wanted = True
+    elif strategy in ('RerunOnFailure', 'Manual', 'Halted'):
+        wanted = start_requested    # Halted: virt-controller switches the strategy to Always on a Start request, then creates
+    else:
+        wanted = False      # WaitAsReceiver, unknown strategies
+    if not wanted:
+        return False
+    if failures != 0 and strategy in BACKOFF_RUN_STRATEGIES:
+        return False
+    return not (_cond_is(vm, 'Failure', 'True', 'FailedCreate') or _cond_is(vm, 'ManualRecoveryRequired'))
+
+
 def kubevirt_status_input(vm, vmi, datavolumes=None, pvcs=None):
     """The :class:`status.StatusInput` of a VirtualMachine, its VMI and the DataVolumes / PVCs it references."""
     strategy = kubevirt_run_strategy(vm)
@@ -104,10 +132,7 @@ def kubevirt_status_input(vm, vmi, datavolumes=None, pvcs=None):
     # RerunOnFailure starts without a request only right after the strategy was switched to it (KubeVirt
     # shouldStartRerunOnFailure: status.runStrategy differs), and restarts an instance that Failed, not one that Succeeded
     rerun_switched = strategy == 'RerunOnFailure' and (_get(vm, 'status', 'runStrategy') or '') != strategy
-    automatic = (strategy == 'Always' or (strategy == 'Once' and vmi is None)
-                 or (strategy == 'RerunOnFailure' and (phase == s.FAILED if vmi is not None else rerun_switched)))
-    # an automatic start is expected while no instance is live, unless start failures put it in backoff
-    start_expected = start_requested or (not live and failures == 0 and automatic)
+    start_expected = vmi is None and _create_coming(vm, strategy, failures, start_requested or rerun_switched)
     stop_expected = live and (stop_requested or strategy == 'Halted')
     instance = None
     if vmi is not None:
@@ -161,9 +186,26 @@ def kubevirt_intended_power(inp, power_state):
         return power_state
     if live and instance.phase in STARTING_PHASES:
         return s.RUNNING
-    if not live and (inp.start_expected or (inp.start_failures > 0 and inp.run_strategy in AUTO_START_RUN_STRATEGIES)):
+    if not live and (inp.start_expected or _restarts_by_itself(inp)):
         return s.RUNNING
     return power_state
+
+
+def _restarts_by_itself(inp):
+    """The run strategy (or a pending Start request) brings an instance back, even if not right now.
+
+    Broader than ``start_expected`` (a create about to happen): a crash-looping VM in backoff, an instance that
+    Failed under Always or RerunOnFailure (virt-controller deletes it and creates a new one) and a VM whose instance
+    the API server refused (virt-controller retries the create) all count.
+    """
+    instance = inp.instance
+    if inp.start_requested or inp.run_strategy == 'Always':
+        return True
+    if inp.start_failures > 0 and inp.run_strategy in AUTO_START_RUN_STRATEGIES:
+        return True     # crash looping (KubeVirt's word for Once too)
+    if inp.run_strategy == 'RerunOnFailure':
+        return instance is not None and instance.phase == s.FAILED
+    return inp.run_strategy == 'Once' and instance is None
 
 
 def kubevirt_vm_view(vm, vmi, datavolumes=None, pvcs=None):

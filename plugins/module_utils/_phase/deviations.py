@@ -44,6 +44,16 @@ DEVIATIONS = (
         'KubeVirt before v0.56 (seed 000 describes v0.51) still sets Synchronized=False, FailedDataVolumeNotFound; '
         'newer ones never do, so the rule matches nothing there.'),
     Deviation(
+        'rerun-set-to-start', 'printable status',
+        'KubeVirt v1.8.0 isSetToStart counts a RerunOnFailure VM without an instance as set to start whatever its '
+        'requests, so a stopped one whose claim is unbound reads WaitingForVolumeBinding (kubevirt/kubevirt issue '
+        '#18424); fixed after v1.8.0 by PR #18787 (merged 2026-08-11: set to start only on a Start request or right '
+        'after a switch to RerunOnFailure).',
+        'the fixed rule: Stopped (a stopped RerunOnFailure VM never reads WaitingForVolumeBinding or Provisioning).',
+        'virt-controller does not start such a VM (syncRunStrategy waits for a Start request in every version); the '
+        'lab\'s v1.8.0 shows the old word, and tests/integration/test_kubevirt_real_controller.py counts that one '
+        'settled disagreement by name.'),
+    Deviation(
         'abort-handed-off-not-started', 'migration',
         'KubeVirt updateStatus: after the hand-off (PreparingTarget on) an abort only sets AbortRequested; the migration '
         'fails when the source reports it.',

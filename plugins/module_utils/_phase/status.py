@@ -73,7 +73,7 @@ class StatusInput(NamedTuple):
 
     deletion_requested: bool = False
     instance: Optional[InstanceView] = None
-    start_expected: bool = False
+    start_expected: bool = False      # an instance is about to be created (KubeVirt isVMIStartExpected: a create in flight)
     stop_expected: bool = False
     synchronized_false_reason: Optional[str] = None
     pod_unschedulable: bool = False
@@ -90,7 +90,12 @@ def _instance_final(inp):
 
 
 def _set_to_start(inp):
-    """KubeVirt isSetToStart: whether the run strategy wants the VM to run."""
+    """KubeVirt isSetToStart: whether the run strategy wants the VM to run.
+
+    RerunOnFailure without an instance: set to start on a Start request (or right after a switch to RerunOnFailure,
+    which the backends fold into ``start_requested``), as syncRunStrategy starts it. KubeVirt up to v1.8.0 counts it
+    set to start whatever the requests (deviation ``rerun-set-to-start``).
+    """
     instance = inp.instance
     if inp.run_strategy == 'Always':
         return True

@@ -171,6 +171,16 @@ def test_a_datavolume_waiting_for_its_first_consumer_is_provisioning_once_its_cl
     assert kubevirt_views.kubevirt_vm_view(vm('Halted', DV1), None, [dv('dv1', 'WaitForFirstConsumer', BOUND)], [])['status'] == 'Provisioning'
 
 
+def test_a_stopped_rerun_on_failure_vm_with_an_unbound_claim_is_stopped_a_listed_deviation():
+    # v1.8.0 says WaitingForVolumeBinding (isSetToStart true without an instance); kubevirt/kubevirt PR #18787 (after
+    # v1.8.0) made it Stopped, which is what the table above restates; a Start request makes it set to start in both
+    stopped = vm('RerunOnFailure', PVC1, status={'runStrategy': 'RerunOnFailure'})
+    assert kubevirt_views.kubevirt_vm_view(stopped, None, [], [pvc('pvc1', 'Pending')])['status'] == 'Stopped'
+    started = vm('RerunOnFailure', PVC1, status={'runStrategy': 'RerunOnFailure', 'stateChangeRequests': [{'action': 'Start'}]})
+    assert kubevirt_views.kubevirt_vm_view(started, None, [], [pvc('pvc1', 'Pending')])['status'] == 'WaitingForVolumeBinding'
+    assert deviations.by_key('rerun-set-to-start')
+
+
 def test_the_datavolume_not_found_status_is_a_listed_deviation():
     # removed upstream (ef62cbfd13); kept for KubeVirt before v0.56, which still reports the reason
     the_vmi = vmi('Pending', [cond('Synchronized', 'False', 'FailedDataVolumeNotFound')])

@@ -318,7 +318,8 @@ def test_volumes_and_requests_that_are_not_objects_are_skipped():
     (vm('RerunOnFailure', status={'runStrategy': 'RerunOnFailure'}), vmi('Succeeded'), 'STOPPED'),      # it is not
     (vm('WaitAsReceiver'), vmi('Failed'), 'STOPPED'), (vm('Zzz'), vmi('Failed'), 'STOPPED'), (vm('Halted'), vmi('Failed'), 'STOPPED'),
     (vm('Once'), vmi('Succeeded'), 'STOPPED'), (vm('Once'), None, 'ACTIVE'),
-    (vm('Always', status={'startFailure': {'consecutiveFailCount': -1}}), None, 'STOPPED'),             # garbage is no zero
+    (vm('Always', status={'startFailure': {'consecutiveFailCount': -1}}), None, 'ACTIVE'),              # Always, whatever the count
+    (vm('Manual', status={'startFailure': {'consecutiveFailCount': -1}}), None, 'STOPPED'),             # garbage is no failure
 ])
 def test_automatic_starts(the_vm, the_vmi, vm_state):
     assert kubevirt_views.kubevirt_vm_view(the_vm, the_vmi)['vm_state'] == vm_state
@@ -349,3 +350,86 @@ def test_requests_and_strategies_as_the_api_spells_them():
     assert status_of(vm('RerunOnFailure', status={'runStrategy': 'Always'})) == 'Starting'
     # a strategy KubeVirt does not know starts nothing
     assert status_of(vm('Aaa')) == 'Stopped' and status_of(vm('Zzz')) == 'Stopped'
+
+
+# ------------------------------------------------------------------ issue 34: the two words that disagreed with virt-controller
+# KubeVirt v1.8.0 isVMIStartExpected counts only a create in flight: a Start request waiting out a backoff, or a create the
+# API server refused, is no start expected. Each situation as virt-controller v1.8.0 wrote it on `up --controllers real`.
+FUTURE = '2999-01-01T00:00:00Z'
+BACKOFF_4 = {'consecutiveFailCount': 4, 'retryAfterTimestamp': FUTURE, 'lastFailedVMIUID': 'vmi-0'}
+REFUSED = cond('Failure', 'True', 'FailedCreate')
+
+
+def rerun_in_backoff(**extra):
+    """A RerunOnFailure VM whose launcher kept crashing: the Start request virt-controller added on its RerunOnFailure
+    path, four start failures, a retry in the future, no VMI."""
+    status = {'runStrategy': 'RerunOnFailure', 'startFailure': dict(BACKOFF_4), 'stateChangeRequests': [{'action': 'Start'}],
+              'printableStatus': 'CrashLoopBackOff'}
+    status.update(extra)
+    return vm('RerunOnFailure', status=status)
+
+
+def refused(strategy='Always', **extra):
+    """A VM whose VMI create the API server refused (a ResourceQuota allowing no VirtualMachineInstance)."""
+    status = {'conditions': [dict(REFUSED, message='Failure while starting VMI: exceeded quota')], 'printableStatus': 'Stopped'}
+    status.update(extra)
+    return vm(strategy, status=status)
+
+
+@pytest.mark.parametrize('label, the_vm, the_vmi, expected', [
+    ('rerun on failure in backoff, start request pending', rerun_in_backoff(), None, 'CrashLoopBackOff'),
+    ('rerun on failure in backoff, retry already due', rerun_in_backoff(startFailure=dict(BACKOFF_4, retryAfterTimestamp='2000-01-01T00:00:00Z')),
+     None, 'CrashLoopBackOff'),
+    ('rerun on failure, failed instance still there, start request', rerun_in_backoff(), vmi('Failed', deleting=True), 'CrashLoopBackOff'),
+    ('rerun on failure, start request, no failures', vm('RerunOnFailure', status={'runStrategy': 'RerunOnFailure',
+                                                                                   'stateChangeRequests': [{'action': 'Start'}]}),
+     None, 'Starting'),
+    ('always in backoff', vm('Always', status={'startFailure': dict(BACKOFF_4)}), None, 'CrashLoopBackOff'),
+    ('once does not wait out a backoff', vm('Once', status={'startFailure': dict(BACKOFF_4)}), None, 'Starting'),
+    ('manual start request does not wait out a backoff', vm('Manual', status={'startFailure': dict(BACKOFF_4),
+                                                                              'stateChangeRequests': [{'action': 'Start'}]}),
+     None, 'Starting'),
+    ('always, create refused', refused(), None, 'Stopped'),
+    ('always, create refused after start failures', refused(startFailure=dict(BACKOFF_4)), None, 'CrashLoopBackOff'),
+    ('manual start request, create refused', refused('Manual', stateChangeRequests=[{'action': 'Start'}]), None, 'Stopped'),
+    ('rerun on failure just switched, create refused', refused('RerunOnFailure'), None, 'Stopped'),
+    ('once, create refused', refused('Once'), None, 'Stopped'),
+    ('always, a failure of another step does not stop a create', vm('Always', status={'conditions': [cond('Failure', 'True', 'HotPlugVolumeError')]}),
+     None, 'Starting'),
+    ('always, failure condition false', vm('Always', status={'conditions': [cond('Failure', 'False', 'FailedCreate')]}), None, 'Starting'),
+    ('always, manual recovery required', vm('Always', status={'conditions': [cond('ManualRecoveryRequired', 'True')]}), None, 'Stopped'),
+    ('refused, then the instance was created', refused(), vmi('Scheduling'), 'Starting'),
+])
+def test_start_expected_counts_only_a_create_that_happens(label, the_vm, the_vmi, expected):
+    view = kubevirt_views.kubevirt_vm_view(the_vm, the_vmi)
+    assert view['status'] == expected, label
+
+
+def test_vm_info_words_agree_in_one_answer():
+    # the issue's answer: printable_status CrashLoopBackOff beside status Starting; and Starting beside Stopped for a refused create
+    for the_vm in (rerun_in_backoff(), refused()):
+        view = kubevirt_views.kubevirt_vm_view(the_vm, None)
+        assert view['status'] == view['printable_status'], view
+
+
+@pytest.mark.parametrize('the_vm, the_vmi, vm_state', [
+    (rerun_in_backoff(), None, 'ACTIVE'),                  # it keeps trying: intended running, as before
+    (refused(), None, 'ACTIVE'),                            # virt-controller retries the create
+    (refused('Manual', stateChangeRequests=[{'action': 'Start'}]), None, 'ACTIVE'),
+    (vm('Always', status={'startFailure': dict(BACKOFF_4)}), vmi('Failed'), 'ACTIVE'),
+    (vm('Always'), vmi('Failed'), 'ACTIVE'),               # deleted and created again by virt-controller
+    (vm('RerunOnFailure', status={'runStrategy': 'RerunOnFailure'}), None, 'STOPPED'),
+    (vm('Manual'), vmi('Failed'), 'STOPPED'),
+    (vm('Once', status={'startFailure': dict(BACKOFF_4)}), vmi('Failed'), 'ACTIVE'),
+])
+def test_intended_power_is_not_the_create_in_flight(the_vm, the_vmi, vm_state):
+    assert kubevirt_views.kubevirt_vm_view(the_vm, the_vmi)['vm_state'] == vm_state
+
+
+def test_rerun_on_failure_in_backoff_waits_for_its_claims():
+    # set to start (its Start request): an unbound claim reads WaitingForVolumeBinding before the crash loop, as v1.8.0 does
+    assert status_of(rerun_in_backoff(), None, [], [pvc('c1', 'Pending')]) == 'CrashLoopBackOff'    # no claim referenced
+    the_vm = rerun_in_backoff()
+    the_vm['spec']['template']['spec']['volumes'] = PVC_VOL
+    assert status_of(the_vm, None, [], [pvc('c1', 'Pending')]) == 'WaitingForVolumeBinding'
+    assert status_of(the_vm, None, [], [pvc('c1', 'Bound')]) == 'CrashLoopBackOff'
