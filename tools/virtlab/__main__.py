@@ -7,6 +7,7 @@ Usage::
     python -m tools.virtlab hosts stop --state-dir build/lab
     python -m tools.virtlab guest build --cache-dir build/guest
     python -m tools.virtlab guest build --login [--cache-dir ~/.cache/converge-virt/guest]
+    python -m tools.virtlab guest build --cloud [--cache-dir ~/.cache/converge-virt/cloudimage] [--force]
     python -m tools.virtlab kvm
     python -m tools.virtlab netns [--new] -- COMMAND [ARG...]
 
@@ -19,7 +20,7 @@ import argparse
 import json
 import sys
 
-from . import guest, hosts, loginguest, netns
+from . import cloudimage, guest, hosts, loginguest, netns
 
 DEFAULT_STATE_DIR = "build/lab"
 
@@ -47,7 +48,10 @@ def _parser():
     build = guest_sub.add_parser("build", help="build the guest from Debian packages (skipped if already built)")
     build.add_argument("--cache-dir", help=f"default: {guest.DEFAULT_CACHE_DIR}; with --login: $CONVERGE_VIRT_GUEST_CACHE or ~/.cache/converge-virt/guest")
     build.add_argument("--force", action="store_true", help="rebuild even if the outputs exist")
-    build.add_argument("--login", action="store_true", help="the guest you can log into (dropbear, Python, guest agent, NoCloud reader)")
+    kind = build.add_mutually_exclusive_group()
+    kind.add_argument("--login", action="store_true", help="the guest you can log into (dropbear, Python, guest agent, NoCloud reader)")
+    kind.add_argument("--cloud", action="store_true", help="the bootable Debian cloud disk (qcow2: GRUB, systemd, cloud-init, sshd, "
+                      "qemu-guest-agent); cache: $CONVERGE_VIRT_CLOUDIMAGE_CACHE or ~/.cache/converge-virt/cloudimage")
 
     sub.add_parser("kvm", help="print the domain type usable for a diskless guest (kvm or qemu)")
     netns_parser = sub.add_parser("netns", help="run a command in a private network namespace (where lab hosts must run)")
@@ -61,7 +65,7 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     try:
         return _run(args)
-    except hosts.LabError as err:
+    except (hosts.LabError, cloudimage.CloudImageError) as err:
         print(f"virtlab: {err}", file=sys.stderr)
         return 2
 
@@ -81,6 +85,10 @@ def _run(args):
             return 0 if status and all(item["running"] for item in status) else 3
     elif args.area == "netns":
         netns.main((["--new"] if args.new else []) + args.command)
+    elif args.area == "guest" and args.cloud:
+        manifest = cloudimage.build_cloud_image(args.cache_dir, force=args.force)
+        manifest.pop("installed")
+        print(json.dumps(manifest, indent=2))
     elif args.area == "guest":
         build_image = loginguest.build_login_guest if args.login else guest.build_guest
         image = build_image(args.cache_dir or (None if args.login else guest.DEFAULT_CACHE_DIR), force=args.force)
