@@ -18,8 +18,10 @@ time in /proc/<pid>/stat), so a reused PID is never signalled.
 """
 
 import base64
+import errno
 import json
 import os
+import random
 import signal
 import socket
 import ssl
@@ -71,26 +73,110 @@ def _check_loopback():
                        "(`python -m tools.virtlab netns -- ...` brings it up in a namespace of its own)") from exc
 
 
-def _free_port():
+EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+RESERVED_PORTS = "/proc/sys/net/ipv4/ip_local_reserved_ports"
+LISTEN_FLOOR = 10000        # the lab's listeners stay above the machine's well-known and commonly configured ports
+_CHOSEN = set()             # ports handed out by this process (a port chosen and released is not chosen again)
+PORT_TAKEN = "address already in use"
+START_ATTEMPTS = 3
+
+
+def _ephemeral_range(path=EPHEMERAL_RANGE):
+    """(low, high) of the kernel's ephemeral port range: the ports bind(0) and connect() pick for any socket."""
     try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            return sock.getsockname()[1]
-    except OSError as exc:
-        raise LabError(f"cannot bind a port on 127.0.0.1 ({exc.strerror}): is the loopback interface up? "
-                       "(`python -m tools.virtlab netns -- ...` brings it up in a namespace of its own)") from exc
+        with open(path, encoding="ascii") as handle:
+            low, high = (int(word) for word in handle.read().split()[:2])
+    except (OSError, ValueError):
+        return 32768, 60999     # the kernel's default
+    return low, high
+
+
+def _reserved_ports(path=RESERVED_PORTS):
+    """The ports of ip_local_reserved_ports ("8080,9000-9010"): reserved by the machine's administrator."""
+    ports = set()
+    try:
+        with open(path, encoding="ascii") as handle:
+            text = handle.read().strip()
+    except OSError:
+        return ports
+    for part in filter(None, text.split(",")):
+        try:
+            first, _sep, last = part.partition("-")
+            ports.update(range(int(first), int(last or first) + 1))
+        except ValueError:
+            continue
+    return ports
+
+
+def _listen_pools(low, high, floor=LISTEN_FLOOR):
+    """The port ranges a listener may take: outside the ephemeral range [low, high] and above ``floor``."""
+    return [pool for pool in (range(max(floor, 1024), min(low, 65536)), range(max(high + 1, floor, 1024), 65536)) if len(pool)]
+
+
+def _free_port(rng=random, ephemeral=None, reserved=None, tries=500):
+    """A loopback port for a lab component to listen on, chosen outside the kernel's ephemeral range.
+
+    A port from the ephemeral range (what bind(("127.0.0.1", 0)) returns) can be taken by any outgoing connection
+    between the moment it is released here and the moment the component binds it (seen: virt-api panicking with
+    ``bind: address already in use`` right after another lab stopped). Outside that range only a listener can take it:
+    the port is chosen at random (two labs in one network namespace rarely meet), checked free by binding it, and
+    never handed out twice by this process. When the ephemeral range leaves no room, the kernel's choice is used.
+    """
+    low, high = ephemeral or _ephemeral_range()
+    pools = _listen_pools(low, high)
+    skip = (_reserved_ports() if reserved is None else reserved) | _CHOSEN
+    for _attempt in range(tries if pools else 1):
+        port = rng.choice(rng.choices(pools, weights=[len(p) for p in pools])[0]) if pools else 0
+        if port in skip:
+            continue
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind(("127.0.0.1", port))
+                port = sock.getsockname()[1]
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                continue
+            raise LabError(f"cannot bind a port on 127.0.0.1 ({exc.strerror}): is the loopback interface up? "
+                           "(`python -m tools.virtlab netns -- ...` brings it up in a namespace of its own)") from exc
+        _CHOSEN.add(port)
+        return port
+    raise LabError(f"no free port on 127.0.0.1 outside the ephemeral range {low}-{high} after {tries} tries")
+
+
+class PortTaken(LabError):
+    """A component exited because a port it was given was taken before it could bind it."""
 
 
 def _start(directory, role, argv, state, cwd=None):
     log_path = os.path.join(directory, "logs", role + ".log")
     with open(log_path, "ab") as log, open(os.devnull, "rb") as devnull:
+        offset = log.tell()
         proc = subprocess.Popen(argv, stdin=devnull, stdout=log, stderr=subprocess.STDOUT,  # pylint: disable=consider-using-with
                                 cwd=cwd or directory, start_new_session=True, close_fds=True)
+    proc.log_offset = offset
     started = start_time(proc.pid)
     state["processes"].append({"role": role, "pid": proc.pid, "starttime": started,
                                "boot_id": state["boot_id"], "argv": argv, "log": log_path})
     _save(directory, state)
     return proc
+
+
+def _start_listening(directory, role, argv_for, port_keys, state, ready, attempts=START_ATTEMPTS):  # pylint: disable=too-many-arguments
+    """Start ``role`` (argv from ``argv_for(state["ports"])``) and wait until ``ready()``; when it exits because one of its
+    ports (``state["ports"][key]`` for ``port_keys``) was taken meanwhile, choose new ones and start it again (up to
+    ``attempts`` starts). ``ready`` must read the ports when called."""
+    for attempt in range(1, attempts + 1):
+        proc = _start(directory, role, argv_for(state["ports"]), state)
+        try:
+            _wait(role, proc, state["processes"][-1]["log"], ready)
+            return proc
+        except PortTaken:
+            if attempt == attempts:
+                raise
+            state["processes"].pop()
+            state["ports"].update((key, _free_port()) for key in port_keys)
+            _save(directory, state)
+    raise AssertionError("unreachable")
 
 
 def _log_tail(path, lines=25):
@@ -101,12 +187,23 @@ def _log_tail(path, lines=25):
         return ""
 
 
+def _log_since(path, offset):
+    """What the process wrote to its log from ``offset`` on (the log is appended to across starts)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def _wait(role, proc, log_path, ready, timeout=START_TIMEOUT):
     """Wait until ``ready()`` is true; raise LabError with the log tail if the process exits or time runs out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise LabError(f"{role} exited with status {proc.returncode} while starting; last lines of {log_path}:\n{_log_tail(log_path)}")
+            message = f"{role} exited with status {proc.returncode} while starting; last lines of {log_path}:\n{_log_tail(log_path)}"
+            raise (PortTaken if PORT_TAKEN in _log_since(log_path, getattr(proc, "log_offset", 0)) else LabError)(message)
         if ready():
             return
         time.sleep(0.3)
@@ -505,11 +602,17 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint
     server = f"https://127.0.0.1:{ports['kube-apiserver']}"
     client = Client(server, paths["ca"], admin_token)
     try:
-        etcd = _start(directory, "etcd", _etcd_argv(binaries["etcd"], directory, paths, ports["etcd"], ports["etcd-peer"]), state)
-        _wait("etcd", etcd, state["processes"][-1]["log"], lambda: _etcd_healthy(ports["etcd"], paths))
-        apiserver = _start(directory, "kube-apiserver",
-                           _apiserver_argv(binaries["kube-apiserver"], directory, paths, ports["etcd"], ports["kube-apiserver"]), state)
-        _wait("kube-apiserver", apiserver, state["processes"][-1]["log"], client.ready)
+        # a component whose port was taken between its choice and its bind is started again on new ports
+        _start_listening(directory, "etcd", lambda p: _etcd_argv(binaries["etcd"], directory, paths, p["etcd"], p["etcd-peer"]),
+                         ("etcd", "etcd-peer"), state, lambda: _etcd_healthy(ports["etcd"], paths))
+
+        def apiserver_ready():
+            client.server = f"https://127.0.0.1:{ports['kube-apiserver']}"     # new after a lost port
+            return client.ready()
+        _start_listening(directory, "kube-apiserver",
+                         lambda p: _apiserver_argv(binaries["kube-apiserver"], directory, paths, p["etcd"], p["kube-apiserver"]),
+                         ("kube-apiserver",), state, apiserver_ready)
+        server = client.server
         kcm_kubeconfig = os.path.join(pki_dir, "kube-controller-manager.kubeconfig")
         _kubeconfig(kcm_kubeconfig, server, paths["ca"], "system:kube-controller-manager", kcm_token)
         kcm = _start(directory, "kube-controller-manager",
@@ -539,11 +642,11 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint
             api_account, api_token = _virt_api_rbac(client, binaries["kubevirt-manifests"])
             api_kubeconfig = os.path.join(pki_dir, "virt-api.kubeconfig")
             _kubeconfig(api_kubeconfig, server, paths["ca"], f"system:serviceaccount:{VIRT_API_NAMESPACE}:{api_account}", api_token)
-            api = _start(directory, "virt-api", [binaries["virt-api"], "--kubeconfig", api_kubeconfig, "--listen", "127.0.0.1",
-                                                 "--port", str(ports["virt-api"]), "--tls-cert-file", crt, "--tls-key-file", key,
-                                                 "--handler-cert-file", crt, "--handler-key-file", key,
-                                                 "--console-server-port", str(ports["virt-handler"])], state)
-            _wait("virt-api", api, state["processes"][-1]["log"], lambda: _virt_api_healthy(ports["virt-api"], paths["ca"]))
+            _start_listening(directory, "virt-api", lambda p: [
+                binaries["virt-api"], "--kubeconfig", api_kubeconfig, "--listen", "127.0.0.1", "--port", str(p["virt-api"]),
+                "--tls-cert-file", crt, "--tls-key-file", key, "--handler-cert-file", crt, "--handler-key-file", key,
+                "--console-server-port", str(p["virt-handler"])], ("virt-api",), state,
+                lambda: _virt_api_healthy(ports["virt-api"], paths["ca"]))
             client.apply("/api/v1/namespaces/kubevirt/services", {
                 "apiVersion": "v1", "kind": "Service", "metadata": {"name": "virt-api", "namespace": VIRT_API_NAMESPACE},
                 "spec": {"type": "ExternalName", "externalName": "localhost", "ports": [{"name": "https", "port": ports["virt-api"]}]}})
