@@ -100,8 +100,9 @@ def module_move(bin_dir, src, dst):
 def backend_move(src, dst):
     sys.path.insert(0, os.path.join(ROOT, 'build', 'collections'))
     from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb  # pylint: disable=import-outside-toplevel
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_options  # pylint: disable=import-outside-toplevel
     start = time.monotonic()
-    result = mb.Migration((src.uri, None, None), dst.uri, NAME, mb.MigrationOptions()).converge()
+    result = mb.Migration((src.uri, None, None), dst.uri, NAME, migration_options.MigrationOptions()).converge()
     took = time.monotonic() - start
     if result.get('failed') or result.get('phase') != 'Succeeded':
         raise RuntimeError('backend migration failed: %s' % result)

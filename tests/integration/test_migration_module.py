@@ -277,6 +277,7 @@ def test_vm_leaving_the_source_while_a_rerun_reads_it(lab, conns, guest_image, m
     the re-run looks the VM up on the source, then the migration finishes and the source domain is gone before
     the re-run reads it. The re-run must look again and finish the task on the target, not fail on 'Domain not found'."""
     from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb  # pylint: disable=import-outside-toplevel
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_observe, migration_options  # pylint: disable=import-outside-toplevel
     name = 'mig-left-while-read'
     orphaned_migration(lab, conns, name, guest_image)
     assert record(conns[0], name)['task_state'] == 'MIGRATING'
@@ -284,7 +285,7 @@ def test_vm_leaving_the_source_while_a_rerun_reads_it(lab, conns, guest_image, m
     moved = []
 
     def view_after_the_move(dom):
-        if not moved and dom.name() == name and mb.host_uuid(dom.connect()) == mb.host_uuid(conns[0]):
+        if not moved and dom.name() == name and migration_observe.host_uuid(dom.connect()) == migration_observe.host_uuid(conns[0]):
             # the orphaned migration speeds up and finishes right now, between the re-run's lookup and its read
             moved.append(True)
             conns[0].lookupByName(name).migrateSetMaxSpeed(1000, 0)
@@ -295,7 +296,7 @@ def test_vm_leaving_the_source_while_a_rerun_reads_it(lab, conns, guest_image, m
         return real_view(dom)
 
     monkeypatch.setattr(mb, 'vm_view', view_after_the_move)
-    result = mb.Migration((lab[0].uri, None, None), lab[1].uri, name, mb.MigrationOptions()).converge()
+    result = mb.Migration((lab[0].uri, None, None), lab[1].uri, name, migration_options.MigrationOptions()).converge()
     assert moved, 'the re-run never read the VM on the source'
     assert not result['failed'] and result['on_target'] and result['changed'], result
     assert any('left the source' in note for note in result['notes']), result

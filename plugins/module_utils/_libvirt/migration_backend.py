@@ -1,16 +1,17 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The libvirt backend of the migration modules and of the drain mark.
+"""The libvirt backend of the migration modules: the run of one migration (:class:`Migration`) and of a fleet
+(:func:`migrate_many`).
 
 The phase machine of ``_phase.migration`` decides which phase a migration is
 in and why it failed; this file only observes (destination connection, drain
 mark, ``dom.jobStats()``, where the domain runs) and executes (the migrate
 call, ``abortJob``, rollback of the destination's leftovers).
 
-The migrate call blocks the connection it runs on until the migration ends,
-so it runs in a thread with its own connections; progress is polled and the
-job aborted through the caller's connection to the source.
+Beside the run: the options and the session (:mod:`.migration_options`), the transfer thread and the follow hooks
+(:mod:`.migration_follow`), what it reads and reports (:mod:`.migration_observe`), the VM's migration history
+(:mod:`.migration_history`), the host drain mark (:mod:`.drain`) and the placement of a fleet (:mod:`.placement`).
 
 Records:
 
@@ -18,368 +19,39 @@ Records:
   the domain's converge record (:mod:`.taskstore`). ``VIR_MIGRATE_PERSIST_DEST``
   copies it to the destination, where the task is finished after success.
 * a short history of the VM's recent migrations is a JSON list in a second
-  metadata element (namespace :data:`MIGRATION_NS`), so it travels with the
+  metadata element (:mod:`.migration_history`), so it travels with the
   domain and never collides with the task record's compare-and-swap.
 * the drain mark of a host is a persistent private libvirt secret on that host
-  with usage :data:`DRAIN_USAGE` and a JSON description: every controller that
-  connects to the host sees it, it survives daemon restarts, and creating it
-  twice fails (the usage is unique).
+  (:mod:`.drain`): every controller that connects to the host sees it, it
+  survives daemon restarts, and creating it twice fails (the usage is unique).
 """
 
 from __future__ import annotations
 
-import json
-import threading
 import time
-import uuid as uuidlib
-import xml.etree.ElementTree as ET
-from typing import NamedTuple, Optional
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import (
-    BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused, unexpected)
-from ansible_collections.converge.virt.plugins.module_utils._common import journal
-from ansible_collections.converge.virt.plugins.module_utils._common import migrate
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text, redact_uri
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import departures, metadata
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import (
-    Connection, ModuleSession, is_no_domain, libvirt, resolve_uri)
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, metadata_flags
-from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_phase
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
+    BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused)
 from ansible_collections.converge.virt.plugins.module_utils._base.owner import owner_gone, owner_id
+from ansible_collections.converge.virt.plugins.module_utils._common import journal, migrate
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import departures, metadata, migration_phase
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import Connection, is_no_domain, libvirt
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.drain import drain_mark
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.migration_follow import FollowLibvirt, MigrateThread
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.migration_history import read_history, upsert_history, write_history
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.migration_observe import (
+    ACTIVE_STATES, PROGRESS_KEYS, connection_alive, domain_running, host_uuid, is_connection_error, job_stats, lookup, lost_connection,
+    progress_of, vm_view)
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.placement import choose_targets
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
+from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
 
-MIGRATION_NS = 'https://converge.virt/xmlns/migration/1'
-MIGRATION_PREFIX = 'convergemig'
-HISTORY_LENGTH = 5
-DRAIN_USAGE = 'converge-virt-host-drain'
 MIGRATE_ACTIONS = ('live_migrate', 'offline_migrate')
-ACTIVE_STATES = (1, 2, 3)  # running, blocked, paused
 LOOK_AGAIN = 3  # looks at both hosts when the VM leaves the source while this run reads it
-PROGRESS_KEYS = ('time_elapsed', 'data_total', 'data_processed', 'data_remaining', 'memory_total', 'memory_processed', 'memory_remaining',
-                 'memory_dirty_rate', 'memory_iteration', 'memory_bps', 'downtime', 'setup_time', 'disk_total', 'disk_processed')
-
-
-class MigrationOptions(NamedTuple):  # pylint: disable=too-many-instance-attributes
-    """How to migrate (validated by :func:`validate_options`)."""
-
-    offline: bool = False
-    persistent: bool = True
-    undefine_source: bool = True
-    bandwidth: Optional[int] = None          # MiB/s
-    max_downtime: Optional[int] = None       # ms
-    auto_converge: bool = False
-    post_copy: bool = False
-    completion_timeout: Optional[int] = None  # s
-    completion_action: str = 'abort'
-    copy_storage: bool = False
-    peer_to_peer: bool = True
-    wait_timeout: int = 600
-    poll_interval: float = 0.05
-    target_username: Optional[str] = None
-    target_password: Optional[str] = None
-
-    @property
-    def action(self):
-        """The action table row this migration takes."""
-        return 'offline_migrate' if self.offline else 'live_migrate'
 
 
 task_lease_seconds = migrate.task_lease_seconds
-
-
-def validate_options(opts):
-    """Raise :class:`InvalidDeclaration` naming the field of a bad option."""
-    for field in ('bandwidth', 'max_downtime', 'completion_timeout'):
-        value = getattr(opts, field)
-        if value is not None and value <= 0:
-            raise InvalidDeclaration(field, 'must be a positive number, got %r' % value)
-    for field in ('wait_timeout', 'completion_timeout'):
-        tasks.check_timeout(field, getattr(opts, field))
-    if opts.offline:
-        for field in ('post_copy', 'auto_converge', 'copy_storage'):
-            if getattr(opts, field):
-                raise InvalidDeclaration(field, 'is not possible with offline (a stopped VM has no memory to move; '
-                                                'offline moves the definition only: its disks must be shared or absent)')
-        if not opts.persistent:
-            raise InvalidDeclaration('persistent', 'must be true with offline (libvirt needs a persistent destination)')
-    if opts.completion_action == 'postcopy' and not opts.post_copy:
-        raise InvalidDeclaration('completion_action', 'postcopy needs post_copy=true')
-    return opts
-
-
-# (option, VIR_MIGRATE_* flag it sets when true)
-OPTION_FLAGS = (('persistent', 'VIR_MIGRATE_PERSIST_DEST'), ('undefine_source', 'VIR_MIGRATE_UNDEFINE_SOURCE'),
-                ('auto_converge', 'VIR_MIGRATE_AUTO_CONVERGE'), ('post_copy', 'VIR_MIGRATE_POSTCOPY'),
-                ('copy_storage', 'VIR_MIGRATE_NON_SHARED_DISK'), ('peer_to_peer', 'VIR_MIGRATE_PEER2PEER'))
-
-
-def migration_flags(opts):
-    """The VIR_MIGRATE_* flags for ``opts``."""
-    flags = libvirt.VIR_MIGRATE_OFFLINE if opts.offline else libvirt.VIR_MIGRATE_LIVE
-    for field, flag in OPTION_FLAGS:
-        if getattr(opts, field):
-            flags |= getattr(libvirt, flag)
-    return flags
-
-
-def migration_params(opts):
-    """The typed parameters of ``migrate3`` / ``migrateToURI3``."""
-    params = {}
-    if opts.bandwidth:
-        params[libvirt.VIR_MIGRATE_PARAM_BANDWIDTH] = int(opts.bandwidth)
-    return params
-
-
-# ------------------------------------------------------------------ history
-def read_history(dom):
-    """The recent migrations recorded on ``dom`` (newest last); [] when none."""
-    flags = libvirt.VIR_DOMAIN_AFFECT_CONFIG if dom.isPersistent() else libvirt.VIR_DOMAIN_AFFECT_LIVE
-    try:
-        fragment = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, MIGRATION_NS, flags)
-        entries = json.loads(ET.fromstring(fragment).text or '[]')
-    except (libvirt.libvirtError, ValueError, ET.ParseError):
-        return []
-    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
-
-
-def write_history(dom, entries):
-    """Store the last :data:`HISTORY_LENGTH` entries on ``dom`` (errors are ignored: history is informative)."""
-    root = ET.Element('migrations')
-    root.text = json.dumps(entries[-HISTORY_LENGTH:], sort_keys=True)
-    try:
-        dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, ET.tostring(root, encoding='unicode'), MIGRATION_PREFIX, MIGRATION_NS,
-                        metadata_flags(dom))
-    except libvirt.libvirtError:
-        pass
-
-
-def upsert_history(entries, entry):
-    """``entries`` with ``entry`` replacing the one of the same id (or appended)."""
-    out = [e for e in entries if e.get('id') != entry.get('id')]
-    out.append(entry)
-    return out[-HISTORY_LENGTH:]
-
-
-# --------------------------------------------------------------- drain mark
-def _drain_secret(conn):
-    try:
-        return conn.secretLookupByUsage(libvirt.VIR_SECRET_USAGE_TYPE_VOLUME, DRAIN_USAGE)
-    except libvirt.libvirtError:
-        return None
-
-
-def drain_mark(conn):
-    """The drain mark of the host of ``conn`` (a dict: reason, since, by) or None."""
-    secret = _drain_secret(conn)
-    if secret is None:
-        return None
-    try:
-        desc = ET.fromstring(secret.XMLDesc(0)).findtext('description') or '{}'
-        mark = json.loads(desc)
-    except (libvirt.libvirtError, ValueError, ET.ParseError):
-        mark = {}
-    return mark if isinstance(mark, dict) else {}
-
-
-def set_drain_mark(conn, reason, by):
-    """Mark the host draining; return True when the mark was created."""
-    if _drain_secret(conn) is not None:
-        return False
-    with journal.Interval(_host_name(conn), tasks.new_task_id(), 'drain', kind='host', target='draining'):
-        return _define_drain_mark(conn, reason, by)
-
-
-def _host_name(conn):
-    try:
-        return redact_uri(conn.getURI())
-    except libvirt.libvirtError:
-        return 'unknown'
-
-
-def _define_drain_mark(conn, reason, by):
-    root = ET.Element('secret', {'ephemeral': 'no', 'private': 'yes'})
-    ET.SubElement(root, 'uuid').text = str(uuidlib.uuid4())
-    ET.SubElement(root, 'description').text = json.dumps({'reason': reason or '', 'since': time.time(), 'by': by}, sort_keys=True)
-    usage = ET.SubElement(root, 'usage', {'type': 'volume'})
-    ET.SubElement(usage, 'volume').text = DRAIN_USAGE
-    try:
-        conn.secretDefineXML(ET.tostring(root, encoding='unicode'), 0)
-    except libvirt.libvirtError:
-        if _drain_secret(conn) is not None:  # somebody else marked it at the same time
-            return False
-        raise
-    return True
-
-
-def clear_drain_mark(conn):
-    """Remove the drain mark; return True when there was one."""
-    secret = _drain_secret(conn)
-    if secret is None:
-        return False
-    with journal.Interval(_host_name(conn), tasks.new_task_id(), 'undrain', kind='host', target='schedulable'):
-        secret.undefine()
-    return True
-
-
-# --------------------------------------------------------------- observation
-def progress_of(stats):
-    """The progress fields of a ``jobStats()`` dict (bytes, bytes/s, ms)."""
-    out = dict((key, stats.get(key)) for key in PROGRESS_KEYS if key in stats)
-    out['job_type'] = stats.get('type', 0)
-    return out
-
-
-def job_stats(dom, completed=False):
-    """``dom.jobStats()`` or {} when it cannot be read."""
-    try:
-        return dom.jobStats(libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED if completed else 0) or {}
-    except libvirt.libvirtError:
-        return {}
-
-
-def lookup(conn, name):
-    """The virDomain called ``name`` on ``conn``, or None."""
-    try:
-        return conn.lookupByName(name)
-    except libvirt.libvirtError as exc:
-        if is_no_domain(exc):
-            return None
-        raise
-
-
-def host_uuid(conn):
-    """The host UUID of ``conn``'s daemon (from the capabilities)."""
-    try:
-        return ET.fromstring(conn.getCapabilities()).findtext('host/uuid')
-    except (libvirt.libvirtError, ET.ParseError):
-        return None
-
-
-def vm_view(dom):
-    """State words and record of ``dom`` (the same words vm and vm_info report)."""
-    state, reason = dom.state()
-    meta = metadata.read_converge_metadata('<vm/>')
-    try:
-        meta = metadata.read_converge_metadata(dom.metadata(
-            libvirt.VIR_DOMAIN_METADATA_ELEMENT, metadata.CONVERGE_NS,
-            libvirt.VIR_DOMAIN_AFFECT_CONFIG if dom.isPersistent() else libvirt.VIR_DOMAIN_AFFECT_LIVE))
-    except libvirt.libvirtError:
-        pass
-    job_active = state in ACTIVE_STATES and job_stats(dom).get('type', 0) in (migration_phase.LIBVIRT_JOB_BOUNDED, migration_phase.LIBVIRT_JOB_UNBOUNDED)
-    view = libvirt_views.libvirt_vm_view(state, reason, meta, job_active=job_active)
-    view.update(state_code=state, job_active=job_active, last_action=meta.get('last_action'), owner=meta.get('owner'),
-                lease_until=meta.get('lease_until'))
-    return view
-
-
-def _running(dom):
-    try:
-        return dom is not None and dom.isActive() and dom.state()[0] in (1, 2, 3)
-    except libvirt.libvirtError:
-        return False
-
-
-def _memory_kib(dom):
-    try:
-        return int(dom.info()[1])
-    except libvirt.libvirtError:
-        return 0
-
-
-# ----------------------------------------------------------------- execution
-class _MigrateThread(threading.Thread):
-    """Runs the blocking migrate call on its own connections."""
-
-    def __init__(self, source_args, target_uri, name, opts):
-        super().__init__(daemon=True)
-        self.source_args = source_args
-        self.target_uri = target_uri
-        self.name = name
-        self.opts = opts
-        self.error = None
-        self.error_code = None
-        self.started_call = threading.Event()
-
-    def run(self):
-        source = dest = None
-        try:
-            source = Connection(*self.source_args)
-            dom = source.conn.lookupByName(self.name)
-            flags, params = migration_flags(self.opts), migration_params(self.opts)
-            if self.opts.peer_to_peer:
-                self.started_call.set()
-                dom.migrateToURI3(self.target_uri, params, flags)
-            else:
-                dest = Connection(self.target_uri, self.opts.target_username, self.opts.target_password)
-                self.started_call.set()
-                dom.migrate3(dest.conn, params, flags)
-        except ConvergeError as exc:
-            self.error = exc.message
-        except libvirt.libvirtError as exc:
-            self.error = str(exc)
-            self.error_code = exc.get_error_code()
-        except Exception as exc:  # pylint: disable=broad-except
-            self.error = unexpected(exc)
-        finally:
-            self.started_call.set()
-            for conn in (source, dest):
-                if conn is not None:
-                    conn.close()
-
-
-class _FollowLibvirt(migrate.FollowHooks):
-    """The libvirt hooks of the shared follow loop: one ``jobStats()`` per look, ``abortJob`` to abort.
-
-    The lease is not renewed: a metadata write on the source waits for the migration job (libvirt's job lock),
-    so the task is taken with a lease that covers the whole follow.
-    """
-
-    def __init__(self, run, src_dom, thread):
-        self.run = run
-        self.src_dom = src_dom
-        self.thread = thread
-        self.saw_job = False
-        self.announced = False
-
-    def look(self):
-        run, thread = self.run, self.thread
-        if thread is not None and not thread.is_alive():
-            # the migrate call returned: the outcome is read after the loop (completed job stats), no extra poll
-            return migrate.Look(run.phase, over=True)
-        # one call per look: jobStats answers for a domain that stopped or left (type 0 / error -> {}),
-        # and every extra call on the source competes with the migration job for the domain
-        stats = job_stats(self.src_dom)
-        job_type = stats.get('type', 0)
-        if job_type in (migration_phase.LIBVIRT_JOB_BOUNDED, migration_phase.LIBVIRT_JOB_UNBOUNDED):
-            self.saw_job = True
-            run.progress = progress_of(stats)
-            if run.phase != migration.RUNNING:
-                run._observe(dest_connected=True, dest_checked=True, dest_accepts=True)  # pylint: disable=protected-access
-                if stats.get('data_processed') or stats.get('memory_processed') or run.phase == migration.TARGET_READY:
-                    run._observe(dest_connected=True, dest_checked=True, dest_accepts=True, job_type=job_type)  # pylint: disable=protected-access
-        return migrate.Look(run.phase, over=thread is None and job_type == 0)
-
-    def on_running(self):
-        if self.run.on_started is not None:
-            self.run.on_started(self.run._result(changed=True, msg='migration started'))  # pylint: disable=protected-access
-
-    def on_completion_timeout(self):
-        return self.run._switch_to_post_copy(self.src_dom)  # pylint: disable=protected-access
-
-    def abort(self):
-        try:
-            self.src_dom.abortJob()
-        except libvirt.libvirtError as exc:
-            if job_stats(self.src_dom).get('type', 0) in (migration_phase.LIBVIRT_JOB_BOUNDED, migration_phase.LIBVIRT_JOB_UNBOUNDED):
-                raise BackendError(self.run._redact('abortJob: %s' % exc)) from exc  # pylint: disable=protected-access
-            # the job ended before the abort: nothing left to stop
-
-    def pause(self, seconds):
-        if self.thread is not None:
-            self.thread.join(seconds)  # wakes as soon as the migrate call returns
-        else:
-            time.sleep(seconds)
 
 
 class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attributes
@@ -459,7 +131,7 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
         except TransitionRefused as exc:
             raise exc
         except libvirt.libvirtError as exc:
-            why = lost_connection(str(exc), _alive(self.source), None if self.dest is None else _alive(self.dest))
+            why = lost_connection(str(exc), connection_alive(self.source), None if self.dest is None else connection_alive(self.dest))
             if why is None:
                 raise BackendError(self._redact('migration of VM %r: %s' % (self.name, exc))) from exc
             raise BackendError(self._redact('migration of VM %r to %s failed (%s): %s' % (self.name, redact_uri(self.target_uri), why, exc))) from exc
@@ -509,7 +181,7 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
             raise BackendError('VM %r not found on %s nor on %s' % (self.name, redact_uri(self.source_args[0]), redact_uri(self.target_uri)))
         view = vm_view(src_dom)
         src_active = view['state_code'] in ACTIVE_STATES
-        if dest_dom is not None and (not src_active or self.opts.offline) and (_running(dest_dom) or self.opts.offline):
+        if dest_dom is not None and (not src_active or self.opts.offline) and (domain_running(dest_dom) or self.opts.offline):
             if not (self.opts.offline and src_dom.isPersistent() and dest_dom.UUIDString() != src_dom.UUIDString()):
                 return self._already_on_target(src_dom, dest_dom)
         if view['task_state'] == 'MIGRATING' and view.get('last_action') in MIGRATE_ACTIONS:
@@ -662,22 +334,22 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
         except libvirt.libvirtError as exc:
             tasks.abandon_task(store, task_id, name=self.name, rolled_back=True)
             raise BackendError(self._redact('cannot set max_downtime: %s' % exc)) from exc
-        thread = _MigrateThread(self.source_args, self.target_uri, self.name, self.opts)
+        thread = MigrateThread(self.source_args, self.target_uri, self.name, self.opts)
         thread.start()
         thread.started_call.wait(30)
         return self._follow(src_dom, task_id, thread, started_at)
 
     def _follow(self, src_dom, task_id, thread, started_at):
         """Follow the source's job with the shared loop (:mod:`.._common.migrate`); then finish or roll back."""
-        hooks = _FollowLibvirt(self, src_dom, thread)
+        hooks = FollowLibvirt(self, src_dom, thread)
         outcome = migrate.follow(hooks, migrate.Timeouts(wait_timeout=self.opts.wait_timeout, completion_timeout=self.opts.completion_timeout,
                                                          poll_interval=self.opts.poll_interval))
         self.notes.extend(outcome.notes)
         self.stopped_by = outcome.stopped_by
         error = thread.error if thread is not None else None
         dest_dom = self._dest_domain()
-        on_dest = _running(dest_dom) or (self.opts.offline and dest_dom is not None and error is None)
-        src_active = _running(src_dom)
+        on_dest = domain_running(dest_dom) or (self.opts.offline and dest_dom is not None and error is None)
+        src_active = domain_running(src_dom)
         if on_dest and not (src_active and not self.opts.offline):
             return self._succeeded(dest_dom, task_id, started_at, hooks.saw_job)
         return self._failed(src_dom, dest_dom, task_id, started_at, error, src_active, thread)
@@ -722,7 +394,7 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
             src_left = lookup(self.source.conn, self.name)
         except libvirt.libvirtError:
             src_left = None
-        if src_left is not None and not _running(src_left):
+        if src_left is not None and not domain_running(src_left):
             src_store = LibvirtTaskStore(self.source.conn, src_left, self.owner)
             src_record, _version = src_store.load()
             if src_record.task_id == task_id:
@@ -752,7 +424,7 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
         last_job = job_stats(src_dom, completed=True).get('type', 0)
         aborted = (code == getattr(libvirt, 'VIR_ERR_OPERATION_ABORTED', -1) or last_job == migration_phase.LIBVIRT_JOB_CANCELLED
                    or (bool(error) and ('abort' in error.lower() or 'cancel' in error.lower())))
-        dest_failed = not aborted and bool(error) and (self.dest is None or _dest_error(error))
+        dest_failed = not aborted and bool(error) and (self.dest is None or is_connection_error(error))
         if aborted:
             self._observe(dest_connected=True, dest_checked=True, dest_accepts=True, job_type=migration_phase.LIBVIRT_JOB_CANCELLED,
                           vm_running=src_active, aborted=True)
@@ -851,7 +523,7 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
             try:
                 src_dom.abortJob()
             except libvirt.libvirtError as exc:
-                if _running(lookup(self.source.conn, self.name)) and job_stats(src_dom).get('type', 0):
+                if domain_running(lookup(self.source.conn, self.name)) and job_stats(src_dom).get('type', 0):
                     raise
                 self.notes.append('the job ended before the abort: %s' % self._redact(exc))
         self._advance(migration_phase.libvirt_observation(self.phase, dest_connected=True, dest_checked=True, dest_accepts=True)
@@ -860,7 +532,7 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
             migrate.wait_cancelled(lambda: self._cancel_over(record), self.opts.wait_timeout, 0.1)
         current = lookup(self.source.conn, self.name)
         return self._result(changed=True, vm=self._public_vm(current) if current is not None else None,
-                            on_target=not _running(current))
+                            on_target=not domain_running(current))
 
     def _cancel_over(self, record):
         """True when the cancelled migration's task is closed (by its run, or here when that run is gone)."""
@@ -876,133 +548,6 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
                 pass  # that run ended its task itself meanwhile
             return True
         return False
-
-
-def _dest_error(error):
-    text = error.lower()
-    return any(word in text for word in ('end of file', 'connection', 'unable to connect', 'broken pipe', 'reset by peer', 'remote', 'cannot recv',
-                                         'cannot send', 'no route', 'refused', 'closed'))
-
-
-def _alive(connection):
-    """False when the libvirt connection of ``connection`` (a :class:`Connection`) is known to be lost, else True."""
-    try:
-        return bool(connection.conn.isAlive())
-    except (AttributeError, libvirt.libvirtError):
-        return False
-
-
-def lost_connection(error, source_alive, dest_alive):
-    """Which daemon went away when ``error`` (the text of a libvirt error raised outside the transfer) is a lost connection.
-
-    The transfer's own failures get their reason in :meth:`Migration._failed`; an error raised while this run read or
-    prepared the VM (e.g. ``internal error: client socket is closed`` when a libvirtd dies under a call) used to reach
-    the user bare. ``dest_alive`` None: the target was not connected. Returns None when ``error`` is no lost connection.
-    """
-    if not _dest_error(error):
-        return None
-    if dest_alive is False:
-        return '%s: its libvirtd closed the connection' % migration.TARGET_FAILED
-    if not source_alive:
-        return "the source's libvirtd died or restarted: it closed the connection; the guest stays where libvirt left it"
-    return 'a libvirtd connection was lost (the source or the target died or restarted)'
-
-
-# -------------------------------------------------------------------- info
-def migrations_on(connection, names=None):
-    """In-flight and recent migrations of the VMs of ``connection`` (a :class:`Connection`)."""
-    out = []
-    for dom in connection.conn.listAllDomains(0):
-        name = dom.name()
-        if names and name not in names:
-            continue
-        try:
-            view = vm_view(dom)
-            history = read_history(dom)
-        except libvirt.libvirtError:
-            continue
-        in_flight = None
-        if view['task_state'] == 'MIGRATING':
-            stats = job_stats(dom)
-            last = history[-1] if history else {}
-            phase = migration.RUNNING if view['job_active'] else (last.get('phase') or migration.PENDING)
-            in_flight = {'id': view.get('task_id'), 'phase': phase, 'target': last.get('target'), 'started_at': last.get('started_at'),
-                         'owner': view.get('owner'), 'progress': progress_of(stats) if stats else {},
-                         'owner_gone': owner_gone(view.get('owner'))}
-        if in_flight is None and not history:
-            continue
-        out.append({'name': name, 'host': connection.display_uri, 'vm_state': view['vm_state'], 'task_state': view['task_state'],
-                    'power_state': view['power_state'], 'status': view['status'], 'in_flight': in_flight, 'recent': history,
-                    'last': history[-1] if history else None})
-    return out
-
-
-def host_summary(connection):
-    """Free memory, drain mark and VMs of one host (for the host module and placement)."""
-    conn = connection.conn
-    vms = []
-    for dom in conn.listAllDomains(0):
-        view = vm_view(dom)
-        vms.append({'name': dom.name(), 'vm_state': view['vm_state'], 'power_state': view['power_state'], 'task_state': view['task_state'],
-                    'running': view['state_code'] in ACTIVE_STATES, 'persistent': bool(dom.isPersistent()), 'memory_kib': _memory_kib(dom)})
-    mark = drain_mark(conn)
-    return {'uri': connection.display_uri, 'hostname': conn.getHostname(), 'host_uuid': host_uuid(conn), 'free_memory': conn.getFreeMemory(),
-            'draining': mark is not None, 'drain': mark, 'vms': sorted(vms, key=lambda v: v['name']),
-            'running_vms': sorted(v['name'] for v in vms if v['running']),
-            'stopped_vms': sorted(v['name'] for v in vms if not v['running'] and v['persistent'])}
-
-
-def place(memory_kib_by_vm, candidates):
-    """Choose a target per VM by free memory.
-
-    ``candidates``: list of dicts (uri, free_memory bytes, draining). Draining
-    hosts are never chosen. Each VM goes to the candidate with the most free
-    memory left (after the VMs placed before it) that fits it; None when none fits.
-    """
-    free = dict((c['uri'], int(c['free_memory'])) for c in candidates if not c.get('draining'))
-    order = [c['uri'] for c in candidates if c['uri'] in free]
-    out = {}
-    for name in sorted(memory_kib_by_vm, key=lambda n: (-memory_kib_by_vm[n], n)):
-        need = int(memory_kib_by_vm[name]) * 1024
-        fits = [uri for uri in order if free[uri] >= need]
-        if not fits:
-            out[name] = None
-            continue
-        best = max(fits, key=lambda uri: (free[uri], -order.index(uri)))
-        free[best] -= need
-        out[name] = best
-    return out
-
-
-def choose_targets(source_args, names, candidates, target_username=None, target_password=None):
-    """The target URI of every VM of ``names`` (None: no candidate fits it).
-
-    A VM already on a candidate goes there (the run converges it: nothing to move); a VM the source does not have goes to the
-    first candidate (its migration then says so); the others are placed by free memory (:func:`place`). An unreachable
-    candidate is passed over.
-    """
-    with Connection(*source_args) as source:
-        memory = {}
-        for name in names:
-            dom = lookup(source.conn, name)
-            memory[name] = int(dom.info()[1]) if dom is not None else None
-    hosts = []
-    for uri in candidates:
-        try:
-            with Connection(uri, target_username, target_password) as conn:
-                hosts.append({'uri': uri, 'free_memory': conn.conn.getFreeMemory(), 'draining': drain_mark(conn.conn) is not None,
-                              'vms': set(d.name() for d in conn.conn.listAllDomains(1))})
-        except ConvergeError:
-            continue
-    placed = place(dict((n, m) for n, m in memory.items() if m is not None), hosts)
-    targets = {}
-    for name in names:
-        found = [h['uri'] for h in hosts if name in h['vms']]
-        if memory[name] is None or found:
-            targets[name] = found[0] if found else candidates[0]
-        else:
-            targets[name] = placed.get(name)
-    return targets
 
 
 def migrate_many(source_args, names, candidates, opts, check_mode, parallel):
@@ -1024,23 +569,3 @@ def migrate_many(source_args, names, candidates, opts, check_mode, parallel):
     return migrate.migrate_each(names, one, failed, parallel)
 
 
-class MigrationSession(ModuleSession):
-    """The libvirt module session of migration, migration_info and host: the source's secrets and the target's password redacted."""
-
-    def source_args(self):
-        """(uri, username, password) of the source host (the module's uri, or the default: :func:`.connection.resolve_uri`)."""
-        params = self.module.params
-        return (resolve_uri(params.get('uri')), params.get('username'), params.get('password'))
-
-    def redact_text(self, text):
-        return redact_text(super().redact_text(text), [self.module.params.get('target_password')])
-
-    def redact_result(self, result):
-        """``result`` with every string redacted, also inside its lists and dicts (results, notes, history)."""
-        def clean(value):
-            if isinstance(value, list):
-                return [clean(v) for v in value]
-            if isinstance(value, dict):
-                return dict((k, clean(v)) for k, v in value.items())
-            return self.redact(value)
-        return clean(result)

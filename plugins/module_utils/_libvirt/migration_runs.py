@@ -10,6 +10,7 @@ from ansible_collections.converge.virt.plugins.module_utils._base.errors import 
 from ansible_collections.converge.virt.plugins.module_utils._common.host_driver import HostBackend, converge_host
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import drain, migration_observe, migration_options
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import Connection, libvirt
 
 
@@ -21,26 +22,26 @@ class LibvirtHost(HostBackend):
         self.mark = None
 
     def draining(self):
-        self.mark = mb.drain_mark(self.connection.conn)
+        self.mark = drain.drain_mark(self.connection.conn)
         return self.mark is not None
 
     def drain(self, reason, check_mode):
         if self.mark is not None:
             return False
-        return True if check_mode else mb.set_drain_mark(self.connection.conn, reason, mb.owner_id())
+        return True if check_mode else drain.set_drain_mark(self.connection.conn, reason, mb.owner_id())
 
     def undrain(self, check_mode):
         if self.mark is None:
             return False
-        return True if check_mode else mb.clear_drain_mark(self.connection.conn)
+        return True if check_mode else drain.clear_drain_mark(self.connection.conn)
 
     def summary(self):
-        return mb.host_summary(self.connection)
+        return migration_observe.host_summary(self.connection)
 
 
 def run_host(module):
     """host with backend libvirt: set or clear the host's drain mark."""
-    with mb.MigrationSession(module) as session, session.connect() as connection:
+    with migration_options.MigrationSession(module) as session, session.connect() as connection:
         try:
             changed, result = converge_host(LibvirtHost(connection), module.params['state'], module.params['reason'], module.check_mode)
         except libvirt.libvirtError as exc:
@@ -51,7 +52,7 @@ def run_host(module):
 def run_migration_info(module):
     """migration_info with backend libvirt: every host of ``uri`` and ``uris`` (one that cannot be read is listed with its error)."""
     params = module.params
-    with mb.MigrationSession(module) as session:
+    with migration_options.MigrationSession(module) as session:
         uris = list(params['uris'] or [])
         if params['uri'] or not uris:
             uris.insert(0, session.source_args()[0])
@@ -59,7 +60,7 @@ def run_migration_info(module):
         for uri in uris:
             try:
                 with Connection(uri, params['username'], params['password']) as connection:
-                    migrations.extend(mb.migrations_on(connection, params['name']))
+                    migrations.extend(migration_observe.migrations_on(connection, params['name']))
                 hosts.append({'uri': redact_uri(uri), 'ok': True})
             except ConvergeError as exc:
                 hosts.append({'uri': redact_uri(uri), 'ok': False, 'msg': session.redact(exc.message)})
@@ -72,13 +73,13 @@ def run_migration_info(module):
 
 def options_from(params):
     """Validated :class:`MigrationOptions`."""
-    opts = mb.MigrationOptions(
+    opts = migration_options.MigrationOptions(
         offline=params['mode'] == 'offline', persistent=params['persistent'], undefine_source=params['undefine_source'],
         bandwidth=params['bandwidth'], max_downtime=params['max_downtime'], auto_converge=params['auto_converge'],
         post_copy=params['post_copy'], completion_timeout=params['completion_timeout'], completion_action=params['completion_action'],
         copy_storage=params['copy_storage'], peer_to_peer=params['peer_to_peer'], wait_timeout=params['wait_timeout'],
         target_username=params['target_username'], target_password=params['target_password'])
-    mb.validate_options(opts)
+    migration_options.validate_options(opts)
     if params['state'] != 'cancelled' and not (params['target_uri'] or params['target_uris']):
         raise InvalidDeclaration('target_uri', 'is required (or target_uris) with state %s' % params['state'])
     common.check_list_form(params)
@@ -94,7 +95,7 @@ def options_from(params):
 def run_migration(module):
     """migration with backend libvirt: one VM (``name``) or a placed list (``names``)."""
     params = module.params
-    with mb.MigrationSession(module) as session:
+    with migration_options.MigrationSession(module) as session:
         opts = options_from(params)
         source_args = session.source_args()
         if params['names'] is not None:

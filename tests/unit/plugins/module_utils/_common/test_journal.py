@@ -13,7 +13,7 @@ import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._common import journal, volume_driver
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, migration_backend, snapshots
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, drain, migration_backend, snapshots
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration, volumes as phase
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import MemoryTaskStore, TaskRecord
 from ansible_collections.converge.virt.tests.unit.plugins.module_utils._common.inmemory_backend import InMemoryVolumes, VolumeWorld
@@ -168,7 +168,7 @@ class _DrainConn:
 
     def secretLookupByUsage(self, _kind, _usage):
         if not self.secrets:
-            raise migration_backend.libvirt.libvirtError('no secret')
+            raise drain.libvirt.libvirtError('no secret')
         return types.SimpleNamespace(undefine=self.secrets.clear)
 
     def secretDefineXML(self, xml, _flags):
@@ -177,9 +177,9 @@ class _DrainConn:
 
 def test_a_hosts_drain_and_undrain_are_journaled(records):
     conn = _DrainConn()
-    assert migration_backend.set_drain_mark(conn, 'maintenance', 'me') is True
-    assert migration_backend.set_drain_mark(conn, 'maintenance', 'me') is False  # already marked: nothing acted, nothing journaled
-    assert migration_backend.clear_drain_mark(conn) is True
+    assert drain.set_drain_mark(conn, 'maintenance', 'me') is True
+    assert drain.set_drain_mark(conn, 'maintenance', 'me') is False  # already marked: nothing acted, nothing journaled
+    assert drain.clear_drain_mark(conn) is True
     got = records()
     assert [(e['event'], e['kind'], e['host'], e['action'], e.get('outcome')) for e in got] == [
         ('begin', 'host', 'qemu+tcp://10.0.0.3/system', 'drain', None), ('end', 'host', 'qemu+tcp://10.0.0.3/system', 'drain', 'done'),

@@ -14,6 +14,7 @@ import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_observe
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration
 
@@ -37,25 +38,25 @@ class FakeConnection:
 
 @pytest.mark.parametrize('error', [CLOSED, 'End of file while reading data: Input/output error', 'Cannot recv data: Connection reset by peer'])
 def test_target_gone_names_the_target(error):
-    assert mb.lost_connection(error, True, False) == migration.TARGET_FAILED + ': its libvirtd closed the connection'
+    assert migration_observe.lost_connection(error, True, False) == migration.TARGET_FAILED + ': its libvirtd closed the connection'
 
 
 def test_source_gone_names_the_source():
-    why = mb.lost_connection(CLOSED, False, True)
+    why = migration_observe.lost_connection(CLOSED, False, True)
     assert "the source's libvirtd died or restarted" in why and 'target' not in why
 
 
 def test_target_not_connected_and_source_gone():
-    assert "the source's libvirtd" in mb.lost_connection(CLOSED, False, None)
+    assert "the source's libvirtd" in migration_observe.lost_connection(CLOSED, False, None)
 
 
 def test_both_alive_says_a_connection_was_lost():
-    assert mb.lost_connection(CLOSED, True, True) == 'a libvirtd connection was lost (the source or the target died or restarted)'
+    assert migration_observe.lost_connection(CLOSED, True, True) == 'a libvirtd connection was lost (the source or the target died or restarted)'
 
 
 @pytest.mark.parametrize('error', ["Requested operation is not valid: domain is not running", "internal error: unknown cpu model"])
 def test_other_errors_are_not_explained(error):
-    assert mb.lost_connection(error, False, False) is None
+    assert migration_observe.lost_connection(error, False, False) is None
 
 
 def _run_raising(monkeypatch, error, source_alive, dest_alive):

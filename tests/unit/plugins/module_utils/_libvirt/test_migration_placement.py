@@ -9,6 +9,7 @@ import pytest
 from ansible_collections.converge.virt.tests.unit.plugins.module_utils._common.fake_module import Failed, FakeModule
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_options, placement
 
 GIB = 1024 * 1024  # KiB
 
@@ -58,8 +59,9 @@ def fake_world(monkeypatch, hosts):
         def __exit__(self, *exc):
             return False
 
+    monkeypatch.setattr(placement, 'Connection', FakeConnection)
     monkeypatch.setattr(mb, 'Connection', FakeConnection)
-    monkeypatch.setattr(mb, 'drain_mark', lambda conn: {'reason': 'x'} if conn.host.get('draining') else None)
+    monkeypatch.setattr(placement, 'drain_mark', lambda conn: {'reason': 'x'} if conn.host.get('draining') else None)
     return opened
 
 
@@ -70,7 +72,7 @@ def test_targets_by_free_memory_skip_draining_unreachable_and_keep_a_vm_where_it
              'b': {'doms': {}, 'free': 3 * 1024 ** 3},
              'drained': {'doms': {}, 'free': 64 * 1024 ** 3, 'draining': True}}
     fake_world(monkeypatch, hosts)
-    targets = mb.choose_targets(('src', None, None), ['small', 'big', 'moved', 'ghost'], ['down', 'drained', 'a', 'b'])
+    targets = placement.choose_targets(('src', None, None), ['small', 'big', 'moved', 'ghost'], ['down', 'drained', 'a', 'b'])
     # big (3 GiB) first onto a (4 GiB free, the most); small then fits only b (3 GiB free against 1 left on a)
     assert targets == {'big': 'a', 'small': 'b', 'moved': 'a', 'ghost': 'down'}
 
@@ -78,8 +80,8 @@ def test_targets_by_free_memory_skip_draining_unreachable_and_keep_a_vm_where_it
 def test_a_vm_that_fits_nowhere_has_no_target(monkeypatch):
     hosts = {'src': {'doms': {'huge': FakeDom('huge', 8 * GIB)}, 'free': 0}, 'a': {'doms': {}, 'free': 1024 ** 3}}
     fake_world(monkeypatch, hosts)
-    assert mb.choose_targets(('src', None, None), ['huge'], ['a']) == {'huge': None}
-    results = mb.migrate_many(('src', None, None), ['huge'], ['a'], mb.MigrationOptions(), check_mode=True, parallel=2)
+    assert placement.choose_targets(('src', None, None), ['huge'], ['a']) == {'huge': None}
+    results = mb.migrate_many(('src', None, None), ['huge'], ['a'], migration_options.MigrationOptions(), check_mode=True, parallel=2)
     assert results == [{'name': 'huge', 'changed': False, 'failed': True, 'phase': None, 'phases': [], 'reason': None,
                         'msg': "no target host fits VM 'huge' (all draining, unreachable or without enough free memory)"}]
 
@@ -87,14 +89,14 @@ def test_a_vm_that_fits_nowhere_has_no_target(monkeypatch):
 def test_a_vm_named_twice_is_refused_before_any_host_is_opened(monkeypatch):
     opened = fake_world(monkeypatch, {'src': {'doms': {}, 'free': 0}})
     with pytest.raises(InvalidDeclaration) as err:
-        mb.migrate_many(('src', None, None), ['a', 'b', 'a'], ['src'], mb.MigrationOptions(), check_mode=False, parallel=1)
+        mb.migrate_many(('src', None, None), ['a', 'b', 'a'], ['src'], migration_options.MigrationOptions(), check_mode=False, parallel=1)
     assert err.value.field == 'names' and 'a VM is named more than once: a' in err.value.message and opened == []
 
 
 def test_the_session_uses_the_one_uri_default_and_hides_the_target_password(monkeypatch):
     monkeypatch.setenv('LIBVIRT_DEFAULT_URI', 'qemu+tcp://env-host/system')
     module = FakeModule({'uri': None, 'username': None, 'password': 'src-pw-1234', 'target_password': 'dst-pw-9876'})
-    session = mb.MigrationSession(module)
+    session = migration_options.MigrationSession(module)
     assert session.source_args() == ('qemu+tcp://env-host/system', None, 'src-pw-1234')
     monkeypatch.delenv('LIBVIRT_DEFAULT_URI')
     assert session.source_args()[0] == 'qemu:///system'
@@ -117,4 +119,4 @@ def test_migration_flags_follow_the_options(fields, expected):
     want = 0
     for word in expected:
         want |= getattr(libvirt, 'VIR_MIGRATE_' + word)
-    assert mb.migration_flags(mb.MigrationOptions(**fields)) == want
+    assert migration_options.migration_flags(migration_options.MigrationOptions(**fields)) == want
