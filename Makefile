@@ -130,6 +130,17 @@ export CONVERGE_VIRT_KUBE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/conver
 kube:
 > $(PYTHON) -m tools.kubelab build
 
+# the real node of `up --nodes real` (issue 34; docs/kubelab.md "Real node"): Debian's containerd, runc, CNI plugins and
+# mmdebstrap, then kubelet, KubeVirt's virt-handler/virt-launcher (cgo), the launcher's tools, pause and container-disk
+# (gcc -static) and the node's images (pause, the test guest as a kernel-boot container, virt-launcher: a Debian root file
+# system by mmdebstrap from the machine's apt sources), cached like the other parts. Not part of `make kube`/`make test` yet.
+NODE_APT_PACKAGES := containerd runc containernetworking-plugins mmdebstrap iproute2
+.PHONY: kube-node
+kube-node: guest
+> @missing=$$(for p in $(NODE_APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+  if [ -n "$$missing" ]; then echo "apt: installing $$missing"; apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; fi
+> $(PYTHON) -m tools.kubelab build --node
+
 # two pytest-xdist workers (most tests wait on libvirt daemons, guests and ansible processes); each worker has its
 # own loopback addresses and ports (tests/integration/virtlab_fixtures.py). Whole files per worker (module-scoped labs
 # and fuzz tallies stay on one worker), in argument order: tests/reliability, which holds the longest files, goes first

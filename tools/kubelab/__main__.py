@@ -2,19 +2,21 @@
 
 Usage::
 
-    python -m tools.kubelab build [--only etcd|kubernetes|kubevirt|virt-api|virt-controller|kube-scheduler|kwok ...]
-    python -m tools.kubelab up --dir DIR [--virt-api [--feature-gate GATE ...]] [--controllers emulated|real]
+    python -m tools.kubelab build [--only PART ...] [--node]
+    python -m tools.kubelab up --dir DIR [--virt-api [--feature-gate GATE ...]] [--controllers emulated|real] [--nodes real]
     python -m tools.kubelab status --dir DIR
     python -m tools.kubelab down --dir DIR
 
-``build`` builds what is missing in the cache (see tools/kubelab/build.py).
+``build`` builds what is missing in the cache (see tools/kubelab/build.py); ``--node`` adds the real node's parts
+and images (tools/kubelab/images.py).
 ``up`` starts etcd, kube-apiserver and kube-controller-manager on loopback,
 installs KubeVirt's and CDI's generated CRDs and writes ``DIR/kubeconfig``;
 ``--virt-api`` adds KubeVirt's own virt-api (webhooks and subresources);
 ``--controllers emulated`` adds tests/kubeapi's emulation of virt-controller, virt-handler,
 the scheduler, the kubelet and CDI as a process (VMs then reach Running); ``--controllers real`` runs KubeVirt's
 own virt-controller instead, with kube-scheduler, kwok's simulated nodes and pods and tests/kubeapi/node_agent.py for
-what only virt-handler writes (implies ``--virt-api``).  The
+what only virt-handler writes (implies ``--virt-api``); ``--nodes real`` adds one real node (containerd + kubelet:
+tools/kubelab/node.py).  The
 processes keep running until ``down``.  ``status`` exits 3 unless every
 recorded process is running.
 """
@@ -45,6 +47,8 @@ def _parser():
                                 help="emulated: run tests/kubeapi's KubeVirt controller emulation (virt-controller, virt-handler, "
                                      "scheduler, kubelet, CDI) against the server; real: KubeVirt's own virt-controller with kube-scheduler, "
                                      "kwok's simulated nodes and a small virt-handler emulation (implies --virt-api)")
+            action.add_argument("--nodes", choices=["real"], help="real: one real node (containerd, kubelet) in the caller's "
+                                "network namespace (make kube-node builds its parts and images)")
     return parser
 
 
@@ -53,7 +57,11 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     try:
         if args.action == "build":
-            print(json.dumps(build.build(only=args.only, node=args.node), indent=2))
+            results = build.build(only=args.only, node=args.node)
+            if args.node:
+                from . import images  # pylint: disable=import-outside-toplevel
+                results.append({"images": images.build_images()})
+            print(json.dumps(results, indent=2))
             return 0
         if args.action == "versions":
             print(json.dumps(build.versions(), indent=2))
@@ -62,7 +70,8 @@ def main(argv=None):
         if args.action == "up":
             if args.feature_gate and not args.virt_api:
                 raise build.KubelabError("--feature-gate configures virt-api: give --virt-api too")
-            print(json.dumps(lab.up(args.dir, virt_api=args.virt_api, feature_gates=args.feature_gate, controllers=args.controllers), indent=2))
+            print(json.dumps(lab.up(args.dir, virt_api=args.virt_api, feature_gates=args.feature_gate, controllers=args.controllers,
+                                     nodes=args.nodes), indent=2))
             return 0
         if args.action == "down":
             stopped = lab.down(args.dir)

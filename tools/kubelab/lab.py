@@ -552,7 +552,7 @@ def _restricted_kubeconfig(client, directory, server, ca_file):
     return path
 
 
-def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint: disable=too-many-locals,too-many-statements
+def up(directory, virt_api=False, feature_gates=(), controllers=None, nodes=None):  # pylint: disable=too-many-locals,too-many-statements
     """Start the lab in ``directory`` (stopping what an earlier ``up`` there left running); return its description.
 
     ``virt_api``: also run KubeVirt's own virt-api out of cluster, with its webhooks (URL + caBundle) and the
@@ -567,6 +567,9 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint
     controller service account), kube-scheduler, kwok (nodes node01-03, annotated kwok.x-k8s.io/node=fake, labelled as
     virt-handler's node labeller would, with KubeVirt's device resources) and tests/kubeapi/node_agent.py (role
     ``virt-handler``); implies ``virt_api``.
+
+    ``nodes="real"``: one real node (tools/kubelab/node.py: containerd + kubelet in a PID/mount/UTS namespace of its
+    own, in the caller's network namespace), registered as ``kubelab-node`` (issue 34).
     """
     directory = os.path.abspath(directory)
     if controllers == "real":
@@ -597,6 +600,8 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint
         ports["virt-handler"] = _free_port()    # where virt-api reaches "virt-handler" (see handler_endpoint)
     if controllers == "real":
         ports.update({role: _free_port() for role in ("kube-scheduler", "virt-controller", "kwok")})
+    if nodes == "real":
+        ports.update({role: _free_port() for role in ("kubelet", "kubelet-healthz")})
     state = {"boot_id": boot_id(), "dir": directory, "ports": ports, "versions": build.versions(), "processes": []}
     _save(directory, state)
     server = f"https://127.0.0.1:{ports['kube-apiserver']}"
@@ -659,6 +664,9 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None):  # pylint
             _start_emulated_controllers(client, directory, state, server, paths["ca"], virt_api)
         elif controllers == "real":
             _start_real_controllers(client, directory, state, binaries, kubeconfig)
+        if nodes == "real":
+            from . import node  # pylint: disable=import-outside-toplevel
+            node.start_node(sys.modules[__name__], client, directory, state, ports)
     except BaseException:
         down(directory)
         raise
@@ -911,6 +919,9 @@ def down(directory, timeout=20):
         return []
     current = boot_id()
     signalled = [record["pid"] for record in reversed(state["processes"]) if _stop(record, current, timeout)]
+    if state.get("node"):       # the real node's bridge and cgroups (tools/kubelab/node.py)
+        from . import node  # pylint: disable=import-outside-toplevel
+        node.cleanup(state)
     state["processes"] = []
     _save(directory, state)
     os.remove(os.path.join(directory, STATE))
