@@ -6,10 +6,16 @@ back: a VM recorded ACTIVE is destroyed with libvirt; the libvirt_events source 
 rule runs converge.virt.reconcile (playbooks/reconcile.yml) for that VM, and the VM runs again. A VM stopped through
 the collection (recorded STOPPED) is left alone. A VM destroyed while no rulebook runs is started by the rule on the
 source's initial sync.
+
+Issue 33, on every ansible-core the collection claims (the playbook runs with that version's ansible-playbook, found
+first on PATH as ansible-runner looks for it): VMs created by converge.virt.vm whose names carry template expressions
+that would create a marker file if evaluated are destroyed; the rule fires for each (by its UUID), each runs again,
+and the marker is never written.
 """
 
 # pylint: disable=redefined-outer-name
 
+import json
 import os
 import re
 import shutil
@@ -22,7 +28,8 @@ import libvirt
 import pytest
 import yaml
 
-from tests.integration.ansible_run import BIN, ROOT, ok, run_module
+from tests.integration.ansible_run import BIN, ROOT, ok, run_module, run_playbook
+from tools import matrix
 from tools.virtlab import hosts as virtlab_hosts
 
 RULEBOOK = 'converge.virt.restart_stopped'
@@ -59,21 +66,23 @@ def small(host, name, **extra):
                  'shutdown_timeout': 0}, **extra)
 
 
-def rulebook_env():
-    """What ansible-rulebook gets: the checkout as converge.virt through ANSIBLE_COLLECTIONS_PATH, this venv's commands first."""
+def rulebook_env(ansible_bin=BIN, extra=None):
+    """What ansible-rulebook gets: the checkout as converge.virt through ANSIBLE_COLLECTIONS_PATH, ``ansible_bin`` (where
+    ansible-runner finds the ansible-playbook it runs) then this venv's commands first on PATH."""
     env = dict(os.environ)
     for key in ('ANSIBLE_STDOUT_CALLBACK', 'ANSIBLE_CALLBACK_PLUGINS'):
         env.pop(key, None)
     collections = os.path.join(ROOT, 'build', 'collections')
     env.update({'ANSIBLE_COLLECTIONS_PATH': collections, 'PYTHONPATH': collections, 'ANSIBLE_NOCOLOR': '1',
-                'ANSIBLE_LOCALHOST_WARNING': '0', 'PATH': BIN + os.pathsep + env.get('PATH', ''), 'PYTHONUNBUFFERED': '1'})
+                'ANSIBLE_LOCALHOST_WARNING': '0', 'PATH': os.pathsep.join([ansible_bin, BIN, env.get('PATH', '')]), 'PYTHONUNBUFFERED': '1'})
+    env.update(extra or {})
     return env
 
 
 class Rulebook:
     """An ansible-rulebook process (own process group) running the shipped rulebook; its output goes to a file."""
 
-    def __init__(self, tmp_path, uri, tag):
+    def __init__(self, tmp_path, uri, tag, ansible_bin=BIN, env=None):
         self.dir = tmp_path
         self.log = os.path.join(str(tmp_path), 'rulebook-%s.log' % tag)
         inventory = os.path.join(str(tmp_path), 'inventory.yml')
@@ -86,7 +95,7 @@ class Rulebook:
         cmd = [os.path.join(BIN, 'ansible-rulebook'), '-r', RULEBOOK, '-i', inventory, '--vars', variables, '--print-events', '-v']
         with open(self.log, 'w', encoding='utf-8') as out:
             # pylint: disable-next=consider-using-with
-            self.proc = subprocess.Popen(cmd, cwd=str(tmp_path), env=rulebook_env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(cmd, cwd=str(tmp_path), env=rulebook_env(ansible_bin, env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def output(self):
         with open(self.log, encoding='utf-8', errors='replace') as handle:
@@ -125,18 +134,18 @@ def wait_running(conn, name, timeout):
     raise AssertionError('%s is not running %.0f s after it was destroyed' % (name, timeout))
 
 
-RUN_BY = re.compile(r"converge\.virt\.reconcile run by rule '([^']+)' \(ruleset '[^']+'\) for VM '([^']+)'")
+RUN_BY = re.compile(r"converge\.virt\.reconcile \(([^)]+)\) for VM uuid ([0-9a-f-]{36}) \(ansible-core ([0-9.]+)")
 
 
 def playbook_runs(rulebook, count, timeout=120.0):
-    """[(rule, VM)] of the reconcile playbook runs, once ``count`` of them have finished (PLAY RECAP)."""
+    """[(trigger, VM uuid)] of the reconcile playbook runs, once ``count`` of them have finished (PLAY RECAP)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and rulebook.output().count('PLAY RECAP') < count:
         time.sleep(0.3)
     out = rulebook.output()
     assert out.count('PLAY RECAP') >= count, out[-4000:]
     assert re.search(r'localhost\s+: ok=\d+\s+changed=[1-9]\d*\s+unreachable=0\s+failed=0', out), out[-4000:]
-    return RUN_BY.findall(out)
+    return [(trigger, uuid) for trigger, uuid, _version in RUN_BY.findall(out)]
 
 
 def synced(rulebook, name):
@@ -160,7 +169,7 @@ def test_the_rulebook_restarts_an_active_vm_destroyed_behind_the_collections_bac
         # the source held the STOPPED back stopped_delay seconds before the rule could run
         assert took >= STOPPED_DELAY - 0.2, took
         # it was the rule on the lifecycle event that ran the reconcile playbook, once, for that VM alone
-        assert playbook_runs(rulebook, 1) == [('An ACTIVE VM stopped', 'eda-1')], rulebook.output()[-4000:]
+        assert playbook_runs(rulebook, 1) == [('lifecycle STOPPED', conn.lookupByName('eda-1').UUIDString())], rulebook.output()[-4000:]
         record = ok(run_module('vm_info', {'uri': host.uri, 'name': 'eda-1'}))
         vm = record['vms'][0]
         assert (vm['vm_state'], vm['power_state'], vm['task_state']) == ('ACTIVE', 'RUNNING', None), vm
@@ -176,10 +185,84 @@ def test_the_rulebook_restarts_an_active_vm_destroyed_behind_the_collections_bac
     rulebook = Rulebook(tmp_path, host.uri, 'sync')
     try:
         wait_running(conn, 'eda-1', DEADLINE + 60)
-        assert playbook_runs(rulebook, 1) == [('An ACTIVE VM found stopped after a (re)connection', 'eda-1')], rulebook.output()[-4000:]
+        assert playbook_runs(rulebook, 1) == [('sync', conn.lookupByName('eda-1').UUIDString())], rulebook.output()[-4000:]
         for name in ('eda-off', 'eda-2'):
             assert conn.lookupByName(name).state()[0] == libvirt.VIR_DOMAIN_SHUTOFF, name
     finally:
         rulebook.stop()
         for name in ('eda-1', 'eda-off', 'eda-2'):
             run_module('vm', small(host, name, state='absent'))
+
+
+# ---------------------------------------------------------------------------------------------------- issue 33
+# names that, evaluated by ansible-core, create the file $CONVERGE_TEST_MARKER (libvirt accepts any name without '/')
+HOSTILE = ("x-{{ lookup('pipe', 'touch $CONVERGE_TEST_MARKER') }}",
+           "y-{% if lookup('pipe', 'touch $CONVERGE_TEST_MARKER') %}{% endif %}")
+
+
+def ansible_bin(version):
+    """The directory of the ansible-playbook of ansible-core ``version``: this venv's, or the matrix venv's
+    (tools/matrix.py, `make matrix-setup`); None when there is none."""
+    out = subprocess.run([os.path.join(BIN, 'ansible-playbook'), '--version'], capture_output=True, text=True, check=True).stdout
+    if re.search(r'core (%s)\.' % re.escape(version), out):
+        return BIN
+    candidate = os.path.join(matrix.venv_home(version), 'bin')
+    return candidate if os.path.exists(os.path.join(candidate, 'ansible-playbook')) else None
+
+
+def create_hostile(tmp_path, host, name):
+    """converge.virt.vm creates and starts VM ``name`` (given as !unsafe: this run must not evaluate it either)."""
+    play = os.path.join(str(tmp_path), 'hostile.yml')
+    args = small(host, '@NAME@', state='running')
+    with open(play, 'w', encoding='utf-8') as handle:
+        text = yaml.safe_dump([{'hosts': 'localhost', 'gather_facts': False, 'tasks': [{'name': 'create', 'converge.virt.vm': args}]}])
+        handle.write(text.replace("'@NAME@'", '!unsafe ' + json.dumps(name)))
+    rc, out = run_playbook(play)
+    assert rc == 0, json.dumps(out)[-3000:]
+
+
+@pytest.fixture(scope='module')
+def hostile_vms(host, conn, tmp_path_factory):
+    """{uuid: name} of the VMs with hostile names, created and started by converge.virt.vm."""
+    tmp_path = tmp_path_factory.mktemp('hostile')
+    for name in HOSTILE:
+        create_hostile(tmp_path, host, name)
+    try:
+        yield {conn.lookupByName(name).UUIDString(): name for name in HOSTILE}
+    finally:
+        for name in HOSTILE:
+            try:
+                dom = conn.lookupByName(name)
+                if dom.isActive():
+                    dom.destroy()
+                dom.undefine()
+            except libvirt.libvirtError:
+                pass
+
+
+@pytest.mark.parametrize('version', matrix.VERSIONS)
+def test_a_vm_name_with_template_syntax_is_never_evaluated(host, conn, hostile_vms, tmp_path, version):
+    where = ansible_bin(version)
+    if where is None:
+        if os.environ.get('CONVERGE_VIRT_REQUIRE_PEERS'):
+            raise AssertionError('ansible-core %s: no matrix environment under %s (make matrix-setup)' % (version, matrix.VENVS))
+        pytest.skip('ansible-core %s: no matrix environment (make matrix-setup)' % version)
+    marker = tmp_path / 'evaluated'
+    rulebook = Rulebook(tmp_path, host.uri, 'hostile-' + version, ansible_bin=where, env={'CONVERGE_TEST_MARKER': str(marker)})
+    try:
+        rulebook.wait_for(r"'type': 'sync_done'")
+        for name in HOSTILE:
+            conn.lookupByName(name).destroy()
+        for name in HOSTILE:
+            wait_running(conn, name, DEADLINE)
+        runs = playbook_runs(rulebook, len(HOSTILE))
+        out = rulebook.output()
+        assert not marker.exists(), 'ansible-core %s evaluated a VM name: %s was written' % (version, marker)
+        # the rule fired for each hostile VM, by its UUID, and the playbook ran with that ansible-core
+        assert sorted(runs) == sorted(('lifecycle STOPPED', uuid) for uuid in hostile_vms), out[-4000:]
+        assert set(re.findall(r'\(ansible-core ([0-9]+\.[0-9]+)\.', out)) == {version}, out[-4000:]
+        # the source sent the names withheld: null, percent-encoded, flagged
+        assert "'withheld': ['name']" in out and "'name': None" in out, out[-4000:]
+    finally:
+        rulebook.stop()
+    assert not marker.exists(), 'ansible-core %s evaluated a VM name: %s was written' % (version, marker)
