@@ -9,7 +9,9 @@ option into those files - structured data is serialised as JSON (which is YAML),
 :func:`seed_iso` writes them into an ISO9660 image in pure Python (pycdlib: no genisoimage or xorriso on the
 host). :func:`seed_digest` names a seed by its content, so that a run can tell whether the seed a VM carries
 is the declared one without reading it back, and results can name it without showing it: user data often
-holds secrets (password hashes, tokens), and only the digest ever appears in results.
+holds secrets (password hashes, tokens), and only the digest ever appears in results. User data cloud-init would not
+accept as cloud-config (its schema, a ``#cloud-config`` text that is not a mapping) is refused before any change
+(:mod:`cloud_config`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import io
 import json
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
+from ansible_collections.converge.virt.plugins.module_utils._common.cloud_config import check_user_data
 
 
 def _pycdlib(what):
@@ -57,6 +60,7 @@ def _user_data(cloud_init, field):
         if not user_data.lstrip().startswith(TEXT_USER_DATA_STARTS):
             raise InvalidDeclaration(field + '.user_data', 'text user data must start with one of %s (cloud-init would ignore it)'
                                      % ', '.join(TEXT_USER_DATA_STARTS))
+        check_user_data(user_data, field + '.user_data')
         return user_data if user_data.endswith('\n') else user_data + '\n'
     if user_data is not None and not isinstance(user_data, dict):
         raise InvalidDeclaration(field + '.user_data', 'must be a dict (cloud-config) or text, got %s' % type(user_data).__name__)
@@ -66,6 +70,8 @@ def _user_data(cloud_init, field):
         if not isinstance(existing, list):
             raise InvalidDeclaration(field + '.user_data.ssh_authorized_keys', 'must be a list')
         config['ssh_authorized_keys'] = existing + [key for key in keys if key not in existing]
+    # what cloud-init will read (keys merged): refused here, before anything changes, if its schema rejects it
+    check_user_data(config, field + '.user_data')
     return CLOUD_CONFIG_HEADER + _dump(config)
 
 
