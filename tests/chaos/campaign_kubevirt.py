@@ -32,7 +32,7 @@ import threading
 import time
 
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.views import kubevirt_vm_view
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.volume_backend import quantity_bytes
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.volume_spec import quantity_bytes
 from tests.chaos import campaign as lcampaign
 from tests.chaos import checker
 from tests.reliability import reliability_lab as rl

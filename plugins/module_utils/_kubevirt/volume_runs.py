@@ -9,6 +9,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import volum
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_args import declared
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_observe, volume_spec
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import check_timeout
 
 
@@ -16,7 +17,7 @@ def run_volume_info(module):
     """volume_info with backend kubevirt."""
     with kubevirt_client.ModuleSession(module) as session:
         with session.connect() as client:
-            volumes = volume_backend.report(client, module.params['namespace'], module.params['name'])
+            volumes = volume_observe.report(client, module.params['namespace'], module.params['name'])
     module.exit_json(changed=False, pools=[], volumes=volumes)
 
 
@@ -32,9 +33,9 @@ def declarations(params):
     check_timeout('detach_timeout', params['detach_timeout'])
     check_timeout('wait_timeout', params['wait_timeout'])
     if params['volumes'] is None:
-        return [volume_backend.normalize_volume(_declared(params))]
+        return [volume_spec.normalize_volume(_declared(params))]
     defaults = volume_run.fleet_defaults(params, _declared)
-    specs = [volume_backend.normalize_volume(_declared(item), 'volumes[%d].' % index, defaults)
+    specs = [volume_spec.normalize_volume(_declared(item), 'volumes[%d].' % index, defaults)
              for index, item in enumerate(params['volumes'])]
     volume_run.declared_twice([s['key'] for s in specs])
     return specs

@@ -567,5 +567,3 @@ def migrate_many(source_args, names, candidates, opts, check_mode, parallel):
     def failed(name, fields):
         return dict(fields, name=name, changed=False, failed=True, target_uri=redact_uri(targets[name]))
     return migrate.migrate_each(names, one, failed, parallel)
-
-

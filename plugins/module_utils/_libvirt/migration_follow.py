@@ -21,6 +21,7 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.migration_o
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.migration_options import migration_flags, migration_params
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration
 
+
 class MigrateThread(threading.Thread):
     """Runs the blocking migrate call on its own connections."""
 

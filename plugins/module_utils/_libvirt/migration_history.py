@@ -15,11 +15,7 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection 
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import metadata_flags
 
 MIGRATION_NS = 'https://converge.virt/xmlns/migration/1'
-
-
 MIGRATION_PREFIX = 'convergemig'
-
-
 HISTORY_LENGTH = 5
 
 

@@ -18,8 +18,6 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.migration_h
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration
 
 ACTIVE_STATES = (1, 2, 3)  # running, blocked, paused
-
-
 PROGRESS_KEYS = ('time_elapsed', 'data_total', 'data_processed', 'data_remaining', 'memory_total', 'memory_processed', 'memory_remaining',
                  'memory_dirty_rate', 'memory_iteration', 'memory_bps', 'downtime', 'setup_time', 'disk_total', 'disk_processed')
 

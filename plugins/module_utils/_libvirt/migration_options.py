@@ -14,6 +14,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.redact impor
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession, libvirt, resolve_uri
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
 
+
 class MigrationOptions(NamedTuple):  # pylint: disable=too-many-instance-attributes
     """How to migrate (validated by :func:`validate_options`)."""
 

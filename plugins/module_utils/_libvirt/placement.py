@@ -11,6 +11,7 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection 
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.drain import drain_mark
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.migration_observe import lookup
 
+
 def place(memory_kib_by_vm, candidates):
     """Choose a target per VM by free memory.
 

@@ -10,7 +10,8 @@ from ansible_collections.converge.virt.tests.unit.plugins.module_utils._common.f
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kclient
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend, volume_backend
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_spec
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
 
 OLD_USER_DATA = '#cloud-config\npassword: old-ud-canary-1\n'
@@ -66,7 +67,7 @@ def test_changes_and_diff_never_show_cloud_init_or_import_credentials():
 
 def test_an_unsupported_import_url_is_refused_without_its_password():
     with pytest.raises(InvalidDeclaration) as caught:
-        volume_backend.normalize_volume({'name': 'v', 'import_from': 'ftp://me:ftp-canary-5@h/x.img', 'capacity': '1Gi'})
+        volume_spec.normalize_volume({'name': 'v', 'import_from': 'ftp://me:ftp-canary-5@h/x.img', 'capacity': '1Gi'})
     assert caught.value.field == 'import_from' and 'ftp-canary-5' not in str(caught.value) and 'ftp://me:********@h/x.img' in str(caught.value)
 
 

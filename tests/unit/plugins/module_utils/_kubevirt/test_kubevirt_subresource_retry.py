@@ -201,6 +201,7 @@ def test_pause_and_unpause_retry_a_503_too(clock, action):
 
 def test_a_hot_plug_answered_503_is_retried_and_written_once(clock):
     from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_observe
     from ansible_collections.converge.virt.tests.unit.plugins.module_utils._kubevirt import test_kubevirt_volume as tv
     from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 
@@ -215,7 +216,7 @@ def test_a_hot_plug_answered_503_is_retried_and_written_once(clock):
             return super().request(method, path, body, query, content_type, what)
     client = Flaky(pvcs=[tv.pvc('c1')], vms=[tv.vm('a')], vmis=[tv.vmi('a')])
     # check mode: the same requests (with dryRun) and no wait for the hot-plug to finish afterwards
-    ex = volume_backend.Executor(client, 'ns', volume_backend.NamespaceVolumes(client, 'ns'), [tv.spec('c1')], wait_timeout=60, dry_run=True)
+    ex = volume_backend.Executor(client, 'ns', volume_observe.NamespaceVolumes(client, 'ns'), [tv.spec('c1')], wait_timeout=60, dry_run=True)
     ex.attach([phase.Operation(phase.ATTACH_CONFIG, 'c1', 'a', 'd'), phase.Operation(phase.ATTACH_LIVE, 'c1', 'a', 'd')])
     puts = [r for r in client.requests if r[0] == 'PUT']
     assert len(puts) == 3 and all(r[1].endswith('/virtualmachines/a/addvolume') for r in puts)
@@ -226,6 +227,7 @@ def test_a_hot_plug_virt_api_carried_out_despite_its_503_is_not_sent_again(clock
     """H2's open question: the 503 came back although virt-api had added the volume (the answer was lost); a second
     addvolume of that name would be refused. The retry reads the VM first and stops."""
     from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_observe
     from ansible_collections.converge.virt.tests.unit.plugins.module_utils._kubevirt import test_kubevirt_volume as tv
     from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 
@@ -238,7 +240,7 @@ def test_a_hot_plug_virt_api_carried_out_despite_its_503_is_not_sent_again(clock
                 raise kclient.ApiUnavailable('%s failed: 503' % what, code=503)       # ... and the answer lost
             return super().request(method, path, body, query, content_type, what)
     client = LostAnswer(pvcs=[tv.pvc('c1')], vms=[tv.vm('a')], vmis=[tv.vmi('a')])
-    ex = volume_backend.Executor(client, 'ns', volume_backend.NamespaceVolumes(client, 'ns'), [tv.spec('c1')], wait_timeout=60)
+    ex = volume_backend.Executor(client, 'ns', volume_observe.NamespaceVolumes(client, 'ns'), [tv.spec('c1')], wait_timeout=60)
     ex._subresource('virtualmachines', 'a', 'addvolume', {'name': 'd'})  # pylint: disable=protected-access
     assert [r[1] for r in client.requests if r[0] == 'PUT'] == ['/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines/a/addvolume']
     assert clock.sleeps == [0.5]

@@ -7,6 +7,7 @@ import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend as vb
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_observe, volume_plan, volume_spec
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, CORE_API, KUBEVIRT_API, Conflict, KubeClient
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 
@@ -19,7 +20,7 @@ GI = 1024 ** 3
     ('1.5GiB', 3 * GI // 2, '1536Mi'), (GI, GI, '1Gi'), ('1000', 1000, '1000'), ('1GB', 10 ** 9, '1000000000'),
 ])
 def test_capacity_reads_quantities_as_kubernetes_does(value, size, quantity):
-    assert vb.capacity_of(value) == (size, quantity)
+    assert volume_spec.capacity_of(value) == (size, quantity)
 
 
 @pytest.mark.parametrize('decl, field', [
@@ -40,37 +41,37 @@ def test_capacity_reads_quantities_as_kubernetes_does(value, size, quantity):
 ])
 def test_bad_declarations_name_the_field(decl, field):
     with pytest.raises(InvalidDeclaration) as err:
-        vb.normalize_volume(decl, 'volumes[3].')
+        volume_spec.normalize_volume(decl, 'volumes[3].')
     assert err.value.field == 'volumes[3].' + field
 
 
 def test_kind_and_source_follow_the_options():
-    assert vb.normalize_volume({'name': 'a', 'capacity': '1Gi'})['kind'] == 'PersistentVolumeClaim'
-    blank = vb.normalize_volume({'name': 'a', 'capacity': '1Gi', 'data_volume': True})
+    assert volume_spec.normalize_volume({'name': 'a', 'capacity': '1Gi'})['kind'] == 'PersistentVolumeClaim'
+    blank = volume_spec.normalize_volume({'name': 'a', 'capacity': '1Gi', 'data_volume': True})
     assert blank['kind'] == 'DataVolume' and blank['source'] == {'blank': {}}
-    assert vb.normalize_volume({'name': 'a', 'import_from': 'http://h/i.qcow2'})['source'] == {'http': {'url': 'http://h/i.qcow2'}}
-    assert vb.normalize_volume({'name': 'a', 'import_from': 'docker://q/i:1'})['source'] == {'registry': {'url': 'docker://q/i:1'}}
-    assert vb.normalize_volume({'name': 'a', 'clone_from': 'other/golden'})['source'] == {'pvc': {'name': 'golden', 'namespace': 'other'}}
-    defaults = vb.normalize_volume({'name': 'b'}, defaults={'capacity': '2Gi', 'storage_class': 'fast'})
+    assert volume_spec.normalize_volume({'name': 'a', 'import_from': 'http://h/i.qcow2'})['source'] == {'http': {'url': 'http://h/i.qcow2'}}
+    assert volume_spec.normalize_volume({'name': 'a', 'import_from': 'docker://q/i:1'})['source'] == {'registry': {'url': 'docker://q/i:1'}}
+    assert volume_spec.normalize_volume({'name': 'a', 'clone_from': 'other/golden'})['source'] == {'pvc': {'name': 'golden', 'namespace': 'other'}}
+    defaults = volume_spec.normalize_volume({'name': 'b'}, defaults={'capacity': '2Gi', 'storage_class': 'fast'})
     assert defaults['capacity'] == 2 * GI and defaults['storage_class'] == 'fast'
 
 
 def test_create_needs_a_capacity_except_for_a_clone():
-    assert vb.check_create(vb.normalize_volume({'name': 'a'}))['field'] == 'capacity'
-    assert vb.check_create(vb.normalize_volume({'name': 'a', 'clone_from': 'b'})) is None
+    assert volume_spec.check_create(volume_spec.normalize_volume({'name': 'a'}))['field'] == 'capacity'
+    assert volume_spec.check_create(volume_spec.normalize_volume({'name': 'a', 'clone_from': 'b'})) is None
 
 
 def test_manifests():
-    spec = vb.normalize_volume({'name': 'a', 'capacity': '2GiB', 'storage_class': 'fast', 'access_modes': ['ReadWriteMany'],
+    spec = volume_spec.normalize_volume({'name': 'a', 'capacity': '2GiB', 'storage_class': 'fast', 'access_modes': ['ReadWriteMany'],
                                 'volume_mode': 'Block'})
-    pvc = vb.claim_manifest(spec, 'ns')
+    pvc = volume_spec.claim_manifest(spec, 'ns')
     assert pvc['spec'] == {'accessModes': ['ReadWriteMany'], 'resources': {'requests': {'storage': '2Gi'}}, 'storageClassName': 'fast',
                            'volumeMode': 'Block'}
-    assert pvc['metadata'] == {'name': 'a', 'namespace': 'ns', 'labels': vb.MANAGED_BY}
-    clone = vb.datavolume_manifest(vb.normalize_volume({'name': 'c', 'clone_from': 'golden'}), 'ns')
+    assert pvc['metadata'] == {'name': 'a', 'namespace': 'ns', 'labels': volume_spec.MANAGED_BY}
+    clone = volume_spec.datavolume_manifest(volume_spec.normalize_volume({'name': 'c', 'clone_from': 'golden'}), 'ns')
     assert clone['spec'] == {'source': {'pvc': {'name': 'golden', 'namespace': 'ns'}}, 'storage': {}}
-    assert vb.hotplug_volume('a', 'DataVolume', 'd') == {'name': 'd', 'dataVolume': {'name': 'a', 'hotpluggable': True}}
-    assert vb.hotplug_disk('d', None, True, 's1') == {'name': 'd', 'disk': {'bus': 'scsi', 'readonly': True}, 'serial': 's1'}
+    assert volume_spec.hotplug_volume('a', 'DataVolume', 'd') == {'name': 'd', 'dataVolume': {'name': 'a', 'hotpluggable': True}}
+    assert volume_spec.hotplug_disk('d', None, True, 's1') == {'name': 'd', 'disk': {'bus': 'scsi', 'readonly': True}, 'serial': 's1'}
 
 
 # ---------------------------------------------------------------- the actual world
@@ -129,7 +130,7 @@ class FakeClient:
 
 
 def world(**objects):
-    return vb.NamespaceVolumes(FakeClient(**objects), 'ns')
+    return volume_observe.NamespaceVolumes(FakeClient(**objects), 'ns')
 
 
 def test_attachments_are_read_from_the_template_and_the_running_instance():
@@ -161,7 +162,7 @@ def test_an_instance_owned_by_another_vm_or_final_is_not_live():
 
 def test_capacity_is_the_size_asked_for():
     # CDI may add file system overhead to the claim: the DataVolume holds the declared size
-    w = world(pvcs=[pvc('d', request='1100Mi'), pvc('p', request='1Gi', bound='2Gi'), pvc('g', '8Gi', annotations={vb.REQUESTED_ANNOTATION: '8Gi'})],
+    w = world(pvcs=[pvc('d', request='1100Mi'), pvc('p', request='1Gi', bound='2Gi'), pvc('g', '8Gi', annotations={volume_observe.REQUESTED_ANNOTATION: '8Gi'})],
               dvs=[dv('d', '1Gi'), dv('g', '5Gi')])
     assert w.capacity('d') == GI and w.capacity('p') == GI and w.capacity('g') == 8 * GI
     assert w.public('p')['bound_capacity'] == 2 * GI
@@ -172,18 +173,18 @@ def test_capacity_is_the_size_asked_for():
 def spec(name, **kw):
     decl = {'name': name}
     decl.update(kw)
-    return vb.normalize_volume(decl)
+    return volume_spec.normalize_volume(decl)
 
 
 def test_plan_uses_the_shared_planner_words():
     w = world(pvcs=[pvc('c1', '2Gi')], vms=[vm('a')], vmis=[vmi('a')])
-    _plan, refusals, ops = vb.plan([spec('c1', capacity='1Gi')], w)
+    _plan, refusals, ops = volume_plan.plan([spec('c1', capacity='1Gi')], w)
     assert not ops and refusals[0]['reason'].startswith('shrinking from %d to %d bytes' % (2 * GI, GI))
-    _plan, refusals, ops = vb.plan([spec('new', capacity='1Gi', attachments=[{'vm': 'a', 'dev': 'd'}])], w)
+    _plan, refusals, ops = volume_plan.plan([spec('new', capacity='1Gi', attachments=[{'vm': 'a', 'dev': 'd'}])], w)
     assert [o.kind for o in ops] == [phase.CREATE, phase.ATTACH_CONFIG, phase.ATTACH_LIVE] and not refusals
-    _plan, refusals, ops = vb.plan([spec('new', capacity='1Gi', attachments=[{'vm': 'zz', 'dev': 'd'}])], w)
+    _plan, refusals, ops = volume_plan.plan([spec('new', capacity='1Gi', attachments=[{'vm': 'zz', 'dev': 'd'}])], w)
     assert 'VirtualMachine zz does not exist in namespace ns' in refusals[0]['reason'] and not ops
-    _plan, refusals, ops = vb.plan([spec('new')], w)
+    _plan, refusals, ops = volume_plan.plan([spec('new')], w)
     assert refusals[0]['field'] == 'capacity' and not ops
 
 
@@ -191,22 +192,22 @@ def test_undeclared_bus_and_serial_are_taken_from_what_exists():
     hot = {'name': 'data', 'persistentVolumeClaim': {'claimName': 'c1', 'hotpluggable': True}}
     disks = [{'name': 'data', 'disk': {'bus': 'virtio'}, 'serial': 's9'}]
     w = world(pvcs=[pvc('c1')], vms=[vm('a', [hot], disks)], vmis=[vmi('a', [hot], disks, statuses=[{'name': 'data', 'phase': 'Ready'}])])
-    _plan, refusals, ops = vb.plan([spec('c1', attachments=[{'vm': 'a', 'dev': 'data'}])], w)
+    _plan, refusals, ops = volume_plan.plan([spec('c1', attachments=[{'vm': 'a', 'dev': 'data'}])], w)
     assert not ops and not refusals
-    _plan, refusals, ops = vb.plan([spec('c1', attachments=[{'vm': 'a', 'dev': 'data', 'bus': 'scsi'}])], w, force=True)
+    _plan, refusals, ops = volume_plan.plan([spec('c1', attachments=[{'vm': 'a', 'dev': 'data', 'bus': 'scsi'}])], w, force=True)
     assert [o.kind for o in ops] == [phase.DETACH_LIVE, phase.DETACH_CONFIG, phase.ATTACH_CONFIG, phase.ATTACH_LIVE]
 
 
 def test_delete_in_use_refused_and_boot_disks_never_unplugged_live():
     boot = {'name': 'root', 'persistentVolumeClaim': {'claimName': 'c1'}}
     w = world(pvcs=[pvc('c1')], vms=[vm('a', [boot])], vmis=[vmi('a', [boot])])
-    _plan, refusals, ops = vb.plan([spec('c1', state='absent')], w)
+    _plan, refusals, ops = volume_plan.plan([spec('c1', state='absent')], w)
     assert refusals[0]['used_by'] == ['a'] and not ops
-    _plan, refusals, ops = vb.plan([spec('c1', state='absent', attachments=[])], w, force=True)
+    _plan, refusals, ops = volume_plan.plan([spec('c1', state='absent', attachments=[])], w, force=True)
     assert not ops and any('was not hotplugged' in r['reason'] and r['vm'] == 'a' for r in refusals)
     # the VM stopped: its template is edited, then the claim deleted
     w = world(pvcs=[pvc('c1')], vms=[vm('a', [boot])])
-    _plan, refusals, ops = vb.plan([spec('c1', state='absent', attachments=[])], w)
+    _plan, refusals, ops = volume_plan.plan([spec('c1', state='absent', attachments=[])], w)
     assert [o.kind for o in ops] == [phase.DETACH_CONFIG, phase.DELETE] and not refusals
 
 
@@ -214,13 +215,13 @@ def test_config_and_live_halves_are_one_request():
     ops = [phase.Operation(phase.DETACH_LIVE, 'v', 'a', 'd'), phase.Operation(phase.DETACH_CONFIG, 'v', 'a', 'd'), phase.Operation(phase.DELETE, 'v'),
            phase.Operation(phase.CREATE, 'w'), phase.Operation(phase.ATTACH_CONFIG, 'w', 'a', 'e'), phase.Operation(phase.ATTACH_LIVE, 'w', 'a', 'e'),
            phase.Operation(phase.ATTACH_LIVE, 'x', 'b', 'f')]
-    assert [[o.kind for o in g] for g in vb.group_operations(ops)] == [
+    assert [[o.kind for o in g] for g in volume_plan.group_operations(ops)] == [
         [phase.DETACH_LIVE, phase.DETACH_CONFIG], [phase.DELETE], [phase.CREATE], [phase.ATTACH_CONFIG, phase.ATTACH_LIVE], [phase.ATTACH_LIVE]]
 
 
 def test_template_edits_are_json_patches_guarded_by_resource_version():
     client = FakeClient(pvcs=[pvc('c1')], vms=[vm('a', [{'name': 'root', 'containerDisk': {'image': 'i'}}], [{'name': 'root'}])], conflicts=1)
-    w = vb.NamespaceVolumes(client, 'ns')
+    w = volume_observe.NamespaceVolumes(client, 'ns')
     ex = vb.Executor(client, 'ns', w, [spec('c1')])
     op = phase.Operation(phase.ATTACH_CONFIG, 'c1', 'a', 'd', (('bus', None), ('readonly', False), ('serial', None)))
     assert ex.attach([op]) == {}
@@ -234,7 +235,7 @@ def test_template_edits_are_json_patches_guarded_by_resource_version():
                     {'op': 'add', 'path': '/spec/template/spec/domain/devices/disks/-', 'value': {'name': 'd', 'disk': {'bus': 'scsi'}}}]
     remove_client = FakeClient(vms=[vm('a', [{'name': 'root', 'containerDisk': {'image': 'i'}},
                                              {'name': 'd', 'persistentVolumeClaim': {'claimName': 'c1'}}], [{'name': 'root'}, {'name': 'd'}])])
-    ex = vb.Executor(remove_client, 'ns', vb.NamespaceVolumes(remove_client, 'ns'), [spec('c1')], dry_run=True)
+    ex = vb.Executor(remove_client, 'ns', volume_observe.NamespaceVolumes(remove_client, 'ns'), [spec('c1')], dry_run=True)
     ex.detach([phase.Operation(phase.DETACH_CONFIG, 'c1', 'a', 'd')])
     _method, _path, body, query, _ctype = remove_client.requests[-1]
     assert query == {'dryRun': 'All'}
@@ -243,7 +244,7 @@ def test_template_edits_are_json_patches_guarded_by_resource_version():
 
 def test_check_mode_subresources_carry_dry_run():
     client = FakeClient(pvcs=[pvc('c1')], vms=[vm('a')], vmis=[vmi('a')])
-    ex = vb.Executor(client, 'ns', vb.NamespaceVolumes(client, 'ns'), [spec('c1')], dry_run=True)
+    ex = vb.Executor(client, 'ns', volume_observe.NamespaceVolumes(client, 'ns'), [spec('c1')], dry_run=True)
     ex.attach([phase.Operation(phase.ATTACH_CONFIG, 'c1', 'a', 'd'), phase.Operation(phase.ATTACH_LIVE, 'c1', 'a', 'd')])
     method, path, body, _query, _ctype = client.requests[-1]
     assert method == 'PUT' and path.endswith('/virtualmachines/a/addvolume') and body['dryRun'] == ['All']

@@ -5,7 +5,7 @@ import pytest
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common import volume_run
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend as vb
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_observe, volume_plan, volume_spec
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CDI_API, CORE_API, KUBEVIRT_API, KubeClient
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 
@@ -19,21 +19,21 @@ from ansible_collections.converge.virt.plugins.module_utils._phase import volume
 ])
 def test_bad_datasource_declarations_name_the_field(decl, field, words):
     with pytest.raises(InvalidDeclaration) as err:
-        vb.normalize_volume(decl, 'volumes[1].')
+        volume_spec.normalize_volume(decl, 'volumes[1].')
     assert err.value.field == 'volumes[1].' + field and words in str(err.value)
 
 
 def test_the_manifest_carries_a_source_ref_and_no_source():
-    spec = vb.normalize_volume({'name': 'web-root', 'clone_from_datasource': 'os-images/fedora-40'})
+    spec = volume_spec.normalize_volume({'name': 'web-root', 'clone_from_datasource': 'os-images/fedora-40'})
     assert spec['kind'] == 'DataVolume' and spec['source'] is None
-    assert vb.check_create(spec) is None, 'a clone takes the size of its source'
-    body = vb.datavolume_manifest(spec, 'vms')
+    assert volume_spec.check_create(spec) is None, 'a clone takes the size of its source'
+    body = volume_spec.datavolume_manifest(spec, 'vms')
     assert body['spec'] == {'sourceRef': {'kind': 'DataSource', 'name': 'fedora-40', 'namespace': 'os-images'}, 'storage': {}}
-    local = vb.datavolume_manifest(vb.normalize_volume({'name': 'b', 'clone_from_datasource': 'fedora', 'capacity': '20Gi'}), 'vms')
+    local = volume_spec.datavolume_manifest(volume_spec.normalize_volume({'name': 'b', 'clone_from_datasource': 'fedora', 'capacity': '20Gi'}), 'vms')
     assert local['spec'] == {'sourceRef': {'kind': 'DataSource', 'name': 'fedora', 'namespace': 'vms'},
                              'storage': {'resources': {'requests': {'storage': '20Gi'}}}}
     # a fleet default: every item clones the same golden DataSource
-    item = vb.normalize_volume({'name': 'c'}, defaults={'clone_from_datasource': 'fedora'})
+    item = volume_spec.normalize_volume({'name': 'c'}, defaults={'clone_from_datasource': 'fedora'})
     assert item['source_ref'] == {'kind': 'DataSource', 'name': 'fedora'}
 
 
@@ -71,11 +71,11 @@ def pvc(name):
 
 def test_a_missing_datasource_is_refused_before_anything_is_created():
     client = DataSourceClient(datasources=['fedora'], pvcs=['golden'])
-    world = vb.NamespaceVolumes(client, 'ns')
-    _plan, refusals, ops = vb.plan([vb.normalize_volume({'name': 'a', 'clone_from_datasource': 'nope'})], world)
+    world = volume_observe.NamespaceVolumes(client, 'ns')
+    _plan, refusals, ops = volume_plan.plan([volume_spec.normalize_volume({'name': 'a', 'clone_from_datasource': 'nope'})], world)
     assert not ops and refusals == [{'volume': 'a', 'field': 'clone_from_datasource',
                                      'reason': 'clone_from_datasource: DataSource nope does not exist in namespace ns'}]
-    _plan, refusals, ops = vb.plan([vb.normalize_volume({'name': 'a', 'clone_from_datasource': 'fedora'})], world)
+    _plan, refusals, ops = volume_plan.plan([volume_spec.normalize_volume({'name': 'a', 'clone_from_datasource': 'fedora'})], world)
     assert not refusals and [o.kind for o in ops] == [phase.CREATE]
     assert client.asked == [('ns', 'nope'), ('ns', 'fedora')]
     assert not client.requests, 'planning writes nothing'
