@@ -546,6 +546,11 @@ def start_hosts(count, state_dir, first_address=DEFAULT_FIRST_ADDRESS, *, name_p
     state_dir = os.path.abspath(state_dir)
     hosts = _plan_hosts(count, state_dir, first_address, name_prefix=name_prefix, first_tcp_port=first_tcp_port,
                         first_migration_port=first_migration_port, ports_per_host=migration_ports_per_host)
+    # an existing state directory must be this user's and writable by nobody else (its sshd runs StrictModes no)
+    try:
+        sshd.check_private_dir(state_dir)
+    except sshd.SshdError as exc:
+        raise LabError(str(exc)) from None
     os.makedirs(state_dir, mode=0o700, exist_ok=True)
     stop_hosts(state_dir)
     unshare = which("unshare")

@@ -25,7 +25,11 @@ sshd listens on the host's loopback address only (``ListenAddress``, default por
 password, no keyboard-interactive, no PAM), no forwarding of any kind (unless ``prepare(..., forwarding=True)``:
 local TCP forwarding only, what ProxyJump needs; see :mod:`tools.virtlab.jumphost`).
 ``StrictModes no`` because the state directory may be under ``/tmp`` (mode 1777,
-which sshd's path check refuses); every file here is owner-only anyway.
+which sshd's path check refuses); every file here is owner-only anyway, and :func:`check_private_dir`
+does the check sshd then skips: the state directory, the host directories and their ``ssh`` and ``home``
+must be owned by the user running the lab and writable by nobody else, and every directory above them
+owned by that user or root and, when others may write it, sticky (as ``/tmp``), so nobody else can put
+an ``authorized_keys`` or a host key there or swap the directory (issue 33 item 6).
 ``/run/sshd`` (sshd's compiled-in privilege-separation directory) is created
 (root, 0755) when the machine has none, as Debian's service unit does.
 
@@ -49,6 +53,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -79,6 +84,43 @@ def _plain(path, what):
     return path
 
 
+def check_private_dir(path):
+    """Refuse (SshdError naming the path and the reason) a directory sshd is to trust without StrictModes: ``path`` (if it
+    exists) must be a directory (not a symbolic link) owned by this user with no write bit for group or others; every
+    directory above it must be owned by this user or root and, if group or others may write it, sticky."""
+    uid = os.getuid()
+    path = os.path.abspath(path)
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    if info is not None:
+        if not stat.S_ISDIR(info.st_mode):
+            raise SshdError(f"state directory {path!r}: not a directory (a symbolic link or a file): refused")
+        if info.st_uid != uid:
+            raise SshdError(f"state directory {path!r}: owned by uid {info.st_uid}, not by this user (uid {uid}): refused")
+        if info.st_mode & 0o022:
+            raise SshdError(f"state directory {path!r}: mode {stat.S_IMODE(info.st_mode):04o} lets group or others write it: refused")
+    parent = os.path.dirname(path)
+    while True:
+        info = os.stat(parent)
+        if info.st_uid not in (0, uid):
+            raise SshdError(f"state directory {path!r}: {parent!r} above it is owned by uid {info.st_uid}: refused")
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            raise SshdError(f"state directory {path!r}: {parent!r} above it is writable by group or others and not sticky: refused")
+        if parent == os.path.dirname(parent):
+            return
+        parent = os.path.dirname(parent)
+
+
+def _private_dirs(*paths):
+    """makedirs (0700) each of ``paths`` after checking it and what is above it (check_private_dir)."""
+    for path in paths:
+        check_private_dir(path)
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        check_private_dir(path)
+
+
 def _keygen(path, comment):
     subprocess.run([_tool("ssh-keygen"), "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", path],
                    check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -87,7 +129,7 @@ def _keygen(path, comment):
 def client_key(state_dir, public_key=None):
     """(private key path or "", public key text): the given public key file, else a pair made at <state_dir>/ssh/id_ed25519."""
     ssh_dir = os.path.join(state_dir, "ssh")
-    os.makedirs(ssh_dir, mode=0o700, exist_ok=True)
+    _private_dirs(state_dir, ssh_dir)
     private = ""
     if public_key is None:
         private = os.path.join(ssh_dir, "id_ed25519")
@@ -109,8 +151,7 @@ def prepare(root, address, port, public_key_text, home, forwarding=False, listen
     forwarding, agent, X11, tunnels or stream-local forwarding. ``listen``: more addresses to listen on (beside ``address``).
     """
     ssh_dir = os.path.join(root, "ssh")
-    os.makedirs(ssh_dir, mode=0o700, exist_ok=True)
-    os.makedirs(home, mode=0o700, exist_ok=True)
+    _private_dirs(root, ssh_dir, home)
     host_key = os.path.join(ssh_dir, "ssh_host_ed25519_key")
     _keygen(host_key, os.path.basename(root))
     authorized = os.path.join(ssh_dir, "authorized_keys")

@@ -1,0 +1,61 @@
+# -*- coding: utf-8 -*-
+# Copyright: converge.virt contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The registry: the one map backend name -> provider, and a module run with it (the layer above the backends).
+
+A module builds its argument spec with :func:`argument_spec` and hands over with :func:`run`::
+
+    from ansible_collections.converge.virt.plugins.module_utils import _providers
+    from ansible_collections.converge.virt.plugins.module_utils._common.migration_run import run_host
+    from ansible_collections.converge.virt.plugins.module_utils._providers import migration
+
+    def main():
+        _providers.run('host', ConvergeModule(argument_spec=_providers.argument_spec(...)), migration.LOADERS, run_host)
+
+Each provider (``_<backend>/provider.py``, see _common/provider.py) declares its options; the runner is written once
+(``_common/*_run.py``); the backend's resource module is imported only once the task selected it, by the function of
+``<resource>.LOADERS`` in this package that names it (AnsiballZ packs what an import statement names, one file at a
+time: a loader per resource keeps each module's payload to its own resource's code, and a libvirt task never compiles
+the KubeVirt backend).
+
+Adding a backend: its folder with a ``provider.py`` (``PROVIDER``) and its resource modules, one line in :data:`PROVIDERS`,
+one line per ``LOADERS`` of this package, and its options in the converge.virt.backend documentation fragment.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.converge.virt.plugins.module_utils._common import registry
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.provider import PROVIDER as KUBEVIRT
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.provider import PROVIDER as LIBVIRT
+
+# backend name -> provider, in the order refusals are checked (and the backend option's choices are listed)
+PROVIDERS = {
+    'libvirt': LIBVIRT,
+    'kubevirt': KUBEVIRT,
+}
+DEFAULT_BACKEND = 'libvirt'
+
+
+def argument_spec(**own):
+    """``backend``, every registered backend's connection options, then the module's own options."""
+    return registry.argument_spec(PROVIDERS, DEFAULT_BACKEND, **own)
+
+
+def refused_option(resource, params):
+    """See :func:`_common.registry.refused_option`."""
+    return registry.refused_option(PROVIDERS, resource, params)
+
+
+def refuse_other_backend(resource, params):
+    """See :func:`_common.registry.refuse_other_backend`."""
+    registry.refuse_other_backend(PROVIDERS, resource, params)
+
+
+def vm_definitions():
+    """backend name -> its :class:`~._common.provider.VmDefinition`."""
+    return dict((name, provider.vm_definition) for name, provider in PROVIDERS.items())
+
+
+def run(resource, module, loaders, runner, check=None):
+    """See :func:`_common.registry.run`."""
+    return registry.run(PROVIDERS, resource, module, loaders, runner, check=check)
