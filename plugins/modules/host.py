@@ -96,16 +96,17 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common import registry
-from ansible_collections.converge.virt.plugins.module_utils._common.runners import migration_runs
+from ansible_collections.converge.virt.plugins.module_utils import _providers
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
+from ansible_collections.converge.virt.plugins.module_utils._common.migration_run import run_host
+from ansible_collections.converge.virt.plugins.module_utils._providers.migration import LOADERS
 
 
 def main():
     """Entry point."""
-    spec = registry.argument_spec(state=dict(type='str', choices=['drained', 'active', 'present'], default='present'), reason=dict(type='str'),
-                                  node=dict(type='str'), taint=dict(type='bool', default=True))
-    registry.run('host', ConvergeModule(argument_spec=spec, supports_check_mode=True), migration_runs.load, 'run_host')
+    spec = _providers.argument_spec(state=dict(type='str', choices=['drained', 'active', 'present'], default='present'), reason=dict(type='str'),
+                                    node=dict(type='str'), taint=dict(type='bool', default=True))
+    _providers.run('host', ConvergeModule(argument_spec=spec, supports_check_mode=True), LOADERS, run_host)
 
 
 if __name__ == '__main__':

@@ -328,29 +328,35 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common import registry
-from ansible_collections.converge.virt.plugins.module_utils._common.runners import migration_runs
+from ansible_collections.converge.virt.plugins.module_utils import _providers
+from ansible_collections.converge.virt.plugins.module_utils._common import migration_run
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.migration_run import (  # noqa: F401  # pylint: disable=unused-import
-    DEFAULT_PARALLEL, argument_spec, check_list_form, parallel)
+    DEFAULT_PARALLEL, check_list_form, parallel)
+from ansible_collections.converge.virt.plugins.module_utils._providers.migration import LOADERS
+
+
+def argument_spec():
+    """The module's argument spec."""
+    return migration_run.argument_spec(_providers.argument_spec())
 
 
 def options_from(params):
     """Validated libvirt :class:`MigrationOptions`."""
-    return migration_runs.load('libvirt').options_from(params)
+    return LOADERS['libvirt']().options_from(params)
 
 
 def kubevirt_options_from(params):
     """Validated :class:`KubevirtMigrationOptions`; libvirt-only options are refused by name."""
-    registry.refuse_other_backend('migration', dict(params, backend='kubevirt'))
-    return migration_runs.load('kubevirt').options_from(params)
+    _providers.refuse_other_backend('migration', dict(params, backend='kubevirt'))
+    return LOADERS['kubevirt']().options_from(params)
 
 
 def main():
     """Entry point."""
     module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True,
                             mutually_exclusive=[('name', 'names'), ('target_uri', 'target_uris')], required_one_of=[('name', 'names')])
-    registry.run('migration', module, migration_runs.load, 'run_migration')
+    _providers.run('migration', module, LOADERS, migration_run.run_migration)
 
 
 if __name__ == '__main__':

@@ -88,15 +88,16 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common import registry
-from ansible_collections.converge.virt.plugins.module_utils._common.runners import migration_runs
+from ansible_collections.converge.virt.plugins.module_utils import _providers
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
+from ansible_collections.converge.virt.plugins.module_utils._common.migration_run import run_migration_info
+from ansible_collections.converge.virt.plugins.module_utils._providers.migration import LOADERS
 
 
 def main():
     """Entry point."""
-    spec = registry.argument_spec(uris=dict(type='list', elements='str'), name=dict(type='list', elements='str'))
-    registry.run('migration_info', ConvergeModule(argument_spec=spec, supports_check_mode=True), migration_runs.load, 'run_migration_info')
+    spec = _providers.argument_spec(uris=dict(type='list', elements='str'), name=dict(type='list', elements='str'))
+    _providers.run('migration_info', ConvergeModule(argument_spec=spec, supports_check_mode=True), LOADERS, run_migration_info)
 
 
 if __name__ == '__main__':

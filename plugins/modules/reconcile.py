@@ -145,28 +145,33 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common import registry
-from ansible_collections.converge.virt.plugins.module_utils._common.runners import reconcile_runs
+from ansible_collections.converge.virt.plugins.module_utils import _providers
+from ansible_collections.converge.virt.plugins.module_utils._common import reconcile_run
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.reconcile_run import check
-# examine, _apply and refused_option are imported from this module by tests
 from ansible_collections.converge.virt.plugins.module_utils._common.reconcile_run import (  # pylint: disable=unused-import
-    apply as _apply, examine, refused_option)
+    apply as _apply, examine)
+from ansible_collections.converge.virt.plugins.module_utils._providers.reconcile import LOADERS
+
+
+def refused_option(params):
+    """(field, reason) of the first option refused (see _common/reconcile_run.refused_option), or None."""
+    return reconcile_run.refused_option(params, _providers.PROVIDERS, _providers.DEFAULT_BACKEND)
 
 
 def kubevirt_reading(obs):
     """The VM as examine() reads it, from a KubeVirt observation (see _kubevirt.reconcile_runs)."""
-    return reconcile_runs.load('kubevirt').kubevirt_reading(obs)
+    return LOADERS['kubevirt']().kubevirt_reading(obs)
 
 
 def main():
     """Entry point."""
-    shared = registry.argument_spec()  # backend, then the connection options after the module's own (the order errors are reported in)
+    shared = _providers.argument_spec()  # backend, then the connection options after the module's own (the order errors are reported in)
     spec = dict(backend=shared.pop('backend'), fix=dict(type='bool', default=False), name=dict(type='list', elements='str'),
                 restart_stopped_guests=dict(type='bool', default=False), accept_running_guests=dict(type='bool', default=False),
                 shutdown_timeout=dict(type='int', default=60))
     spec.update(shared)
-    registry.run('reconcile', ConvergeModule(argument_spec=spec, supports_check_mode=True), reconcile_runs.load, 'run_reconcile', check=check)
+    _providers.run('reconcile', ConvergeModule(argument_spec=spec, supports_check_mode=True), LOADERS, reconcile_run.run_reconcile, check=check)
 
 
 if __name__ == '__main__':

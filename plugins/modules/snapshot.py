@@ -271,39 +271,45 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common import registry
-from ansible_collections.converge.virt.plugins.module_utils._common.runners import snapshot_runs
+from ansible_collections.converge.virt.plugins.module_utils import _providers
+from ansible_collections.converge.virt.plugins.module_utils._common import snapshot_run
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.snapshot_run import (  # noqa: F401  # pylint: disable=unused-import
-    add_older_than, argument_spec, check, check_fleet, check_name, parse_older_than, predicted_names, run_fleet, safety_name)
+    add_older_than, check, check_fleet, check_name, parse_older_than, predicted_names, run_fleet, safety_name)
+from ansible_collections.converge.virt.plugins.module_utils._providers.snapshot import LOADERS
+
+
+def argument_spec():
+    """The module's argument spec."""
+    return snapshot_run.argument_spec(_providers.argument_spec())
 
 
 def refuse_other_backend(params):
     """Raise :class:`InvalidDeclaration` naming the first option of the other backend that is set (or a bad wait_timeout)."""
-    registry.refuse_other_backend('snapshot', params)
+    _providers.refuse_other_backend('snapshot', params)
     check(dict(params, vms=None))
 
 
 def run(connection, params, check_mode):
     """One VM with backend libvirt (result dict)."""
-    return snapshot_runs.load('libvirt').converge(connection, params, check_mode)
+    return LOADERS['libvirt']().converge(connection, params, check_mode)
 
 
 def run_kubevirt(client, params, check_mode, now=None):
     """One VM with backend kubevirt (result dict)."""
-    return snapshot_runs.load('kubevirt').converge(client, params, check_mode, now=now)
+    return LOADERS['kubevirt']().converge(client, params, check_mode, now=now)
 
 
 def check_kubernetes_name(field, value):
     """A Kubernetes name (a DNS subdomain)."""
-    snapshot_runs.load('kubevirt').check_kubernetes_name(field, value)
+    LOADERS['kubevirt']().check_kubernetes_name(field, value)
 
 
 def main():
     """Entry point."""
     module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('vm', 'vms')],
                             required_one_of=[('vm', 'vms')])
-    registry.run('snapshot', module, snapshot_runs.load, 'run_snapshot', check=check)
+    _providers.run('snapshot', module, LOADERS, snapshot_run.run_snapshot, check=check)
 
 
 if __name__ == '__main__':

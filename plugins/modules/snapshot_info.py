@@ -73,24 +73,25 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common import registry
-from ansible_collections.converge.virt.plugins.module_utils._common.runners import snapshot_runs
+from ansible_collections.converge.virt.plugins.module_utils import _providers
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
+from ansible_collections.converge.virt.plugins.module_utils._common.snapshot_run import run_snapshot_info
+from ansible_collections.converge.virt.plugins.module_utils._providers.snapshot import LOADERS
 
 
 def argument_spec():
     """The module's argument spec."""
-    return registry.argument_spec(vm=dict(type='str'), name=dict(type='list', elements='str'))
+    return _providers.argument_spec(vm=dict(type='str'), name=dict(type='list', elements='str'))
 
 
 def refuse_other_backend(params):
     """Raise :class:`InvalidDeclaration` naming the first option of the other backend that is set (and vm on libvirt)."""
-    registry.refuse_other_backend('snapshot_info', params)
+    _providers.refuse_other_backend('snapshot_info', params)
 
 
 def main():
     """Entry point."""
-    registry.run('snapshot_info', ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True), snapshot_runs.load, 'run_snapshot_info')
+    _providers.run('snapshot_info', ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True), LOADERS, run_snapshot_info)
 
 
 if __name__ == '__main__':

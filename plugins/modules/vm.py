@@ -558,25 +558,41 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common import registry
-from ansible_collections.converge.virt.plugins.module_utils._common.runners import vm_converge
-# argument_spec and fleet_items are imported from this module by tests (and the fuzz and journal checks)
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_run import argument_spec, fleet_items, new_module  # pylint: disable=unused-import
+from ansible_collections.converge.virt.plugins.module_utils import _providers
+from ansible_collections.converge.virt.plugins.module_utils._common import vm_run
+from ansible_collections.converge.virt.plugins.module_utils._providers.vm import LOADERS
+
+
+def argument_spec():
+    """The module's argument spec."""
+    return vm_run.argument_spec(_providers.argument_spec(), _providers.vm_definitions())
+
+
+def new_module():
+    """The module's AnsibleModule (state defaulted for a single VM)."""
+    return vm_run.new_module(argument_spec())
+
+
+def fleet_items(module, make):
+    """The validated items of ``vms`` (see _common/vm_run.fleet_items)."""
+    return vm_run.fleet_items(module, make, _providers.vm_definitions())
 
 
 def declaration(params):
     """One libvirt declaration, validated: (VmDeclaration, spec, name) (see _libvirt.vm_converge)."""
-    return vm_converge.load('libvirt').declaration(params)
+    vm_run.refuse_other_definition(params, 'libvirt', _providers.vm_definitions())
+    return LOADERS['libvirt']().declaration(params, params)
 
 
 def kubevirt_declaration(params, namespace):
     """One KubeVirt declaration, validated: (VmDeclaration, declared manifest, name) (see _kubevirt.vm_converge)."""
-    return vm_converge.load('kubevirt').kubevirt_declaration(params, namespace)
+    vm_run.refuse_other_definition(params, 'kubevirt', _providers.vm_definitions())
+    return LOADERS['kubevirt']().kubevirt_declaration(params, namespace)
 
 
 def main():
     """Entry point."""
-    registry.run('vm', new_module(), vm_converge.load, 'run_vm')
+    _providers.run('vm', new_module(), LOADERS, lambda module, provider, backend: vm_run.run_vm(module, provider, backend, _providers.vm_definitions()))
 
 
 if __name__ == '__main__':

@@ -105,17 +105,17 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common import registry
-from ansible_collections.converge.virt.plugins.module_utils._common.runners import vm_runs
+from ansible_collections.converge.virt.plugins.module_utils import _providers
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_filters import check_filters
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_filters import check_filters, run_vm_info
+from ansible_collections.converge.virt.plugins.module_utils._providers.vm_info import LOADERS
 
 
 def main():
     """Entry point."""
-    spec = registry.argument_spec(name=dict(type='list', elements='str'), status=dict(type='list', elements='str'),
-                                  vm_state=dict(type='list', elements='str'))
-    registry.run('vm_info', ConvergeModule(argument_spec=spec, supports_check_mode=True), vm_runs.load, 'run_vm_info', check=check_filters)
+    spec = _providers.argument_spec(name=dict(type='list', elements='str'),
+                                    status=dict(type='list', elements='str'), vm_state=dict(type='list', elements='str'))
+    _providers.run('vm_info', ConvergeModule(argument_spec=spec, supports_check_mode=True), LOADERS, run_vm_info, check=check_filters)
 
 
 if __name__ == '__main__':

@@ -457,27 +457,32 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common import registry
-from ansible_collections.converge.virt.plugins.module_utils._common.runners import volume_runs
+from ansible_collections.converge.virt.plugins.module_utils import _providers
+from ansible_collections.converge.virt.plugins.module_utils._common import volume_run
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
-from ansible_collections.converge.virt.plugins.module_utils._common.volume_run import argument_spec
+from ansible_collections.converge.virt.plugins.module_utils._providers.volume import LOADERS
+
+
+def argument_spec():
+    """The module's argument spec."""
+    return volume_run.argument_spec(_providers.argument_spec(), _providers.PROVIDERS)
 
 
 def declarations(params):
     """The normalized libvirt specs of ``params`` (validated before anything is touched)."""
-    return volume_runs.load('libvirt').declarations(params)
+    return LOADERS['libvirt']().declarations(params)
 
 
 def kubevirt_declarations(params):
     """The normalized KubeVirt specs of ``params`` (validated before anything is touched)."""
-    return volume_runs.load('kubevirt').declarations(params)
+    return LOADERS['kubevirt']().declarations(params)
 
 
 def main():
     """Entry point."""
     module = ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'volumes')],
                             required_one_of=[('name', 'volumes')])
-    registry.run('volume', module, volume_runs.load, 'run_volume')
+    _providers.run('volume', module, LOADERS, volume_run.run_volume)
 
 
 if __name__ == '__main__':

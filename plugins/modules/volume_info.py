@@ -106,19 +106,20 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
-from ansible_collections.converge.virt.plugins.module_utils._common import registry
-from ansible_collections.converge.virt.plugins.module_utils._common.runners import volume_runs
+from ansible_collections.converge.virt.plugins.module_utils import _providers
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
+from ansible_collections.converge.virt.plugins.module_utils._common.volume_run import run_volume_info
+from ansible_collections.converge.virt.plugins.module_utils._providers.volume import LOADERS
 
 
 def argument_spec():
     """The module's argument spec."""
-    return registry.argument_spec(pool=dict(type='str'), name=dict(type='list', elements='str'))
+    return _providers.argument_spec(pool=dict(type='str'), name=dict(type='list', elements='str'))
 
 
 def main():
     """Entry point."""
-    registry.run('volume_info', ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True), volume_runs.load, 'run_volume_info')
+    _providers.run('volume_info', ConvergeModule(argument_spec=argument_spec(), supports_check_mode=True), LOADERS, run_volume_info)
 
 
 if __name__ == '__main__':

@@ -3,8 +3,10 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the reconcile module does the same on every backend: the options it refuses, examine(), the two-read check, fixes, the report.
 
-The backends' runners (``_libvirt/reconcile_runs.py``, ``_kubevirt/reconcile_runs.py``) read the VMs and run one fix
-with their own vm backend; everything here is backend-neutral (it imports neither backend).
+:func:`run_reconcile` is the module's one runner; the backends' modules (``_libvirt/reconcile_runs.py``,
+``_kubevirt/reconcile_runs.py``) give ``readings(connection, params)`` (the VMs as :func:`examine` reads them) and
+``fix(connection, entry, params)`` (one fix, through their own vm backend and :func:`apply`); everything here is
+backend-neutral (it imports no backend).
 """
 
 from __future__ import annotations
@@ -41,10 +43,13 @@ def check(params):
     tasks.check_timeout('shutdown_timeout', params['shutdown_timeout'])
 
 
-def refused_option(params):
-    """(field, reason) of the first option refused: one of the other backend, or a namespace that is not a DNS label; None when all is well (pure)."""
-    params = dict(params, backend=params.get('backend') or 'libvirt')
-    refused = registry.refused_option('reconcile', params)
+def refused_option(params, providers, default='libvirt'):
+    """(field, reason) of the first option refused: one of another backend, or a namespace that is not a DNS label; None when all is well (pure).
+
+    ``providers``: the registry's map name -> provider; ``default``: the backend when ``params`` names none.
+    """
+    params = dict(params, backend=params.get('backend') or default)
+    refused = registry.refused_option(providers, 'reconcile', params)
     if refused:
         return refused[0], refused[1][len(refused[0]) + 2:]
     why = _bad_namespace(params)
@@ -175,3 +180,14 @@ def finish(module, vms, found, changed, redact):
     if failed:
         module.fail_json(msg='could not fix %s' % ', '.join(failed), **result)
     module.exit_json(**result)
+
+
+def run_reconcile(module, provider, backend):
+    """reconcile, on every backend: read the VMs (one bulk read), examine each, fix (``fix: true``) and report."""
+    params = module.params
+    with provider.session(module) as session, session.connect() as connection:
+        vms = backend.readings(connection, params)
+        now = time.time()
+        found = [entry for entry in (examine(vm, now, params) for vm in vms) if entry]
+        changed = run_fixes(module, found, lambda entry: backend.fix(connection, entry, params))
+    finish(module, vms, found, changed, session.redact)

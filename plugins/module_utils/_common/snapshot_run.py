@@ -3,9 +3,11 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the snapshot module does the same on every backend: its options, the pure checks and plans, the fleet form.
 
-The backends' runners (``_libvirt/snapshot_runs.py``, ``_kubevirt/snapshot_runs.py``) observe, plan with
-``_phase.snapshots`` and execute; they hand one VM's runner to :func:`run_module`, which runs it for ``vm``
-or for each VM of ``vms`` and exits. Imports nothing of either backend.
+The runners of snapshot and snapshot_info are here, written once (:func:`run_snapshot`, :func:`run_snapshot_info`).
+The backends' modules (``_libvirt/snapshot_runs.py``, ``_kubevirt/snapshot_runs.py``) give ``converge(connection,
+params, check_mode)`` (one VM: observe, plan with ``_phase.snapshots``, execute; the result dict), which
+:func:`run_module` runs for ``vm`` or for each VM of ``vms``, and ``info(connection, params)`` (snapshot_info's
+result). Imports no backend.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import datetime
 import re
 import time
 
-from ansible_collections.converge.virt.plugins.module_utils._common import registry
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.fleet import fleet_failure
 from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as phase
@@ -24,9 +25,9 @@ DURATION = re.compile(r'^\s*(\d+)\s*([smhdw]?)\s*$')
 UNIT_SECONDS = {'': 1, 's': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}
 
 
-def argument_spec():
-    """The snapshot module's argument spec."""
-    return registry.argument_spec(
+def argument_spec(shared):
+    """The snapshot module's argument spec: ``shared`` (the registry's: backend and connections), then its own."""
+    return dict(shared, **dict(
         vm=dict(type='str'),
         vms=dict(type='list', elements='str'),
         parallel=dict(type='int', default=8),
@@ -42,7 +43,7 @@ def argument_spec():
         deletion_policy=dict(type='str', choices=['delete', 'retain']),
         target_vm=dict(type='str'),
         failure_deadline=dict(type='str'),
-    )
+    ))
 
 
 def check_wait_timeout(params):
@@ -168,4 +169,18 @@ def run_module(module, session, runner):
         result = runner(connection, module.params, module.check_mode)
     if not module._diff:  # pylint: disable=protected-access
         result.pop('diff')
+    module.exit_json(**session.redact_result(result))
+
+
+def run_snapshot(module, provider, backend):
+    """snapshot, on every backend: ``backend.converge`` for ``vm`` or for each VM of ``vms``."""
+    with provider.session(module) as session:
+        run_module(module, session, backend.converge)
+
+
+def run_snapshot_info(module, provider, backend):
+    """snapshot_info, on every backend: the snapshots ``backend.info`` reports."""
+    with provider.session(module) as session:
+        with session.connect() as connection:
+            result = backend.info(connection, module.params)
     module.exit_json(**session.redact_result(result))

@@ -5,12 +5,6 @@
 
 from __future__ import annotations
 
-LIBVIRT_CONNECTION_ARGS = dict(
-    uri=dict(type='str', fallback=(lambda: None, [])),
-    username=dict(type='str'),
-    password=dict(type='str', no_log=True),
-)
-
 WAIT_ARGS = dict(
     wait=dict(type='bool', default=True),
     wait_timeout=dict(type='int', default=300),
@@ -85,24 +79,6 @@ def spec_of(params):
     return spec
 
 
-KUBEVIRT_CONNECTION_KEYS = ('kubeconfig', 'context', 'host', 'api_key', 'ca_cert', 'validate_certs')
-LIBVIRT_CONNECTION_KEYS = ('uri', 'username', 'password')
 # top-level definition options of the vm module that only the libvirt backend takes (the KubeVirt backend refuses them)
 LIBVIRT_DEFINITION_KEYS = ('xml', 'uuid', 'title', 'description', 'machine', 'arch', 'domain_type', 'firmware', 'boot', 'serial', 'graphics',
                            'on_poweroff', 'on_reboot', 'on_crash', 'autostart', 'guest_agent')
-
-
-def other_connection_option(params, backend):
-    """``(field, message)`` for the first connection option of the other backend that is set, or None.
-
-    Nothing is silently ignored: a kubeconfig given to a libvirt task (or a URI
-    to a kubevirt one) is a mistake the user hears about, naming the field.
-    """
-    other = KUBEVIRT_CONNECTION_KEYS if backend == 'libvirt' else LIBVIRT_CONNECTION_KEYS
-    for key in other:
-        if params.get(key) is not None:
-            return key, '%s: is a %s connection option and is not used with backend %s' % (
-                key, 'kubevirt' if backend == 'libvirt' else 'libvirt', backend)
-    if backend == 'libvirt' and params.get('namespace') not in (None, 'default'):
-        return 'namespace', 'namespace: is a kubevirt option and is not used with backend libvirt'
-    return None

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The vm_info filters (status, vm_state), the same for every backend."""
+"""The vm_info module on every backend: its filters (status, vm_state) and its one runner."""
 
 from __future__ import annotations
 
@@ -26,3 +26,10 @@ def exit_with_vms(module, vms):
         if module.params[field]:
             vms = [vm for vm in vms if vm.get(field) in module.params[field]]
     module.exit_json(changed=False, vms=sorted(vms, key=lambda vm: vm['name']))
+
+
+def run_vm_info(module, provider, backend):
+    """vm_info: the backend's VMs (``backend.vms(connection, params)``: public views), filtered and sorted by name."""
+    with provider.session(module) as session, session.connect() as connection:
+        vms = backend.vms(connection, module.params)
+    exit_with_vms(module, vms)

@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the vm module does the same on every backend: its argument spec, the ``vms`` items, execution options and readiness.
 
-The backends' runners (``_libvirt/vm_converge.py``, ``_kubevirt/vm_converge.py``) parse their own declarations and
-converge with their own backend; everything here is backend-neutral (it imports neither backend).
+:func:`run_vm` is the vm module's one runner; each backend's vm module (``_libvirt/vm_converge.py``,
+``_kubevirt/vm_converge.py``) parses its own declarations and builds its own VM (a ``_common.driver.VmBackend``);
+everything here is backend-neutral (it imports no backend).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import re
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.converge.virt.plugins.module_utils._common import readiness, registry
-from ansible_collections.converge.virt.plugins.module_utils._common.driver import VmOptions, finish_fleet
+from ansible_collections.converge.virt.plugins.module_utils._common import readiness
+from ansible_collections.converge.virt.plugins.module_utils._common.driver import VmOptions, finish_fleet, run_fleet
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration, WaitTimeout
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import SECRET_SPEC_KEYS, declared_secrets, secret_forms
@@ -22,73 +23,61 @@ from ansible_collections.converge.virt.plugins.module_utils._common.vm_args impo
     BEHAVIOUR_ARGS, DEFINITION_ARGS, LIBVIRT_DEFINITION_KEYS, STATE_CHOICES, WAIT_ARGS)
 from ansible_collections.converge.virt.plugins.module_utils._phase import readiness as readiness_phase, tasks
 
-# ------------------------------------------------------------------ the vm module's definition options per backend
-
-KUBEVIRT_DEFINITION_ARGS = dict(
-    spec=dict(type='dict'),
-    instancetype=dict(type='str'),
-    preference=dict(type='str'),
-    data_volume_templates=dict(type='list', elements='dict'),
-    labels=dict(type='dict'),
-)
-KUBEVIRT_DISK_KEYS = ('name', 'image', 'claim', 'data_volume')
-
-# backend -> the definition options only it takes (top level, in each disk, in each interface) and how another backend refuses them
-DEFINITION_OWNERS = {
-    'libvirt': (LIBVIRT_DEFINITION_KEYS, (), (), 'is a libvirt option and is not supported with backend {backend}'),
-    'kubevirt': (tuple(KUBEVIRT_DEFINITION_ARGS), KUBEVIRT_DISK_KEYS, ('name',), 'is a kubevirt option; set backend: kubevirt'),
-}
-
 DEFAULT_STATE = 'present'
 # definition options that belong to one VM only: refused at the top level with vms (they cannot be every VM's default)
 PER_VM_ONLY = ('uuid', 'data_volume_templates')
 
 
-def definition_args():
-    """The definition options of both backends (disks and interfaces with the kubevirt suboptions)."""
+def definition_args(definitions):
+    """The definition options of every backend: the shared table, then each backend's own (top level, per disk, per interface).
+
+    ``definitions``: backend name -> :class:`~._common.provider.VmDefinition` (``_providers.vm_definitions()``).
+    """
     args = dict(DEFINITION_ARGS)
     disk_options = dict(DEFINITION_ARGS['disks']['options'])
-    disk_options.update(name=dict(type='str'), image=dict(type='str'), claim=dict(type='str'), data_volume=dict(type='str'))
-    args['disks'] = dict(DEFINITION_ARGS['disks'], options=disk_options)
     iface_options = dict(DEFINITION_ARGS['interfaces']['options'])
-    iface_options.update(name=dict(type='str'))
+    for definition in definitions.values():
+        disk_options.update(definition.disk_args)
+        iface_options.update(definition.iface_args)
+    args['disks'] = dict(DEFINITION_ARGS['disks'], options=disk_options)
     args['interfaces'] = dict(DEFINITION_ARGS['interfaces'], options=iface_options)
-    args.update(KUBEVIRT_DEFINITION_ARGS)
+    for definition in definitions.values():
+        args.update(definition.args)
     return args
 
 
-def fleet_item_options():
+def fleet_item_options(definitions):
     """The argument spec of one item of ``vms`` (state has no default: an item without one takes the top-level state, else present)."""
     options = dict(name=dict(type='str', required=True), state=dict(type='str', choices=STATE_CHOICES))
-    options.update(definition_args())
+    options.update(definition_args(definitions))
     return options
 
 
-def refuse_other_definition(params, backend, prefix=''):
+def refuse_other_definition(params, backend, definitions, prefix=''):
     """Definition options of another backend are an error naming them (nothing is silently ignored)."""
-    for owner, (top, disk_keys, iface_keys, refusal) in DEFINITION_OWNERS.items():
+    for owner, definition in definitions.items():
         if owner == backend:
             continue
-        reason = refusal.format(backend=backend)
-        for key in top:
+        reason = definition.refusal.format(backend=backend)
+        for key in definition.top:
             if params.get(key) is not None:
                 raise InvalidDeclaration(prefix + key, reason)
-        for list_key, keys in (('disks', disk_keys), ('interfaces', iface_keys)):
+        for list_key, keys in (('disks', definition.disk_keys), ('interfaces', definition.iface_keys)):
             for index, item in enumerate(params.get(list_key) or []):
                 for key in keys:
                     if item.get(key) is not None:
                         raise InvalidDeclaration('%s%s[%d].%s' % (prefix, list_key, index, key), reason)
 
 
-def fleet_defaults(params, count):
+def fleet_defaults(params, count, definitions):
     """The top-level state and definition options given with ``vms``: the defaults of every item (an item's own value wins).
 
     Options that belong to one VM only are refused, naming the field: uuid, data_volume_templates, an interface's
     mac, and a writable disk that two or more items would share.
     """
-    refuse_other_definition(params, params['backend'])
+    refuse_other_definition(params, params['backend'], definitions)
     defaults = {}
-    for key in ('state',) + tuple(definition_args()):
+    for key in ('state',) + tuple(definition_args(definitions)):
         if key == 'xml' or params.get(key) is None:
             continue
         if key in PER_VM_ONLY:
@@ -177,9 +166,12 @@ class VmModule(ConvergeModule):
         super().fail_json(msg, **kwargs)
 
 
-def argument_spec():
-    """The vm module's argument spec (in this order: AnsibleModule reports the first invalid option of it)."""
-    shared = registry.argument_spec()
+def argument_spec(shared, definitions):
+    """The vm module's argument spec (in this order: AnsibleModule reports the first invalid option of it).
+
+    ``shared``: the registry's argument spec (backend and every backend's connection options); ``definitions``: see :func:`definition_args`.
+    """
+    shared = dict(shared)
     spec = dict(
         backend=shared.pop('backend'),
         delete_volumes=dict(type='bool', default=False),
@@ -192,14 +184,14 @@ def argument_spec():
     )
     spec.update(shared)  # the connection options of every backend
     spec.update(WAIT_ARGS)
-    spec.update(definition_args())
+    spec.update(definition_args(definitions))
     spec.update(BEHAVIOUR_ARGS)
     return spec
 
 
-def new_module():
-    """The vm module's AnsibleModule, with ``state`` defaulted for a single VM (an item of ``vms`` takes the top-level state)."""
-    module = VmModule(argument_spec=argument_spec(), supports_check_mode=True, mutually_exclusive=[('name', 'vms'), ('xml', 'vms')],
+def new_module(spec):
+    """The vm module's AnsibleModule (``spec``: :func:`argument_spec`), with ``state`` defaulted for a single VM (an item of ``vms`` takes the top-level state)."""
+    module = VmModule(argument_spec=spec, supports_check_mode=True, mutually_exclusive=[('name', 'vms'), ('xml', 'vms')],
                       required_one_of=[('name', 'vms', 'xml')])
     if not module.params['vms']:
         module.params['state'] = module.params['state'] or DEFAULT_STATE
@@ -214,11 +206,11 @@ def options_from(params):
                      force_stop=params['force_stop'], lock_timeout=params['lock_timeout'], if_moved=params.get('if_moved') or 'fail')
 
 
-def fleet_items(module, make):
-    """Validate every item of ``vms`` with ``make(params)``; return the declarations (nothing touched yet)."""
+def fleet_items(module, make, definitions):
+    """Validate every item of ``vms`` (another backend's definition options refused, then ``make(params)``); return the declarations (nothing touched yet)."""
     items = []
-    validator = ArgumentSpecValidator(fleet_item_options())
-    defaults = fleet_defaults(module.params, len(module.params['vms']))
+    validator = ArgumentSpecValidator(fleet_item_options(definitions))
+    defaults = fleet_defaults(module.params, len(module.params['vms']), definitions)
     for index, item in enumerate(module.params['vms']):
         checked = validator.validate(item)
         # an item's no_log values (cloud_init.user_data) are hidden like the top-level ones
@@ -238,6 +230,7 @@ def fleet_items(module, make):
         params['state'] = params['state'] or DEFAULT_STATE
         params['restart_on_change'] = module.params['restart_on_change']
         try:
+            refuse_other_definition(params, module.params['backend'], definitions)
             items.append(make(params))
         except InvalidDeclaration as exc:
             if re.split(r'[.\[]', exc.field, maxsplit=1)[0] in inherited:
@@ -305,3 +298,34 @@ def fleet_readiness(module, probe_of, wanted, items, results):
     with ThreadPoolExecutor(max_workers=min(module.params['parallel'], max(1, len(waiting)))) as pool:
         list(pool.map(one, waiting))
     return results
+
+
+def run_vm(module, provider, backend, definitions):
+    """The vm module, on every backend: one VM (``name`` or ``xml``) or the items of ``vms``, converged through the backend's VM.
+
+    ``provider``: the selected :class:`~._common.provider.Provider`; ``backend``: its vm module (``_<backend>/vm_converge.py``:
+    ``options``, ``declaration``, ``agent``, ``NO_PORT``, ``vm``, ``fleet_snapshot``, ``probe``); ``definitions``: see
+    :func:`definition_args`. Everything is validated before the backend is reached; every error leaves through the session.
+    """
+    params = module.params
+    with provider.session(module) as session:
+        options = backend.options(params)
+        refuse_other_definition(params, provider.name, definitions)
+        if params['vms']:
+            single, items = None, fleet_items(module, lambda item: backend.declaration(item, params), definitions)
+        else:
+            single, items = backend.declaration(params, params), None
+        wanted = None if module.check_mode else readiness_wanted(params, backend.agent(params), no_port=backend.NO_PORT)
+        with session.connect() as connection:
+            def probe_of(name):
+                return backend.probe(connection, params, name)
+
+            if items is not None:
+                changed, results = run_fleet(items, lambda name: backend.vm(connection, params, name), options, module.check_mode,
+                                             params['parallel'], snapshot=backend.fleet_snapshot(connection, params), redact=connection.redact)
+                finish_items(module, probe_of, wanted, items, changed, results)
+            decl, spec, name = single
+            changed, result = backend.vm(connection, params, name).converge(decl, spec, options, module.check_mode)
+            if wanted:
+                await_readiness(module, probe_of, wanted, changed, result)
+    module.exit_json(changed=changed, **result)

@@ -1,27 +1,35 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The part of a volume module run every backend shares: the argument spec, list-form defaults and the result."""
+"""The volume and volume_info modules on every backend: the argument spec, list-form defaults, the result, the two runners.
+
+The backends' volume modules (``_libvirt/volume_runs.py``, ``_kubevirt/volume_runs.py``) give ``declarations(params)``
+(every declaration validated, nothing touched), ``converge(connection, params, specs, check_mode)`` (the result of
+``_common.volume_driver.converge_volumes``) and ``info(connection, params)`` (``(pools, volumes)``).
+"""
 
 from __future__ import annotations
 
-from ansible_collections.converge.virt.plugins.module_utils._common import registry
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_args import VOLUME_OPTIONS
-from ansible_collections.converge.virt.plugins.module_utils._common.volume_options import KUBEVIRT_VOLUME_OPTIONS
 
 
-def argument_spec():
-    """The volume module's argument spec."""
+def argument_spec(shared, providers):
+    """The volume module's argument spec: ``shared`` (the registry's: backend, connections), then its own, each provider's ``volume_args`` last."""
+    extra = {}
+    for provider in providers.values():
+        extra.update(provider.volume_args)
     item = dict(name=dict(type='str', required=True))
     item.update(VOLUME_OPTIONS)
-    item.update(KUBEVIRT_VOLUME_OPTIONS)
+    item.update(extra)
     own = dict(name=dict(type='str'), force=dict(type='bool', default=False), detach_timeout=dict(type='int', default=30),
                wait_timeout=dict(type='int'), volumes=dict(type='list', elements='dict', options=item))
     own.update(VOLUME_OPTIONS)
-    own.update(KUBEVIRT_VOLUME_OPTIONS)
-    return registry.argument_spec(**own)
+    own.update(extra)
+    spec = dict(shared)
+    spec.update(own)
+    return spec
 
 
 def fleet_defaults(params, declared_keys):
@@ -77,3 +85,19 @@ def finish(module, result, redact):
     if result['refusals']:
         module.fail_json(msg=_refusal_text(result['refusals']), **out)
     module.exit_json(**out)
+
+
+def run_volume(module, provider, backend):
+    """volume, on every backend: every declaration validated, then converged; exits with :func:`finish`."""
+    with provider.session(module) as session:
+        specs = backend.declarations(module.params)
+        with session.connect() as connection:
+            result = backend.converge(connection, module.params, specs, module.check_mode)
+    finish(module, result, session.redact)
+
+
+def run_volume_info(module, provider, backend):
+    """volume_info, on every backend: the pools and volumes the backend reports."""
+    with provider.session(module) as session, session.connect() as connection:
+        pools, volumes = backend.info(connection, module.params)
+    module.exit_json(changed=False, pools=pools, volumes=volumes)

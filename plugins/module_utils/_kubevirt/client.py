@@ -26,7 +26,8 @@ try:
 except ImportError:  # pragma: no cover
     from urllib import quote, urlencode  # type: ignore
 
-from ansible_collections.converge.virt.plugins.module_utils._common import registry, session
+from ansible_collections.converge.virt.plugins.module_utils._common import session
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.provider import CONNECTION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._common.closing import ClosingConnection
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
@@ -500,8 +501,8 @@ def client_from_params(params, environ=None):
     return KubeClient(**connection_params(params, environ))
 
 
-# Argument specs of the KubeVirt connection (documented by the converge.virt.backend fragment), declared in the backend registry.
-KUBEVIRT_CONNECTION_ARGS = registry.CONNECTION_ARGS['kubevirt']
+# Argument specs of the KubeVirt connection (documented by the converge.virt.backend fragment), declared by the provider.
+KUBEVIRT_CONNECTION_ARGS = CONNECTION_ARGS
 
 
 class ModuleSession(session.ModuleSession):

@@ -1,13 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The KubeVirt runners of the host, migration and migration_info modules (selected through _common.registry)."""
+"""The KubeVirt module of host, migration and migration_info (their runners: _common/migration_run.py)."""
 
 from __future__ import annotations
 
+import contextlib
+
 from ansible_collections.converge.virt.plugins.module_utils._common import migration_run as common
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, InvalidDeclaration
-from ansible_collections.converge.virt.plugins.module_utils._common.host_driver import HostBackend, converge_host
+from ansible_collections.converge.virt.plugins.module_utils._common.host_driver import HostBackend
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
 
@@ -35,30 +37,31 @@ class KubevirtNode(HostBackend):
         return kmb.node_summary(self.client, kmb.read_node(self.client, self.name), self.namespace)
 
 
-def run_host(module):
-    """host with backend kubevirt: cordon / taint / uncordon a node."""
-    params = module.params
-    if not params['node']:
-        module.fail_json(msg='node: is required with backend kubevirt')
-    try:
-        kubevirt_client.check_node_name(params['node'])
-    except ConvergeError as exc:
-        module.fail_json(**exc.to_result())
-    with kubevirt_client.ModuleSession(module) as session, session.connect() as client:
-        node = kmb.read_node(client, params['node'])
-        if node is None:
-            module.fail_json(msg='node: no node called %r in the cluster' % params['node'])
-        changed, result = converge_host(KubevirtNode(client, params['node'], node, params['taint'], params['namespace']),
-                                        params['state'], params['reason'], module.check_mode)
-    module.exit_json(changed=changed, **result)
+def session(module):
+    """The module session (the API key redacted)."""
+    return kubevirt_client.ModuleSession(module)
 
 
-def run_migration_info(module):
-    """migration_info with backend kubevirt."""
-    params = module.params
-    with kubevirt_client.ModuleSession(module) as session, session.connect() as client:
-        migrations = kmb.migrations_info(client, params['namespace'], params['name'])
-    module.exit_json(changed=False, migrations=migrations, hosts=[{'namespace': params['namespace'], 'ok': True}])
+def check_host(params):
+    """host: ``node`` (required by the registry) is a node name; raises :class:`ConvergeError`."""
+    kubevirt_client.check_node_name(params['node'])
+
+
+def host(client, params):
+    """The node ``node`` of the cluster (read once); a node that does not exist is an error naming it."""
+    node = kmb.read_node(client, params['node'])
+    if node is None:
+        raise ConvergeError('node: no node called %r in the cluster' % params['node'])
+    return KubevirtNode(client, params['node'], node, params['taint'], params['namespace'])
+
+
+host_errors = contextlib.nullcontext  # the client's errors are ConvergeErrors already  # pylint: disable=invalid-name
+
+
+def migrations(session, params):
+    """migration_info with backend kubevirt: ``(migrations, hosts)`` of the namespace."""
+    with session.connect() as client:
+        return kmb.migrations_info(client, params['namespace'], params['name']), [{'namespace': params['namespace'], 'ok': True}]
 
 
 # libvirt settings whose KubeVirt counterpart is cluster-wide policy: only their defaults are accepted with backend kubevirt
@@ -86,21 +89,26 @@ def options_from(params):
         pending_timeout=params['pending_timeout']))
 
 
-def run_migration(module):
-    """migration with backend kubevirt: one VM (``name``) or a list (``names``)."""
-    params = module.params
-    with kubevirt_client.ModuleSession(module) as session:
-        opts = options_from(params)
-        with session.connect() as client:
-            if params['names'] is not None:
-                common.exit_many(module, session, kmb.migrate_many(client, params['namespace'], params['names'], opts, module.check_mode,
-                                                                   common.parallel(params)),
-                                 lambda r: '%s/%s' % (r.get('namespace'), r['name']))
+def connect(session):
+    """What a KubeVirt migration runs with: the client of the module's connection options."""
+    return session.connect()
 
-            def make(on_started=None):
-                own = client if on_started is None else kubevirt_client.client_from_params(params)
-                return kmb.KubevirtMigration(own, params['namespace'], params['name'], opts, check_mode=module.check_mode, on_started=on_started)
-            if params['state'] == 'started' and not module.check_mode:
-                client.close()
-            result = common.run_one(module, make)
-    common.exit_one(module, session, result)
+
+def migrate_many(client, params, opts, check_mode, parallel):
+    """The list form: one result per VM of ``names``."""
+    return kmb.migrate_many(client, params['namespace'], params['names'], opts, check_mode, parallel)
+
+
+def label(result):
+    """A VM of the list form's results (namespace/name)."""
+    return '%s/%s' % (result.get('namespace'), result['name'])
+
+
+def migration(client, params, opts, check_mode):
+    """``make(on_started=None)``: the migration of VM ``name``; a started one (followed by a detached process) gets its own client."""
+    def make(on_started=None):
+        own = client if on_started is None else kubevirt_client.client_from_params(params)
+        return kmb.KubevirtMigration(own, params['namespace'], params['name'], opts, check_mode=check_mode, on_started=on_started)
+    if params['state'] == 'started' and not check_mode:
+        client.close()
+    return make

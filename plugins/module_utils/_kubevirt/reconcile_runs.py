@@ -1,14 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The KubeVirt runner of the reconcile module (selected through _common.registry)."""
+"""The KubeVirt reconcile module (its runner: _common/reconcile_run.run_reconcile)."""
 
 from __future__ import annotations
 
-import time
-
 from ansible_collections.converge.virt.plugins.module_utils._common import reconcile_run
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend
@@ -32,16 +29,14 @@ def apply_fix_kubevirt(client, namespace, entry, params):
                         kubevirt_reading)
 
 
-def run_reconcile(module):
-    """reconcile with backend kubevirt: every VirtualMachine of the namespace (or the named ones)."""
-    namespace = module.params['namespace']
-    vms, found, changed = [], [], False
-    with kubevirt_client.ModuleSession(module) as session, session.connect() as client:
-        snapshot = kobserve.NamespaceSnapshot(client, namespace)
-        wanted = set(module.params['name']) if module.params['name'] else None
-        readings = [kubevirt_reading(snapshot.observe(name)) for name in snapshot.names() if wanted is None or name in wanted]
-        vms = [vm for vm in readings if vm is not None]
-        now = time.time()
-        found = [entry for entry in (reconcile_run.examine(vm, now, module.params) for vm in vms) if entry]
-        changed = reconcile_run.run_fixes(module, found, lambda entry: apply_fix_kubevirt(client, namespace, entry, module.params))
-    reconcile_run.finish(module, vms, found, changed, session.redact)
+def readings(client, params):
+    """Every VirtualMachine of the namespace (or the named ones) as examine() reads it, from one namespace snapshot."""
+    snapshot = kobserve.NamespaceSnapshot(client, params['namespace'])
+    wanted = set(params['name']) if params['name'] else None
+    found = [kubevirt_reading(snapshot.observe(name)) for name in snapshot.names() if wanted is None or name in wanted]
+    return [vm for vm in found if vm is not None]
+
+
+def fix(client, entry, params):
+    """Run the fix of one entry (see :func:`apply_fix_kubevirt`)."""
+    apply_fix_kubevirt(client, params['namespace'], entry, params)

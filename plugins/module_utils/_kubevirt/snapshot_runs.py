@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The KubeVirt runners of the snapshot and snapshot_info modules (selected through _common.registry)."""
+"""The KubeVirt snapshot module (the runners of snapshot and snapshot_info: _common/snapshot_run.py)."""
 
 from __future__ import annotations
 
@@ -31,12 +31,9 @@ def report(client, namespace, vm, names):
     return {'changed': False, 'snapshots': entries, 'current': None, 'task_state': task_state}
 
 
-def run_snapshot_info(module):
-    """snapshot_info with backend kubevirt."""
-    with kubevirt_client.ModuleSession(module) as session:
-        with session.connect() as client:
-            result = report(client, module.params['namespace'], module.params['vm'], module.params['name'])
-    module.exit_json(**session.redact_result(result))
+def info(client, params):
+    """snapshot_info with backend kubevirt: the snapshots of ``vm`` (every VM's when not given) in the namespace."""
+    return report(client, params['namespace'], params['vm'], params['name'])
 
 
 def check_kubernetes_name(field, value):
@@ -103,9 +100,3 @@ def converge(client, params, check_mode, now=None):  # pylint: disable=too-many-
     if target is not None:
         result['target_vm'] = target
     return result
-
-
-def run_snapshot(module):
-    """snapshot with backend kubevirt: ``vm`` or each VM of ``vms``."""
-    with kubevirt_client.ModuleSession(module) as session:
-        common.run_module(module, session, converge)

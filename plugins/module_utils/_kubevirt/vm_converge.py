@@ -1,16 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The KubeVirt runner of the vm module (selected through _common.registry; vm_info's runner is in vm_runs.py, apart: its payload stays small)."""
+"""The KubeVirt vm module (the vm module's runner is _common/vm_run.run_vm; what it asks of this module: _libvirt/vm_converge.py)."""
 
 from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import spec_of
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_run import (
-    KUBEVIRT_DEFINITION_ARGS, await_readiness, finish_items, fleet_items, options_from, readiness_wanted, refuse_other_definition)
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_run import options_from
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.provider import DEFINITION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
 
 NO_PORT = ('port is not available on backend kubevirt (the module\'s host is seldom inside the pod network); '
@@ -19,14 +18,13 @@ NO_PORT = ('port is not available on backend kubevirt (the module\'s host is sel
 
 def kubevirt_declaration(params, namespace):
     """Validate one kubevirt declaration before anything is touched; return (VmDeclaration, declared manifest, name)."""
-    refuse_other_definition(params, 'kubevirt')
     name = params.get('name')
     if not name:
         raise InvalidDeclaration('name', 'is required (or give vms)')
     if params['state'] == 'suspended':
         raise InvalidDeclaration('state', 'suspended is not available on backend kubevirt (use paused or stopped)')
     spec = spec_of(params)
-    for key in KUBEVIRT_DEFINITION_ARGS:
+    for key in DEFINITION_ARGS:
         if params.get(key) is not None:
             spec[key] = params[key]
     for key in ('disks', 'interfaces'):
@@ -50,30 +48,32 @@ def kubevirt_options(params):
                                       force_stop=base.force_stop, lock_timeout=base.lock_timeout, delete_volumes=params['delete_volumes'])
 
 
-def run_vm(module):
-    """vm with backend kubevirt: one VirtualMachine or the items of ``vms``, converged through the KubeVirt vm backend."""
-    namespace = module.params['namespace']
-    with kubevirt_client.ModuleSession(module) as session:
-        options = kubevirt_options(module.params)
-        refuse_other_definition(module.params, 'kubevirt')
-        single = items = None
-        if module.params['vms']:
-            items = fleet_items(module, lambda params: kubevirt_declaration(params, namespace))
-        else:
-            single = kubevirt_declaration(module.params, namespace)
-        wanted = None if module.check_mode else readiness_wanted(module.params, True, no_port=NO_PORT)
-        with session.connect() as client:
-            # pylint: disable-next=import-outside-toplevel
-            from ansible_collections.converge.virt.plugins.module_utils._kubevirt import readiness as kubevirt_readiness
+def declaration(params, task):
+    """One declaration (the task's or an item of its ``vms``) in the namespace of ``task`` (see :func:`kubevirt_declaration`)."""
+    return kubevirt_declaration(params, task['namespace'])
 
-            def probe_of(name):
-                return kubevirt_readiness.probe(client, namespace, name)
 
-            if module.params['vms']:
-                changed, results = vm_backend.converge_fleet(client, namespace, items, options, module.check_mode, module.params['parallel'])
-                finish_items(module, probe_of, wanted, items, changed, results)
-            decl, declared, name = single
-            changed, result = vm_backend.converge_vm(vm_backend.KubevirtVm(client, namespace, name), decl, declared, options, module.check_mode)
-            if wanted:
-                await_readiness(module, probe_of, wanted, changed, result)
-    module.exit_json(changed=changed, **result)
+options = kubevirt_options  # pylint: disable=invalid-name
+
+
+def agent(params):  # pylint: disable=unused-argument
+    """A VirtualMachineInstance reports its guest agent itself: wait_for agent is checked against the guest."""
+    return True
+
+
+def vm(client, params, name):
+    """The :class:`~.vm_backend.KubevirtVm` ``name`` of the task's namespace."""
+    return vm_backend.KubevirtVm(client, params['namespace'], name)
+
+
+def fleet_snapshot(client, params):
+    """Every VM of the namespace, read once for a fleet."""
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe  # pylint: disable=import-outside-toplevel
+    return observe.NamespaceSnapshot(client, params['namespace'])
+
+
+def probe(client, params, name):
+    """The readiness probe of VM ``name``."""
+    # pylint: disable-next=import-outside-toplevel
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import readiness as kubevirt_readiness
+    return kubevirt_readiness.probe(client, params['namespace'], name)

@@ -1,13 +1,15 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The libvirt runners of the host, migration and migration_info modules (selected through _common.registry)."""
+"""The libvirt module of host, migration and migration_info (their runners: _common/migration_run.py)."""
 
 from __future__ import annotations
 
+import contextlib
+
 from ansible_collections.converge.virt.plugins.module_utils._common import migration_run as common
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, ConvergeError, InvalidDeclaration
-from ansible_collections.converge.virt.plugins.module_utils._common.host_driver import HostBackend, converge_host
+from ansible_collections.converge.virt.plugins.module_utils._common.host_driver import HostBackend
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as mb
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import drain, migration_observe, migration_options
@@ -39,36 +41,54 @@ class LibvirtHost(HostBackend):
         return migration_observe.host_summary(self.connection)
 
 
-def run_host(module):
-    """host with backend libvirt: set or clear the host's drain mark."""
-    with migration_options.MigrationSession(module) as session, session.connect() as connection:
+def session(module):
+    """The module session of migration, migration_info and host: the source's and the target's secrets redacted."""
+    return migration_options.MigrationSession(module)
+
+
+def check_host(params):  # pylint: disable=unused-argument
+    """host: nothing to check before connecting (the host is the connection's)."""
+
+
+def host(connection, params):  # pylint: disable=unused-argument
+    """The host of ``connection``, drained by its drain mark."""
+    return LibvirtHost(connection)
+
+
+@contextlib.contextmanager
+def host_errors(connection):
+    """A libvirt error while draining is the host's error."""
+    try:
+        yield
+    except libvirt.libvirtError as exc:
+        raise BackendError('host %s: %s' % (connection.uri, exc)) from exc
+
+
+class NoHostRead(ConvergeError):
+    """Not one host of migration_info could be read."""
+
+
+def migrations(session, params):  # pylint: disable=redefined-outer-name
+    """migration_info with backend libvirt: every host of ``uri`` and ``uris`` (one that cannot be read is listed with its error).
+
+    ``(migrations, hosts)``; :class:`NoHostRead` (with ``hosts`` and no migrations) when not one could be read.
+    """
+    uris = list(params['uris'] or [])
+    if params['uri'] or not uris:
+        uris.insert(0, session.source_args()[0])
+    found, hosts = [], []
+    for uri in uris:
         try:
-            changed, result = converge_host(LibvirtHost(connection), module.params['state'], module.params['reason'], module.check_mode)
-        except libvirt.libvirtError as exc:
-            raise BackendError('host %s: %s' % (connection.uri, exc)) from exc
-    module.exit_json(changed=changed, **result)
-
-
-def run_migration_info(module):
-    """migration_info with backend libvirt: every host of ``uri`` and ``uris`` (one that cannot be read is listed with its error)."""
-    params = module.params
-    with migration_options.MigrationSession(module) as session:
-        uris = list(params['uris'] or [])
-        if params['uri'] or not uris:
-            uris.insert(0, session.source_args()[0])
-        migrations, hosts = [], []
-        for uri in uris:
-            try:
-                with Connection(uri, params['username'], params['password']) as connection:
-                    migrations.extend(migration_observe.migrations_on(connection, params['name']))
-                hosts.append({'uri': redact_uri(uri), 'ok': True})
-            except ConvergeError as exc:
-                hosts.append({'uri': redact_uri(uri), 'ok': False, 'msg': session.redact(exc.message)})
-            except Exception as exc:  # pylint: disable=broad-except
-                hosts.append({'uri': redact_uri(uri), 'ok': False, 'msg': session.redact(str(exc))})
+            with Connection(uri, params['username'], params['password']) as connection:
+                found.extend(migration_observe.migrations_on(connection, params['name']))
+            hosts.append({'uri': redact_uri(uri), 'ok': True})
+        except ConvergeError as exc:
+            hosts.append({'uri': redact_uri(uri), 'ok': False, 'msg': session.redact(exc.message)})
+        except Exception as exc:  # pylint: disable=broad-except
+            hosts.append({'uri': redact_uri(uri), 'ok': False, 'msg': session.redact(str(exc))})
     if not any(h['ok'] for h in hosts):
-        module.fail_json(msg='no host could be read: %s' % '; '.join(h['msg'] for h in hosts), hosts=hosts, migrations=[])
-    module.exit_json(changed=False, migrations=migrations, hosts=hosts)
+        raise NoHostRead('no host could be read: %s' % '; '.join(h['msg'] for h in hosts), hosts=hosts, migrations=[])
+    return found, hosts
 
 
 def options_from(params):
@@ -92,21 +112,28 @@ def options_from(params):
     return opts
 
 
-def run_migration(module):
-    """migration with backend libvirt: one VM (``name``) or a placed list (``names``)."""
-    params = module.params
-    with migration_options.MigrationSession(module) as session:
-        opts = options_from(params)
-        source_args = session.source_args()
-        if params['names'] is not None:
-            common.exit_many(module, session, mb.migrate_many(source_args, params['names'], params['target_uris'] or [params['target_uri']], opts,
-                                                              module.check_mode, common.parallel(params)),
-                             lambda r: r['name'])
-        if params['target_uris'] and params['state'] != 'cancelled':
-            raise InvalidDeclaration('target_uris', 'with name, give target_uri (target_uris places several VMs given with names)')
-        target = params['target_uri'] or (params['target_uris'] or [None])[0]
+@contextlib.contextmanager
+def connect(session):  # pylint: disable=redefined-outer-name
+    """What a libvirt migration runs with: the source's (uri, username, password); each migration opens its own connections."""
+    yield session.source_args()
 
-        def make(on_started=None):
-            return mb.Migration(source_args, target, params['name'], opts, check_mode=module.check_mode, on_started=on_started)
-        result = common.run_one(module, make)
-    common.exit_one(module, session, result)
+
+def migrate_many(source_args, params, opts, check_mode, parallel):
+    """The list form: ``names`` placed on ``target_uris`` (or ``target_uri``); one result per VM."""
+    return mb.migrate_many(source_args, params['names'], params['target_uris'] or [params['target_uri']], opts, check_mode, parallel)
+
+
+def label(result):
+    """A VM of the list form's results."""
+    return result['name']
+
+
+def migration(source_args, params, opts, check_mode):
+    """``make(on_started=None)``: the migration of VM ``name`` to ``target_uri``."""
+    if params['target_uris'] and params['state'] != 'cancelled':
+        raise InvalidDeclaration('target_uris', 'with name, give target_uri (target_uris places several VMs given with names)')
+    target = params['target_uri'] or (params['target_uris'] or [None])[0]
+
+    def make(on_started=None):
+        return mb.Migration(source_args, target, params['name'], opts, check_mode=check_mode, on_started=on_started)
+    return make

@@ -1,14 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The libvirt runners of the snapshot and snapshot_info modules (selected through _common.registry)."""
+"""The libvirt snapshot module (the runners of snapshot and snapshot_info: _common/snapshot_run.py)."""
 
 from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._common import snapshot_run as common
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import snapshots as backend
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import taskstore
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
 from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as phase
 from ansible_collections.converge.virt.plugins.module_utils._phase import states
 
@@ -28,12 +27,9 @@ def report(connection, vm, names):
     return {'changed': False, 'snapshots': entries, 'current': current, 'task_state': meta.get('task_state') or None}
 
 
-def run_snapshot_info(module):
-    """snapshot_info with backend libvirt."""
-    with ModuleSession(module) as session:
-        with session.connect() as connection:
-            result = report(connection, module.params['vm'], module.params['name'])
-    module.exit_json(**session.redact_result(result))
+def info(connection, params):
+    """snapshot_info with backend libvirt: the snapshots of VM ``vm``."""
+    return report(connection, params['vm'], params['name'])
 
 
 def converge(connection, params, check_mode):
@@ -75,9 +71,3 @@ def converge(connection, params, check_mode):
     if safety:
         result['safety_snapshot'] = safety
     return result
-
-
-def run_snapshot(module):
-    """snapshot with backend libvirt: ``vm`` or each VM of ``vms``."""
-    with ModuleSession(module) as session:
-        common.run_module(module, session, converge)

@@ -1,25 +1,32 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The libvirt runner of the vm module (selected through _common.registry; vm_info's runner is in vm_runs.py, apart: its payload stays small)."""
+"""The libvirt vm module (the vm module's runner is _common/vm_run.run_vm; vm_info's module is vm_runs.py, apart: its payload stays small).
+
+What the runner asks of a backend's vm module: ``options(params)``, ``declaration(params, task)`` (one VM - the task's or an item of ``vms`` - validated:
+(VmDeclaration, spec, name); another backend's definition options are refused by the runner first), ``agent(params)``
+(whether ``wait_for: agent`` can be met), ``NO_PORT`` (why ``wait_for: port`` is refused, or None), ``vm(connection,
+params, name)`` (the ``VmBackend``), ``fleet_snapshot(connection, params)`` (what a fleet reads in bulk) and
+``probe(connection, params, name)`` (the readiness probe).
+"""
 
 from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import spec_of
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_run import (
-    await_readiness, finish_items, fleet_items, options_from, readiness_wanted, refuse_other_definition)
-from ansible_collections.converge.virt.plugins.module_utils._common.driver import run_fleet
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
+from ansible_collections.converge.virt.plugins.module_utils._common.vm_run import options_from
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init as libvirt_cloud_init, domain_read, domain_spec
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import readiness as libvirt_readiness
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, bulk_snapshot, converge_vm
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, bulk_snapshot
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
 
+NO_PORT = None  # the module's host reaches a libvirt guest's address: wait_for port is available
 
-def declaration(params):
-    """Validate one declaration before anything is touched; return (VmDeclaration, spec, name)."""
-    refuse_other_definition(params, 'libvirt')
+options = options_from  # pylint: disable=invalid-name
+
+
+def declaration(params, task=None):  # pylint: disable=unused-argument
+    """Validate one declaration (the task's, or an item of its ``vms``) before anything is touched; return (VmDeclaration, spec, name)."""
     spec = spec_of(params)
     try:
         domain_spec.normalize_spec(spec)
@@ -47,24 +54,22 @@ def declaration(params):
     return decl, spec, name
 
 
-def run_vm(module):
-    """vm with backend libvirt: one VM (``name`` or ``xml``) or the items of ``vms``, converged through the libvirt vm backend."""
-    with ModuleSession(module) as session:
-        options = options_from(module.params)
-        single = None if module.params['vms'] else declaration(module.params)
-        wanted = None if module.check_mode else readiness_wanted(module.params, module.params.get('guest_agent'))
-        with session.connect() as connection:
-            def probe_of(name):
-                dom = connection.conn.lookupByName(name)
-                return lambda: libvirt_readiness.probe(dom)
+def agent(params):
+    """Whether the VM has a guest agent channel (``guest_agent``)."""
+    return params.get('guest_agent')
 
-            if single is None:
-                items = fleet_items(module, declaration)
-                changed, results = run_fleet(items, lambda name: LibvirtVm(connection, name), options, module.check_mode, module.params['parallel'],
-                                             snapshot=bulk_snapshot(connection), redact=connection.redact)
-                finish_items(module, probe_of, wanted, items, changed, results)
-            decl, spec, name = single
-            changed, result = converge_vm(LibvirtVm(connection, name), decl, spec, options, module.check_mode)
-            if wanted:
-                await_readiness(module, probe_of, wanted, changed, result)
-    module.exit_json(changed=changed, **result)
+
+def vm(connection, params, name):  # pylint: disable=unused-argument
+    """The :class:`LibvirtVm` ``name`` of ``connection``."""
+    return LibvirtVm(connection, name)
+
+
+def fleet_snapshot(connection, params):  # pylint: disable=unused-argument
+    """Every domain of the host, read once for a fleet."""
+    return bulk_snapshot(connection)
+
+
+def probe(connection, params, name):  # pylint: disable=unused-argument
+    """The readiness probe of domain ``name``."""
+    dom = connection.conn.lookupByName(name)
+    return lambda: libvirt_readiness.probe(dom)

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The libvirt runners of the volume and volume_info modules (selected through _common.registry)."""
+"""The libvirt volume module (the runners of volume and volume_info: _common/volume_run.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import volum
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_args import declared
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import storage_spec
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import check_timeout
 
 
@@ -34,7 +34,7 @@ def report(connection, pool, names):
         pool_states.append(observer.pool_state(pool_name))
         wanted = names if names else observer.volume_names(pool_name)
         for name in wanted:
-            key = storage.volume_key(pool_name, name)
+            key = storage_spec.volume_key(pool_name, name)
             info = observer.volume(key)
             if info is None:
                 volumes.append({'key': key, 'pool': pool_name, 'name': name, 'exists': False})
@@ -45,30 +45,22 @@ def report(connection, pool, names):
     return pool_states, volumes
 
 
-def run_volume_info(module):
-    """volume_info with backend libvirt."""
-    with ModuleSession(module) as session:
-        with session.connect() as connection:
-            pools, volumes = report(connection, module.params['pool'], module.params['name'])
-    module.exit_json(changed=False, pools=pools, volumes=volumes)
+def info(connection, params):
+    """volume_info with backend libvirt: ``(pools, volumes)``."""
+    return report(connection, params['pool'], params['name'])
 
 
 def declarations(params):
     """volume: validate every declaration before anything is touched; return normalized specs."""
     check_timeout('detach_timeout', params['detach_timeout'])
     if params['volumes'] is None:
-        return [storage.normalize_volume(declared(params), 'volume')]
+        return [storage_spec.normalize_volume(declared(params), 'volume')]
     defaults = volume_run.fleet_defaults(params, declared)
-    specs = [storage.normalize_volume(declared(item), 'volumes[%d]' % index, defaults) for index, item in enumerate(params['volumes'])]
+    specs = [storage_spec.normalize_volume(declared(item), 'volumes[%d]' % index, defaults) for index, item in enumerate(params['volumes'])]
     volume_run.declared_twice([s['key'] for s in specs])
     return specs
 
 
-def run_volume(module):
-    """volume with backend libvirt."""
-    with ModuleSession(module) as session:
-        specs = declarations(module.params)
-        with session.connect() as connection:
-            result = attachments.converge_volumes(connection, specs, force=module.params['force'], check_mode=module.check_mode,
-                                                  detach_timeout=module.params['detach_timeout'])
-    volume_run.finish(module, result, session.redact)
+def converge(connection, params, specs, check_mode):
+    """volume with backend libvirt: the converge result of ``specs``."""
+    return attachments.converge_volumes(connection, specs, force=params['force'], check_mode=check_mode, detach_timeout=params['detach_timeout'])

@@ -7,8 +7,8 @@ Every import of every file under plugins/ (module level or inside a function) is
 - ``_base`` imports nothing of the collection;
 - ``_phase`` imports ``_phase`` and ``_base.errors`` only (no I/O: whether a run is gone it is told by its caller);
 - a backend (``_libvirt``, ``_kubevirt``) imports ``_base``, ``_phase``, ``_common`` and itself, never the other backend;
-- ``_common`` imports no backend, except in the files of ``BACKEND_MAP`` (the one place that maps a backend name to
-  its code);
+- ``_common`` imports no backend; the registry (``_providers``, the layer above the backends) is the one place that
+  maps a backend name to its code (the files of ``BACKEND_MAP``), and no layer below it imports it;
 - module_utils imports no controller plugin (filter, inventory, plugin_utils, modules), and no plugin imports the
   build tools (``tools/``: docs/states.md is rendered there).
 
@@ -26,10 +26,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.d
 PREFIX = 'ansible_collections.converge.virt.'
 MU = 'plugins.module_utils.'
 BACKENDS = ('_libvirt', '_kubevirt')
-# The files of _common allowed to import a backend: the loaders that map a backend name to its runner (issue 35
-# replaces them with one provider registry; this set then names the registry alone).
-BACKEND_MAP = frozenset('plugins/module_utils/_common/runners/%s.py' % name for name in (
-    'migration_runs', 'reconcile_runs', 'snapshot_runs', 'vm_converge', 'vm_runs', 'volume_runs'))
+# The registry (issue 35): the map name -> provider and, per resource, the function that imports each backend's module
+# (plugins/module_utils/_providers); the only files of module_utils that import a backend from above.
+REGISTRY = '_providers'
+BACKEND_MAP = frozenset('plugins/module_utils/_providers/%s.py' % name for name in (
+    '__init__', 'migration', 'reconcile', 'snapshot', 'vm', 'vm_info', 'volume'))
 # top-level names of the build tools (tools/ and the modules in it that tools/gen_docs.py puts on sys.path)
 BUILD_TOOLS = frozenset(['tools', 'states_doc', 'gen_docs'])
 
@@ -69,6 +70,12 @@ def _rule(rel_file, target):
     if not target.startswith(MU):
         return 'module_utils imports a controller plugin (%s)' % target
     layer, target_layer = parts[2], target[len(MU):].split('.')[0]
+    if target_layer == REGISTRY and layer != REGISTRY:
+        return '%s imports the registry %s (the layer above the backends)' % (layer, REGISTRY)
+    if layer == REGISTRY:
+        if target_layer in BACKENDS and rel_file not in BACKEND_MAP:
+            return 'the registry imports backend %s outside the backend map' % target_layer
+        return None
     if layer == '_base':
         return 'the bottom layer _base imports %s' % target_layer
     if layer == '_phase':
@@ -79,8 +86,8 @@ def _rule(rel_file, target):
         if target_layer in BACKENDS and target_layer != layer:
             return 'backend %s imports the other backend %s' % (layer, target_layer)
         return None
-    if layer == '_common' and target_layer in BACKENDS and rel_file not in BACKEND_MAP:
-        return '_common imports backend %s outside the backend map' % target_layer
+    if layer == '_common' and target_layer in BACKENDS:
+        return '_common imports backend %s (only the registry %s maps a name to a backend)' % (target_layer, REGISTRY)
     return None
 
 
@@ -131,7 +138,11 @@ FROM = 'from ansible_collections.converge.virt.plugins.module_utils.'
     ('plugins/module_utils/_phase/x.py', FROM + '_base.owner import owner_gone\n', '_phase (pure tables and planners) imports _base.owner'),
     ('plugins/module_utils/_phase/x.py', 'def f():\n    ' + FROM + '_libvirt import views\n', '_phase (pure tables and planners) imports _libvirt'),
     ('plugins/module_utils/_base/x.py', FROM + '_phase import tasks\n', 'the bottom layer _base imports _phase'),
-    ('plugins/module_utils/_common/x.py', FROM + '_kubevirt.client import Client\n', '_common imports backend _kubevirt outside the backend map'),
+    ('plugins/module_utils/_common/x.py', FROM + '_kubevirt.client import Client\n', '_common imports backend _kubevirt'),
+    ('plugins/module_utils/_common/runners/vm_runs.py', 'def load():\n    ' + FROM + '_libvirt import vm_runs\n', '_common imports backend _libvirt'),
+    ('plugins/module_utils/_libvirt/x.py', FROM + '_providers import PROVIDERS\n', '_libvirt imports the registry _providers'),
+    ('plugins/module_utils/_common/x.py', FROM + '_providers.vm import LOADERS\n', '_common imports the registry _providers'),
+    ('plugins/module_utils/_providers/x.py', FROM + '_libvirt import vm_runs\n', 'the registry imports backend _libvirt outside the backend map'),
     ('plugins/module_utils/_libvirt/x.py', FROM + '_kubevirt import observe\n', 'backend _libvirt imports the other backend _kubevirt'),
     ('plugins/module_utils/_common/x.py', 'from ansible_collections.converge.virt.plugins.plugin_utils import _state_inventory\n',
      'module_utils imports a controller plugin'),
@@ -150,7 +161,9 @@ def test_allowed_imports_are_not_reported(tmp_path):
         'plugins/module_utils/_phase/a.py': FROM + '_base.errors import InvalidDeclaration\n' + FROM + '_phase import tasks\nimport os\n'
                                             + FROM + '_base import errors\n',
         'plugins/module_utils/_libvirt/a.py': FROM + '_common import driver\n' + FROM + '_phase import tasks\n' + FROM + '_base.owner import owner_id\n',
-        'plugins/module_utils/_common/runners/vm_runs.py': 'def load():\n    ' + FROM + '_libvirt import vm_runs\n',
+        'plugins/module_utils/_providers/vm.py': 'def load():\n    ' + FROM + '_libvirt import vm_converge\n',
+        'plugins/module_utils/_providers/__init__.py': FROM + '_libvirt.provider import PROVIDER\n' + FROM + '_common import registry\n',
+        'plugins/modules/x.py': FROM + '_providers import PROVIDERS\n',
         'plugins/modules/vm.py': FROM + '_libvirt import vm_backend\n',
         'plugins/filter/f.py': 'from ansible_collections.converge.virt.plugins.plugin_utils import _state_diagram_svg\n',
     })

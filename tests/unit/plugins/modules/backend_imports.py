@@ -4,6 +4,9 @@
 
 libvirt tasks run on libvirt's test driver; kubevirt tasks get a kubeconfig that names no cluster (the KubeVirt runner
 fails connecting), so each case reaches its backend's runner and nothing else.
+
+Every run imports each registered backend's declaration (its package and ``provider.py``: options, refusals, no code of
+the backend); :func:`code_of` is what a task imported of a backend beyond that.
 """
 
 from __future__ import annotations
@@ -30,6 +33,15 @@ with contextlib.redirect_stdout(out):
         pass
 print(json.dumps({"result": json.loads(out.getvalue()), "modules": sorted(name for name in sys.modules if name.startswith("%s"))}))
 ''' % PREFIX
+
+
+# what every module run imports of every registered backend: the package and its provider (plugins/module_utils/_providers)
+DECLARATIONS = ('_libvirt', '_libvirt.provider', '_kubevirt', '_kubevirt.provider')
+
+
+def code_of(backend, imported):
+    """The modules of ``backend`` (``_libvirt``, ``_kubevirt``) in ``imported`` beyond its declaration."""
+    return [name for name in imported if name.startswith(backend) and name not in DECLARATIONS]
 
 
 def run(module, args, tmp_path):

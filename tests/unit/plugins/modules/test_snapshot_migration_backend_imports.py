@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.converge.virt.tests.unit.plugins.modules.backend_imports import kubeconfig, run
+from ansible_collections.converge.virt.tests.unit.plugins.modules.backend_imports import code_of, kubeconfig, run
 
 
 @pytest.mark.parametrize('module, args, runner', [
@@ -22,7 +22,7 @@ def test_a_libvirt_task_imports_no_kubevirt_code(tmp_path, module, args, runner)
     result, imported = run(module, args, tmp_path)
     assert 'msg' not in result or 'is a ' not in result['msg'], result  # not refused by the registry: the runner ran
     assert runner in imported, (result, imported)
-    assert [name for name in imported if name.startswith('_kubevirt')] == []
+    assert code_of('_kubevirt', imported) == []
 
 
 @pytest.mark.parametrize('module, args, runner', [
@@ -33,4 +33,4 @@ def test_a_kubevirt_task_imports_no_libvirt_code(tmp_path, module, args, runner)
     result, imported = run(module, dict(args, backend='kubevirt', kubeconfig=kubeconfig(tmp_path)), tmp_path)
     assert result.get('failed'), result  # no cluster: the runner got as far as connecting
     assert runner in imported
-    assert [name for name in imported if name.startswith('_libvirt')] == []
+    assert code_of('_libvirt', imported) == []

@@ -1,8 +1,12 @@
-"""Connection options of the other backend are refused, naming the field."""
+"""Connection options of the other backend are refused by the registry (from the providers' declarations), naming the field."""
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import other_connection_option
+from ansible_collections.converge.virt.plugins.module_utils import _providers
+
+
+def refused(params, backend):
+    return _providers.refused_option('vm', dict(params, backend=backend))
 
 
 @pytest.mark.parametrize('backend, params, field', [
@@ -14,7 +18,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.vm_args impo
     ('kubevirt', {'password': 'x'}, 'password'),
 ])
 def test_other_backend_connection_option_is_named(backend, params, field):
-    found = other_connection_option(params, backend)
+    found = refused(params, backend)
     assert found is not None and found[0] == field and found[1].startswith(field + ':')
 
 
@@ -23,4 +27,4 @@ def test_other_backend_connection_option_is_named(backend, params, field):
     ('kubevirt', {'kubeconfig': '/k', 'namespace': 'prod', 'uri': None}),
 ])
 def test_own_connection_options_pass(backend, params):
-    assert other_connection_option(params, backend) is None
+    assert refused(params, backend) is None

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._common import registry
+from ansible_collections.converge.virt.plugins.module_utils import _providers
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common import volume_run
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_observe, volume_plan, volume_spec
@@ -82,7 +82,7 @@ def test_a_missing_datasource_is_refused_before_anything_is_created():
 
 
 def test_the_option_is_kubevirt_only_and_in_the_argument_spec():
-    spec = volume_run.argument_spec()
+    spec = volume_run.argument_spec(_providers.argument_spec(), _providers.PROVIDERS)
     assert spec['clone_from_datasource'] == {'type': 'str'} and spec['volumes']['options']['clone_from_datasource'] == {'type': 'str'}
-    group = registry.OPTION_GROUPS['volume']['kubevirt']
+    group = _providers.PROVIDERS['kubevirt'].options['volume']
     assert group.given({'volumes': [{'name': 'a', 'clone_from_datasource': 'x'}]}) == 'volumes[0].clone_from_datasource'
