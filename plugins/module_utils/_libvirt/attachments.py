@@ -29,6 +29,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import journ
 from ansible_collections.converge.virt.plugins.module_utils._common import volume_driver
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_build, domain_read, domain_spec, storage
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import storage_spec
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore
 from ansible_collections.converge.virt.plugins.module_utils._phase import states, tasks
@@ -77,7 +78,7 @@ def attachments_from_disks(vm, running, live_disks, config_disks, key_of):
 def disk_key(disk, key_of_path):
     """The volume key of a disk dict: ``pool/volume``, a pool key found by path, or the path itself."""
     if disk.get('type') == 'volume' and disk.get('pool') and disk.get('volume'):
-        return storage.volume_key(disk['pool'], disk['volume'])
+        return storage_spec.volume_key(disk['pool'], disk['volume'])
     if disk.get('path'):
         return key_of_path(disk['path']) or disk['path']
     return None
@@ -182,7 +183,7 @@ def attach_disk_xml(op, fmt):
     if op.volume.startswith('/'):
         disk['path'] = op.volume
     else:
-        disk['pool'], disk['volume'] = storage.split_key(op.volume)
+        disk['pool'], disk['volume'] = storage_spec.split_key(op.volume)
     return domain_build.disk_device_xml(disk)
 
 
@@ -284,7 +285,7 @@ def _same_disk(elem, volume):
         return False
     if volume.startswith('/'):
         return volume in (source.get('file'), source.get('dev'))
-    return storage.volume_key(source.get('pool') or '', source.get('volume') or '') == volume
+    return storage_spec.volume_key(source.get('pool') or '', source.get('volume') or '') == volume
 
 
 def rollback_attach_config(connection, view, op, before, owner=None):
@@ -388,7 +389,7 @@ def _summary(vols, atts):
 
 
 def converge_volumes(connection, specs, force=False, check_mode=False, detach_timeout=DETACH_TIMEOUT, owner=None):
-    """Converge normalized volume declarations (:func:`storage.normalize_volume`); return the result dict (see :class:`LibvirtVolumes`)."""
+    """Converge normalized volume declarations (:func:`storage_spec.normalize_volume`); return the result dict (see :class:`LibvirtVolumes`)."""
     return volume_driver.converge_volumes(LibvirtVolumes(connection, detach_timeout, owner), specs, force=force, check_mode=check_mode)
 
 
@@ -444,7 +445,7 @@ class LibvirtVolumes(volume_driver.VolumeBackend):
                 if spec['format'] and spec['state'] == 'present' and info['format'] != spec['format']:
                     refusals.append({'volume': spec['key'], 'field': 'format', 'reason': 'volume %s exists as %s, declared %s; converting formats is not done'
                                      % (spec['key'], info['format'], spec['format'])})
-        desired_vols, desired_atts = storage.desired_world(specs)
+        desired_vols, desired_atts = storage_spec.desired_world(specs)
         kept_atts = []
         for att in desired_atts:
             if att.vm not in views:
@@ -458,7 +459,7 @@ class LibvirtVolumes(volume_driver.VolumeBackend):
                                   vms_running=dict((name, view.running) for name, view in views.items()))
         for op in plan.operations:
             spec = by_key.get(op.volume)
-            if op.kind == phase.CREATE and spec and spec['capacity'] is None and not storage.desired_source(spec):
+            if op.kind == phase.CREATE and spec and spec['capacity'] is None and not storage_spec.desired_source(spec):
                 refusals.append({'volume': op.volume, 'field': 'capacity', 'reason': 'capacity is required to create volume %s' % op.volume})
             for field in ('clone_from', 'backing_volume'):
                 source = spec[field] if op.kind == phase.CREATE and spec else None
@@ -565,7 +566,7 @@ def reconcile_vm_disks(connection, vm_name, desired_disks, force=False, check_mo
             raise InvalidDeclaration(sub, reason or str(exc)) from None
         if norm['device'] != 'disk':
             continue
-        key = storage.volume_key(norm['pool'], norm['volume']) if norm['type'] == 'volume' else (observer.key_of_path(norm['path']) or norm['path'])
+        key = storage_spec.volume_key(norm['pool'], norm['volume']) if norm['type'] == 'volume' else (observer.key_of_path(norm['path']) or norm['path'])
         desired.append(Attachment(vm_name, norm['dev'], key, bool(norm['readonly']), norm['bus'], norm['serial']))
         if norm['format']:
             formats[key] = norm['format']

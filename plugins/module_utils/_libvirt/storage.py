@@ -1,18 +1,20 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""libvirt storage: declarations of volumes, observation of pools and volumes, and one volume operation.
+"""libvirt storage: observation of pools and volumes, and one volume operation.
 
 The decisions (what to create, grow, delete; what is refused) are made by
 :func:`..._phase.volumes.plan_volumes`. This module only
 
-* validates a volume declaration (pure, :func:`normalize_volume`) and turns it
-  into the planner's :class:`DesiredVolume` / :class:`Attachment`;
 * observes pools and volumes (:class:`StorageObserver`);
 * executes one volume operation (:func:`execute_volume_operation`): create
   (empty, clone, import of a local image with a sha256 read-back check, qcow2
   overlay on a backing volume), grow (online through the guest when it runs),
   delete (optionally wiped).
+
+Beside it: the declarations (pure, :mod:`.storage_spec`: :func:`normalize_volume` and the planner's
+:class:`DesiredVolume` / :class:`Attachment`), the volume and pool XML (:mod:`.storage_xml`) and the local image of an
+import (:mod:`.local_image`).
 
 Volume keys are ``<pool>/<volume>``; a disk that is not a pool volume is keyed
 by its path.
@@ -21,441 +23,22 @@ by its path.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import re
-import struct
-import subprocess
-import xml.etree.ElementTree as ET
 
-from ansible_collections.converge.virt.plugins.module_utils._common import files
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, ConvergeError, InvalidDeclaration
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_spec
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import daemon_gone, libvirt
-from ansible_collections.converge.virt.plugins.module_utils._common.units import parse_size, unit_factor
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.local_image import ImageChanged, LocalImage
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.storage_spec import PARTIAL_SUFFIX, split_key, volume_key
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.storage_xml import parse_pool_xml, parse_volume_xml, pool_xml, volume_xml
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
-from ansible_collections.converge.virt.plugins.module_utils._phase.volumes import Attachment, DesiredVolume
 
-FORMATS = ('raw', 'qcow2')
-PREALLOCATIONS = ('off', 'metadata', 'full')
-STATES = ('present', 'absent')
-CAPACITY_MAX = 64 * 1024 ** 5
-_NAME_RE = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.+@-]*\Z')
-_VM_RE = re.compile(r'^[^/\x00-\x1f]+\Z')
-_CONTROL_RE = re.compile(r'[\x00-\x1f\x7f]')
 MAX_CHAIN = 16
-# an empty volume <name><PARTIAL_SUFFIX> next to a volume marks an import into it that has not finished
-PARTIAL_SUFFIX = '.converge-partial'
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Declarations (pure)
-# ---------------------------------------------------------------------------------------------------------------------
-
-def volume_key(pool, name):
-    """The planner's key of a pool volume."""
-    return '%s/%s' % (pool, name)
-
-
-def split_key(key):
-    """``(pool, name)`` of a pool volume key."""
-    pool, _sep, name = key.partition('/')
-    return pool, name
-
-
-def _name(value, field):
-    if not isinstance(value, str) or not value:
-        raise InvalidDeclaration(field, 'a non-empty name is required')
-    if not _NAME_RE.fullmatch(value) or value in ('.', '..'):
-        raise InvalidDeclaration(field, '%r is not a valid name (letters, digits and _.+@- ; no slash)' % value)
-    if value.endswith(PARTIAL_SUFFIX):
-        raise InvalidDeclaration(field, '%r: names ending in %s are reserved for unfinished imports' % (value, PARTIAL_SUFFIX))
-    return value
-
-
-def _ref(value, field, pool):
-    """A reference to another volume: ``name`` (same pool) or ``pool/name``."""
-    if not isinstance(value, str) or not value:
-        raise InvalidDeclaration(field, 'a volume name or pool/name is required')
-    if '/' in value:
-        other_pool, name = value.split('/', 1)
-        return volume_key(_name(other_pool, field), _name(name, field))
-    return volume_key(pool, _name(value, field))
-
-
-def normalize_attachment(item, field, pool, name):
-    """Validate one attachment ``{vm, dev, bus, readonly, serial}``; return the canonical dict."""
-    if not isinstance(item, dict):
-        raise InvalidDeclaration(field, 'expected a dict, got %s' % type(item).__name__)
-    unknown = sorted(set(item) - {'vm', 'dev', 'target', 'bus', 'readonly', 'serial'})
-    if unknown:
-        raise InvalidDeclaration(field, 'unknown keys %s' % ', '.join(unknown))
-    vm = item.get('vm')
-    if not isinstance(vm, str) or not vm or not _VM_RE.fullmatch(vm):
-        raise InvalidDeclaration(field + '.vm', 'the name of the VM is required')
-    disk = {'dev': item.get('dev') if item.get('dev') is not None else item.get('target'), 'bus': item.get('bus'),
-            'readonly': item.get('readonly'), 'serial': item.get('serial'), 'pool': pool, 'volume': name}
-    try:
-        norm = domain_spec.normalize_disk(disk, field)
-    except ValueError as exc:
-        text = str(exc)
-        sub, _sep, reason = text.partition(': ')
-        raise InvalidDeclaration(sub, reason or text) from None
-    return {'vm': vm, 'dev': norm['dev'], 'bus': norm['bus'], 'readonly': bool(norm['readonly']), 'serial': norm['serial']}
-
-
-def normalize_volume(item, field='volume', defaults=None):
-    """Validate one volume declaration; return the canonical dict (raises :class:`InvalidDeclaration`).
-
-    Keys: ``name``, ``pool``, ``pool_path``, ``state``, ``capacity``, ``format``,
-    ``preallocation``, ``clone_from``, ``import_from``, ``import_format``,
-    ``backing_volume``, ``wipe``, ``attachments`` (None: attachments left alone).
-    ``defaults`` fills keys the item does not set (the fleet form).
-    """
-    merged = dict(defaults or {})
-    merged.update(dict((k, v) for k, v in item.items() if v is not None))
-    name = _name(merged.get('name'), field + '.name')
-    pool = _name(merged.get('pool'), field + '.pool')
-    out = {'name': name, 'pool': pool, 'key': volume_key(pool, name)}
-    pool_path = merged.get('pool_path')
-    if pool_path is not None and (not isinstance(pool_path, str) or not pool_path.startswith('/')):
-        raise InvalidDeclaration(field + '.pool_path', 'must be an absolute path, got %r' % (pool_path,))
-    if pool_path is not None and (_CONTROL_RE.search(pool_path) or '..' in pool_path.split('/')):
-        raise InvalidDeclaration(field + '.pool_path', 'must be a plain absolute path (no .. component, no control character), got %r' % (pool_path,))
-    out['pool_path'] = pool_path.rstrip('/') or '/' if pool_path else None
-    state = merged.get('state') or 'present'
-    if state not in STATES:
-        raise InvalidDeclaration(field + '.state', '%r is not one of present, absent' % (state,))
-    out['state'] = state
-    capacity = merged.get('capacity')
-    if capacity is not None:
-        try:
-            capacity = parse_size(capacity, field=field + '.capacity', maximum=CAPACITY_MAX)
-        except ValueError as exc:
-            sub, _sep, reason = str(exc).partition(': ')
-            raise InvalidDeclaration(sub, reason) from None
-    out['capacity'] = capacity
-    for key, choices in (('format', FORMATS), ('import_format', FORMATS), ('preallocation', PREALLOCATIONS)):
-        value = merged.get(key)
-        if value is not None and value not in choices:
-            raise InvalidDeclaration('%s.%s' % (field, key), '%r is not one of %s' % (value, ', '.join(choices)))
-        out[key] = value
-    out['preallocation'] = out['preallocation'] or 'off'
-    sources = [k for k in ('clone_from', 'import_from', 'backing_volume') if merged.get(k) is not None]
-    if len(sources) > 1:
-        raise InvalidDeclaration(field, '%s are mutually exclusive' % ', '.join(sources))
-    out['clone_from'] = _ref(merged['clone_from'], field + '.clone_from', pool) if merged.get('clone_from') is not None else None
-    out['backing_volume'] = _ref(merged['backing_volume'], field + '.backing_volume', pool) \
-        if merged.get('backing_volume') is not None else None
-    imp = merged.get('import_from')
-    if imp is not None and (not isinstance(imp, str) or not imp.startswith('/') or _CONTROL_RE.search(imp)):
-        raise InvalidDeclaration(field + '.import_from', 'must be an absolute path of a local image file, got %r' % (imp,))
-    out['import_from'] = imp
-    if out['import_format'] and not imp:
-        raise InvalidDeclaration(field + '.import_format', 'only applies with import_from')
-    for key in ('clone_from', 'backing_volume'):
-        if out[key] == out['key']:
-            raise InvalidDeclaration(field, 'a volume cannot be made from itself (%s: %s)' % (key, out['key']))
-    if out['backing_volume'] and out['format'] not in (None, 'qcow2'):
-        raise InvalidDeclaration(field + '.format', 'an overlay on a backing volume must be qcow2')
-    if out['backing_volume']:
-        out['format'] = 'qcow2'
-    if out['preallocation'] == 'metadata' and (out['format'] or 'raw') == 'raw':
-        raise InvalidDeclaration(field + '.preallocation', 'metadata preallocation needs format qcow2')
-    wipe = merged.get('wipe', False)
-    if not isinstance(wipe, bool):
-        raise InvalidDeclaration(field + '.wipe', 'expected a boolean')
-    out['wipe'] = wipe
-    atts = merged.get('attachments')
-    if atts is not None:
-        if not isinstance(atts, list):
-            raise InvalidDeclaration(field + '.attachments', 'expected a list')
-        atts = [normalize_attachment(a, '%s.attachments[%d]' % (field, i), pool, name) for i, a in enumerate(atts)]
-        seen = set()
-        for i, att in enumerate(atts):
-            if (att['vm'], att['dev']) in seen:
-                raise InvalidDeclaration('%s.attachments[%d]' % (field, i), 'VM %s has %s declared twice' % (att['vm'], att['dev']))
-            seen.add((att['vm'], att['dev']))
-        if state == 'absent' and atts:
-            raise InvalidDeclaration(field + '.attachments', 'a volume declared absent cannot be attached')
-    out['attachments'] = atts
-    return out
-
-
-def desired_source(spec):
-    """The planner's ``source`` word of a normalized declaration."""
-    if spec['clone_from']:
-        return 'clone:' + spec['clone_from']
-    if spec['import_from']:
-        return 'import:' + spec['import_from']
-    if spec['backing_volume']:
-        return 'backing:' + spec['backing_volume']
-    return None
-
-
-def desired_world(specs):
-    """``(desired_volumes, desired_attachments)`` for the planner from normalized declarations."""
-    volumes, attachments = [], []
-    for spec in specs:
-        volumes.append(DesiredVolume(spec['key'], present=spec['state'] == 'present', capacity=spec['capacity'],
-                                     fmt=spec['format'], source=desired_source(spec)))
-        for att in spec['attachments'] or ():
-            attachments.append(Attachment(att['vm'], att['dev'], spec['key'], att['readonly'], att['bus'], att['serial']))
-    return volumes, attachments
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Volume XML (pure)
-# ---------------------------------------------------------------------------------------------------------------------
-
-def volume_xml(name, capacity, fmt, preallocation='off', backing=None):
-    """``<volume>`` XML for createXML; ``backing`` is ``{path, format}`` for a qcow2 overlay."""
-    root = ET.Element('volume')
-    ET.SubElement(root, 'name').text = name
-    ET.SubElement(root, 'capacity', {'unit': 'bytes'}).text = str(int(capacity))
-    ET.SubElement(root, 'allocation', {'unit': 'bytes'}).text = str(int(capacity) if preallocation == 'full' else 0)
-    target = ET.SubElement(root, 'target')
-    ET.SubElement(target, 'format', {'type': fmt})
-    if backing:
-        store = ET.SubElement(root, 'backingStore')
-        ET.SubElement(store, 'path').text = backing['path']
-        ET.SubElement(store, 'format', {'type': backing['format'] or 'raw'})
-    return ET.tostring(root, encoding='unicode')
-
-
-def parse_volume_xml(xml):
-    """``{name, path, capacity, allocation, format, backing: {path, format} or None}`` of a volume XML."""
-    root = ET.fromstring(xml)
-
-    def size(tag):
-        elem = root.find(tag)
-        if elem is None or not (elem.text or '').strip():
-            return 0
-        return int(elem.text.strip()) * _unit(elem.get('unit'))
-
-    fmt = root.find('target/format')
-    backing = None
-    store = root.find('backingStore')
-    if store is not None and (store.findtext('path') or '').strip():
-        bfmt = store.find('format')
-        backing = {'path': store.findtext('path').strip(), 'format': _data_format(bfmt.get('type') if bfmt is not None else None)}
-    return {'name': root.findtext('name'), 'path': (root.findtext('target/path') or '').strip() or None,
-            'capacity': size('capacity'), 'allocation': size('allocation'),
-            'format': _data_format(fmt.get('type') if fmt is not None else None), 'backing': backing, 'type': root.get('type')}
-
-
-# libvirt names a raw file by the content it probes (an ISO9660 file system is "iso"); to qemu, and to a guest, it is raw
-# data: an overlay on it needs backing_fmt=raw (qemu-img has no "iso" driver) and a copy of it is a raw volume
-RAW_CONTENT_FORMATS = ('iso',)
-
-
-def _data_format(fmt):
-    """The disk image format of a libvirt volume format (``raw`` for a raw file libvirt named by its content)."""
-    return 'raw' if fmt in RAW_CONTENT_FORMATS else fmt
-
-
-def _unit(unit):
-    if not unit or unit in ('bytes', 'B', 'b'):
-        return 1
-    return unit_factor(unit)
-
-
-def pool_xml(name, path):
-    """``<pool type='dir'>`` XML."""
-    root = ET.Element('pool', {'type': 'dir'})
-    ET.SubElement(root, 'name').text = name
-    target = ET.SubElement(root, 'target')
-    ET.SubElement(target, 'path').text = path
-    return ET.tostring(root, encoding='unicode')
-
-
-def parse_pool_xml(xml):
-    """``{name, type, path}`` of a pool XML."""
-    root = ET.fromstring(xml)
-    return {'name': root.findtext('name'), 'type': root.get('type'), 'path': (root.findtext('target/path') or '').strip() or None}
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Local images
-# ---------------------------------------------------------------------------------------------------------------------
-
-QCOW2_MAGIC = b'QFI\xfb'
-# the header, its extensions and (for a checked image, none) the backing file name lie in the first cluster, at most 2 MiB;
-# the head of a raw image is kept the same length, and every byte of it is compared again as it is uploaded
-HEAD_BYTES = 2 * 1024 * 1024
-_QCOW2_EXTERNAL_DATA_FILE = 1 << 2
-_QCOW2_KNOWN_INCOMPATIBLE = 0x1f  # dirty, corrupt, external data file, compression type, extended L2
-_QCOW2_EXT_DATA_FILE = 0x44415441
-_STANDALONE = 'import a standalone image (qemu-img convert -O qcow2 makes one)'
-
-
-class ImageChanged(BackendError):
-    """The image to import changed after it was checked (its owner wrote to it): nothing is imported."""
-
-
-def qcow2_header(path, head):
-    """``{version, virtual_size}`` of the qcow2 header at the start of ``head`` (bytes from offset 0), None when head
-    has no qcow2 magic. Refuses (InvalidDeclaration on import_from) a backing file, an external data file (the
-    ``data-file`` header extension or incompatible feature bit 2), an unknown incompatible feature and a damaged header:
-    the VM would read or write a file outside the pool that nobody checked."""
-    if head[:4] != QCOW2_MAGIC:
-        return None
-    if len(head) < 72:
-        raise InvalidDeclaration('import_from', '%s has a truncated qcow2 header' % path)
-    version, backing_offset, backing_size, cluster_bits, size = struct.unpack_from('>IQIIQ', head, 4)
-    if version not in (2, 3):
-        raise InvalidDeclaration('import_from', '%s is a qcow image of version %d; only qcow2 (versions 2 and 3) and raw are imported'
-                                 % (path, version))
-    if backing_offset or backing_size:
-        raise InvalidDeclaration('import_from', '%s has a backing file (qcow2 backing_file_offset %d): the VM would read a file outside '
-                                 'the pool; %s' % (path, backing_offset, _STANDALONE))
-    if not 9 <= cluster_bits <= 21:
-        raise InvalidDeclaration('import_from', '%s has a damaged qcow2 header (cluster_bits %d)' % (path, cluster_bits))
-    incompatible, header_length = 0, 72
-    if version == 3:
-        if len(head) < 104:
-            raise InvalidDeclaration('import_from', '%s has a truncated qcow2 header' % path)
-        incompatible = struct.unpack_from('>Q', head, 72)[0]
-        header_length = struct.unpack_from('>I', head, 100)[0]
-        if header_length < 104 or header_length % 8:
-            raise InvalidDeclaration('import_from', '%s has a damaged qcow2 header (header_length %d)' % (path, header_length))
-    if incompatible & _QCOW2_EXTERNAL_DATA_FILE:
-        raise InvalidDeclaration('import_from', '%s has an external data file (qcow2 data-file, incompatible feature bit 2): the VM would '
-                                 'read and write a file outside the pool; %s' % (path, _STANDALONE))
-    if incompatible & ~_QCOW2_KNOWN_INCOMPATIBLE:
-        raise InvalidDeclaration('import_from', '%s uses unknown incompatible qcow2 features (0x%x)' % (path, incompatible & ~_QCOW2_KNOWN_INCOMPATIBLE))
-    end = min(1 << cluster_bits, len(head))
-    offset = header_length
-    while True:
-        if offset + 8 > end:
-            raise InvalidDeclaration('import_from', '%s has a damaged qcow2 header (its extensions do not end in the first cluster)' % path)
-        ext_type, ext_length = struct.unpack_from('>II', head, offset)
-        offset += 8
-        if ext_type == 0:
-            break
-        if offset + ext_length > end:
-            raise InvalidDeclaration('import_from', '%s has a damaged qcow2 header extension 0x%08x' % (path, ext_type))
-        if ext_type == _QCOW2_EXT_DATA_FILE:
-            name = head[offset:offset + min(ext_length, 200)].decode('utf-8', 'backslashreplace')
-            raise InvalidDeclaration('import_from', '%s has an external data file (qcow2 data-file %r): the VM would read and write a file '
-                                     'outside the pool; %s' % (path, name, _STANDALONE))
-        offset += (ext_length + 7) & ~7
-    return {'version': version, 'virtual_size': size}
-
-
-class LocalImage:
-    """A local image to import, opened once: its checks, its sha256 and its upload all read this one descriptor.
-
-    The path is opened with ``O_NOFOLLOW`` (a symbolic link is refused) and must be a regular file; ``qemu-img info``
-    inspects the open file through ``/proc/self/fd/N`` (argv, no shell), after the qcow2 header read from the
-    descriptor was checked. A path replaced after the open is never read again; a file rewritten in place after the
-    check is found by :meth:`reader` (its head differs from the checked one, its size or mtime changed) and refused.
-    Use as a context manager (closes the descriptor).
-    """
-
-    def __init__(self, path):
-        self.path = path
-        try:
-            self.fd = files.open_regular(path, os.O_RDONLY)
-        except files.UnsafeFile as exc:
-            raise InvalidDeclaration('import_from', '%s %s' % (path, exc)) from None
-        except OSError as exc:
-            raise InvalidDeclaration('import_from', 'cannot open %s on the machine running the module: %s' % (path, exc.strerror)) from None
-        info = os.fstat(self.fd)
-        self.size = info.st_size
-        self._identity = (info.st_size, info.st_mtime_ns)
-        self.head = files.read_at(self.fd, min(self.size, HEAD_BYTES), 0)
-        self.format = None
-        self.virtual_size = None
-
-    def close(self):
-        """Close the descriptor (again: nothing)."""
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-
-    def inspect(self, declared_format=None, runner=None):
-        """Check the image; ``{format, virtual_size, file_size}``. Only raw and qcow2 without a backing or data file pass."""
-        header = qcow2_header(self.path, self.head)
-        fd_path = '/proc/self/fd/%d' % self.fd
-        runner = runner or subprocess.run
-        try:
-            proc = runner(['qemu-img', 'info', '--force-share', '--output', 'json', fd_path], pass_fds=(self.fd,), capture_output=True,
-                          text=True, check=False, timeout=120)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise BackendError('import_from: cannot run qemu-img to inspect %s: %s' % (self.path, exc)) from None
-        if proc.returncode != 0:
-            raise InvalidDeclaration('import_from', 'qemu-img cannot read %s: %s' % (self.path, (proc.stderr or '').replace(fd_path, self.path).strip()[:300]))
-        try:
-            info = json.loads(proc.stdout)
-        except ValueError:
-            raise BackendError('import_from: qemu-img info printed no JSON for %s' % self.path) from None
-        detected = info.get('format')
-        if detected not in FORMATS:
-            raise InvalidDeclaration('import_from', '%s is a %s image; only raw and qcow2 are imported' % (self.path, detected))
-        data = (info.get('format-specific') or {}).get('data') or {}
-        if info.get('backing-filename') or data.get('data-file'):
-            what = 'backing file' if info.get('backing-filename') else 'external data file (qcow2 data-file)'
-            raise InvalidDeclaration('import_from', '%s has a %s: the VM would use a file outside the pool; %s' % (self.path, what, _STANDALONE))
-        virtual_size = header['virtual_size'] if header else self.size
-        if (detected == 'qcow2') != (header is not None) or info.get('virtual-size') != virtual_size:
-            raise ImageChanged('import_from: %s changed while it was checked (qemu-img saw another image than the one read); nothing was '
-                               'imported' % self.path)
-        if declared_format and declared_format != detected:
-            raise InvalidDeclaration('import_format', 'declared %s but %s is a %s image' % (declared_format, self.path, detected))
-        self.format, self.virtual_size = detected, virtual_size
-        return {'format': detected, 'virtual_size': virtual_size, 'file_size': self.size}
-
-    def reader(self):
-        """``read(nbytes) -> bytes``: the image from its start to the size it had when opened, then ``b''``.
-
-        Raises :class:`ImageChanged` when the bytes read differ from the head that was checked, or the file is shorter,
-        longer or written since it was opened.
-        """
-        position = [0]
-
-        def read(nbytes):
-            offset = position[0]
-            want = min(nbytes, self.size - offset)
-            if want <= 0:
-                self._check_unchanged()
-                return b''
-            data = files.read_at(self.fd, want, offset)
-            if len(data) != want:
-                raise self.changed('it is shorter than when it was opened')
-            if offset < len(self.head) and data[:len(self.head) - offset] != self.head[offset:offset + len(data)]:
-                raise self.changed('its header is not the one that was checked')
-            position[0] = offset + want
-            return data
-        return read
-
-    def sha256(self):
-        """sha256 hex digest of the image (read through the checked descriptor)."""
-        digest = hashlib.sha256()
-        read = self.reader()
-        for chunk in iter(lambda: read(1 << 20), b''):
-            digest.update(chunk)
-        return digest.hexdigest()
-
-    def _check_unchanged(self):
-        info = os.fstat(self.fd)
-        if (info.st_size, info.st_mtime_ns) != self._identity:
-            raise self.changed('it was written to')
-
-    def changed(self, why):
-        """The :class:`ImageChanged` error saying why."""
-        return ImageChanged('import_from: %s changed while it was imported (%s); nothing was imported' % (self.path, why))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Observation
 # ---------------------------------------------------------------------------------------------------------------------
+
 
 class StorageObserver:
     """Reads pools and volumes of one connection, with per-run caches."""
@@ -598,6 +181,7 @@ class StorageObserver:
 # ---------------------------------------------------------------------------------------------------------------------
 # Execution of one volume operation
 # ---------------------------------------------------------------------------------------------------------------------
+
 
 def ensure_pool(connection, observer, name, path, check_mode):
     """Make pool ``name`` usable: create and start a directory pool at ``path`` when declared; return a note or None."""

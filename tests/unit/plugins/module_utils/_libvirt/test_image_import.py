@@ -16,6 +16,7 @@ import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import storage
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import local_image, storage_spec
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 
 MIB = 1024 * 1024
@@ -86,7 +87,7 @@ class FakePool:
         root = ET.fromstring(xml)
         vol = FakeVol(self, root.findtext('name'), int(root.findtext('capacity')), root.find('target/format').get('type'))
         self.volumes[vol.name] = vol
-        if self.on_create is not None and not vol.name.endswith(storage.PARTIAL_SUFFIX):
+        if self.on_create is not None and not vol.name.endswith(storage_spec.PARTIAL_SUFFIX):
             self.on_create(vol)
         return vol
 
@@ -121,7 +122,7 @@ def import_volume(path, on_create=None, **extra):
     pool = FakePool(on_create)
     item = {'name': 'v', 'pool': 'p', 'import_from': str(path)}
     item.update(extra)
-    spec = storage.normalize_volume(item)
+    spec = storage_spec.normalize_volume(item)
     op = phase.Operation(phase.CREATE, 'p/v')
     return storage.execute_volume_operation(FakeConnection(), FakeObserver(pool), op, spec, []), pool
 
@@ -153,7 +154,7 @@ def test_a_symbolic_link_to_a_secret_file_is_refused(tmp_path):
     pool = FakePool()
     with pytest.raises(InvalidDeclaration) as refused:
         storage.execute_volume_operation(FakeConnection(), FakeObserver(pool), phase.Operation(phase.CREATE, 'p/v'),
-                                         storage.normalize_volume({'name': 'v', 'pool': 'p', 'import_from': str(link)}), [])
+                                         storage_spec.normalize_volume({'name': 'v', 'pool': 'p', 'import_from': str(link)}), [])
     assert refused.value.field == 'import_from' and 'symbolic link' in refused.value.reason and str(link) in refused.value.reason
     assert 'secret-hash' not in str(refused.value)
     assert not pool.volumes  # nothing created, not even the partial marker
@@ -220,7 +221,7 @@ def test_the_qcow2_header_is_checked_from_the_file_itself(tmp_path, header, word
         return subprocess.run(argv, **kwargs)  # pylint: disable=subprocess-run-check
 
     with pytest.raises(InvalidDeclaration) as refused:
-        with storage.LocalImage(str(image)) as local:
+        with local_image.LocalImage(str(image)) as local:
             local.inspect(runner=runner)
     assert refused.value.field == 'import_from' and words in refused.value.reason
     assert not calls  # refused before qemu-img ever opened it

@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import local_image, storage_spec, storage_xml
 from ansible_collections.converge.virt.plugins.module_utils._phase import volumes as phase
 
 MIB = 1024 * 1024
@@ -16,7 +17,7 @@ MIB = 1024 * 1024
 def norm(**item):
     item.setdefault('name', 'v.raw')
     item.setdefault('pool', 'p')
-    return storage.normalize_volume(item)
+    return storage_spec.normalize_volume(item)
 
 
 def test_normalize_defaults_and_units():
@@ -63,46 +64,46 @@ def test_references_and_overlay_format():
     spec = norm(backing_volume='base.qcow2')
     assert spec['backing_volume'] == 'p/base.qcow2' and spec['format'] == 'qcow2'
     assert norm(clone_from='other/src.raw')['clone_from'] == 'other/src.raw'
-    assert storage.desired_source(spec) == 'backing:p/base.qcow2'
-    assert storage.desired_source(norm(import_from='/img')) == 'import:/img'
-    assert storage.desired_source(norm(capacity=1)) is None
+    assert storage_spec.desired_source(spec) == 'backing:p/base.qcow2'
+    assert storage_spec.desired_source(norm(import_from='/img')) == 'import:/img'
+    assert storage_spec.desired_source(norm(capacity=1)) is None
 
 
 def test_fleet_defaults_fill_items():
-    spec = storage.normalize_volume({'name': 'a.raw'}, 'volumes[3]', {'pool': 'p', 'capacity': '1MiB', 'format': 'raw'})
+    spec = storage_spec.normalize_volume({'name': 'a.raw'}, 'volumes[3]', {'pool': 'p', 'capacity': '1MiB', 'format': 'raw'})
     assert spec['key'] == 'p/a.raw' and spec['capacity'] == MIB
     with pytest.raises(InvalidDeclaration) as info:
-        storage.normalize_volume({'name': 'a.raw', 'capacity': 'x'}, 'volumes[3]', {'pool': 'p'})
+        storage_spec.normalize_volume({'name': 'a.raw', 'capacity': 'x'}, 'volumes[3]', {'pool': 'p'})
     assert info.value.field == 'volumes[3].capacity'
 
 
 def test_desired_world_builds_planner_inputs():
     spec = norm(capacity='1MiB', attachments=[{'vm': 'web', 'dev': 'vdb', 'serial': 'S1'}, {'vm': 'db', 'dev': 'sdc', 'readonly': True}])
-    vols, atts = storage.desired_world([spec])
+    vols, atts = storage_spec.desired_world([spec])
     assert vols == [phase.DesiredVolume('p/v.raw', True, MIB, None, None)]
     assert atts == [phase.Attachment('web', 'vdb', 'p/v.raw', False, 'virtio', 'S1'), phase.Attachment('db', 'sdc', 'p/v.raw', True, 'sata', None)]
 
 
 def test_shrink_of_declared_volume_is_refused_by_the_planner():
-    vols, atts = storage.desired_world([norm(capacity='1MiB')])
+    vols, atts = storage_spec.desired_world([norm(capacity='1MiB')])
     plan = phase.plan_volumes(vols, [phase.ActualVolume('p/v.raw', 2 * MIB, 'raw')], atts, [])
     assert plan.operations == [] and 'never shrunk' in plan.refusals[0]['reason']
 
 
 def test_volume_xml_round_trip():
-    xml = storage.volume_xml('top.qcow2', 8 * MIB, 'qcow2', backing={'path': '/p/base.qcow2', 'format': 'qcow2'})
-    parsed = storage.parse_volume_xml(xml)
+    xml = storage_xml.volume_xml('top.qcow2', 8 * MIB, 'qcow2', backing={'path': '/p/base.qcow2', 'format': 'qcow2'})
+    parsed = storage_xml.parse_volume_xml(xml)
     assert parsed['name'] == 'top.qcow2' and parsed['capacity'] == 8 * MIB and parsed['format'] == 'qcow2'
     assert parsed['backing'] == {'path': '/p/base.qcow2', 'format': 'qcow2'} and parsed['allocation'] == 0
-    assert storage.parse_volume_xml(storage.volume_xml('a', MIB, 'raw', 'full'))['allocation'] == MIB
+    assert storage_xml.parse_volume_xml(storage_xml.volume_xml('a', MIB, 'raw', 'full'))['allocation'] == MIB
     kib = "<volume><name>x</name><capacity unit='KiB'>4</capacity><allocation>0</allocation><target><path>/x</path></target></volume>"
-    assert storage.parse_volume_xml(kib)['capacity'] == 4096 and storage.parse_volume_xml(kib)['path'] == '/x'
+    assert storage_xml.parse_volume_xml(kib)['capacity'] == 4096 and storage_xml.parse_volume_xml(kib)['path'] == '/x'
 
 
 def test_xml_is_built_not_templated():
-    xml = storage.volume_xml("a'<b>&", MIB, 'raw')
+    xml = storage_xml.volume_xml("a'<b>&", MIB, 'raw')
     assert ET.fromstring(xml).findtext('name') == "a'<b>&"
-    assert storage.parse_pool_xml(storage.pool_xml('p<', '/srv/p&')) == {'name': 'p<', 'type': 'dir', 'path': '/srv/p&'}
+    assert storage_xml.parse_pool_xml(storage_xml.pool_xml('p<', '/srv/p&')) == {'name': 'p<', 'type': 'dir', 'path': '/srv/p&'}
 
 
 def test_image_inspection_uses_argv_on_the_open_descriptor_and_checks_format(tmp_path):
@@ -114,7 +115,7 @@ def test_image_inspection_uses_argv_on_the_open_descriptor_and_checks_format(tmp
         seen.append((argv, kwargs))
         return subprocess.CompletedProcess(argv, 0, json.dumps({'format': 'raw', 'virtual-size': 1024}), '')
 
-    with storage.LocalImage(str(image)) as local:
+    with local_image.LocalImage(str(image)) as local:
         assert local.inspect(runner=runner) == {'format': 'raw', 'virtual_size': 1024, 'file_size': 1024}
         argv, kwargs = seen[0]
         assert argv[:2] == ['qemu-img', 'info'] and argv[-1] == '/proc/self/fd/%d' % local.fd and kwargs['pass_fds'] == (local.fd,)
@@ -122,7 +123,7 @@ def test_image_inspection_uses_argv_on_the_open_descriptor_and_checks_format(tmp
             local.inspect('qcow2', runner=runner)
         assert info.value.field == 'import_format'
     with pytest.raises(InvalidDeclaration) as info:
-        storage.LocalImage(str(tmp_path / 'missing'))
+        local_image.LocalImage(str(tmp_path / 'missing'))
     assert info.value.field == 'import_from'
 
 
@@ -130,7 +131,7 @@ def test_image_sha256_reads_the_whole_file_through_the_descriptor(tmp_path):
     path = tmp_path / 'f'
     path.write_bytes(b'abcdef')
     import hashlib
-    with storage.LocalImage(str(path)) as local:
+    with local_image.LocalImage(str(path)) as local:
         path.unlink()
         assert local.sha256() == hashlib.sha256(b'abcdef').hexdigest()
 
