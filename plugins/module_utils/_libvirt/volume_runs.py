@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The libvirt runners of the volume and volume_info modules (selected through _common.registry)."""
+"""The libvirt volume module (the runners of volume and volume_info: _common/volume_run.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from ansible_collections.converge.virt.plugins.module_utils._base.errors import 
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_args import declared
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import attachments, storage
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import storage_spec
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import check_timeout
 
 
@@ -46,12 +45,9 @@ def report(connection, pool, names):
     return pool_states, volumes
 
 
-def run_volume_info(module):
-    """volume_info with backend libvirt."""
-    with ModuleSession(module) as session:
-        with session.connect() as connection:
-            pools, volumes = report(connection, module.params['pool'], module.params['name'])
-    module.exit_json(changed=False, pools=pools, volumes=volumes)
+def info(connection, params):
+    """volume_info with backend libvirt: ``(pools, volumes)``."""
+    return report(connection, params['pool'], params['name'])
 
 
 def declarations(params):
@@ -65,11 +61,6 @@ def declarations(params):
     return specs
 
 
-def run_volume(module):
-    """volume with backend libvirt."""
-    with ModuleSession(module) as session:
-        specs = declarations(module.params)
-        with session.connect() as connection:
-            result = attachments.converge_volumes(connection, specs, force=module.params['force'], check_mode=module.check_mode,
-                                                  detach_timeout=module.params['detach_timeout'])
-    volume_run.finish(module, result, session.redact)
+def converge(connection, params, specs, check_mode):
+    """volume with backend libvirt: the converge result of ``specs``."""
+    return attachments.converge_volumes(connection, specs, force=params['force'], check_mode=check_mode, detach_timeout=params['detach_timeout'])
