@@ -56,7 +56,7 @@ from .store import ApiError
 LOG = logging.getLogger('kubeapi.real')
 
 NODES = ('node01', 'node02', 'node03')
-DRAIN_ANNOTATION = 'converge.virt/drain'     # the collection's drain mark (_kubevirt/migration_backend.py)
+DRAIN_ANNOTATION = 'converge.virt/drain'     # the collection's drain mark (_kubevirt/node_drain.py)
 NAMESPACES = ('default', 'demo')
 SYSTEM_NAMESPACES = ('kube-system', 'kube-public', 'kube-node-lease', 'kubevirt')
 KEEP_NAMESPACES = NAMESPACES + SYSTEM_NAMESPACES

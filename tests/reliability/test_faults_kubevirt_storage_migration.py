@@ -29,6 +29,7 @@ import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_options
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend
 from ansible_collections.converge.virt.plugins.modules import migration as migration_module
 from ansible_collections.converge.virt.plugins.modules import migration_info as migration_info_module
@@ -439,7 +440,7 @@ def test_migration_cancel_survives_api_fault(srv, short_client_timeout, monkeypa
         log = MigrationLog(srv, name).__enter__()
         new_owner(monkeypatch)
         client = kubevirt_client.KubeClient(kubeconfig=srv.kubeconfig_path, timeout=30)
-        opts = migration_backend.KubevirtMigrationOptions(target_node=other_node(srv, source), wait_timeout=120)
+        opts = migration_options.KubevirtMigrationOptions(target_node=other_node(srv, source), wait_timeout=120)
         outcome = {}
         follower = threading.Thread(target=lambda: outcome.update(migration_backend.KubevirtMigration(client, NS, name, opts).converge()),
                                     daemon=True)

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The KubeVirt backend of the migration modules and of the node drain mark.
+"""The KubeVirt backend of the migration modules: the run of one migration (:class:`KubevirtMigration`) and of a fleet
+(:func:`migrate_many`).
 
 KubeVirt moves a VirtualMachineInstance when a VirtualMachineInstanceMigration
 (VMIM) object names it; its controller reports the phases. This file observes
@@ -13,409 +14,35 @@ a migration needs: create the VMIM (one per VM: one in flight is attached to),
 delete it (KubeVirt's abort), and the task record (task_state MIGRATING,
 vm_state unchanged afterwards) in the VM's annotations (:mod:`.taskstore`).
 
-The drain mark of a node is ``spec.unschedulable`` (cordon), optionally a
-``NoSchedule`` taint :data:`DRAIN_TAINT_KEY`, and an annotation
-:data:`DRAIN_ANNOTATION` with the reason, time and controller. The scheduler
-never places a pod (a VM's or a migration target's) on such a node.
+Beside the run: the options (:mod:`.migration_options`), what it reads and reports (:mod:`.migration_observe`) and
+the node drain mark (:mod:`.node_drain`: ``spec.unschedulable``, an optional ``NoSchedule`` taint and an annotation
+with the reason; the scheduler never places a pod, a VM's or a migration target's, on such a node).
 """
 
 from __future__ import annotations
 
-import calendar
-import json
 import time
-from typing import NamedTuple, Optional
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import (
     BackendError, ConvergeError, InvalidDeclaration, TaskConflict, TransitionRefused)
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import CORE_API, KUBEVIRT_API, ApiStatusError, Conflict, check_node_name, segment
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import DNS_LABEL as _DNS_LABEL, is_subdomain
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
-from ansible_collections.converge.virt.plugins.module_utils._common import journal, migrate
 from ansible_collections.converge.virt.plugins.module_utils._base.owner import owner_gone, owner_id
-from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
-from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
+from ansible_collections.converge.virt.plugins.module_utils._common import journal, migrate
 from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
+from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.migration_observe import (
+    TASK_LABEL, VMIM, condition_of, failure_message, in_flight, kubevirt_phase, migrations_of, observation, progress_of)
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.migration_options import split_name
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.node_drain import HOSTNAME_LABEL, node_blockers, read_node
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore
+from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, tasks, views
 
-VMIM = 'virtualmachineinstancemigrations'
-TASK_LABEL = 'converge.virt/task-id'
 UNSCHEDULABLE_TIMEOUT_ANNOTATION = 'kubevirt.io/migrationUnschedulablePodTimeoutSeconds'
-HOSTNAME_LABEL = 'kubernetes.io/hostname'
-DRAIN_ANNOTATION = 'converge.virt/drain'
-DRAIN_TAINT_KEY = 'converge.virt/draining'
-HISTORY_LENGTH = 5
 CANCEL_GRACE = 5.0
 
 
-def _ts(value):
-    """Epoch seconds of an RFC 3339 timestamp, or None."""
-    if not value:
-        return None
-    try:
-        return float(calendar.timegm(time.strptime(value, '%Y-%m-%dT%H:%M:%SZ')))
-    except (TypeError, ValueError):
-        return None
-
-
-class KubevirtMigrationOptions(NamedTuple):
-    """How to migrate on KubeVirt."""
-
-    target_node: Optional[str] = None
-    source_node: Optional[str] = None
-    wait_timeout: int = 600
-    pending_timeout: Optional[int] = None
-    poll_interval: float = 0.1
-
-
 task_lease_seconds = migrate.task_lease_seconds
-
-
-def validate_options(opts):
-    """Raise :class:`InvalidDeclaration` naming the field of a bad option."""
-    tasks.check_timeout('wait_timeout', opts.wait_timeout)
-    if opts.pending_timeout is not None and opts.pending_timeout <= 0:
-        raise InvalidDeclaration('pending_timeout', 'must be a positive number of seconds, got %r' % opts.pending_timeout)
-    tasks.check_timeout('pending_timeout', opts.pending_timeout)
-    for field in ('target_node', 'source_node'):
-        if getattr(opts, field) is not None:
-            check_node_name(getattr(opts, field), field)
-    if opts.target_node and opts.source_node and opts.target_node == opts.source_node:
-        raise InvalidDeclaration('target_node', 'is the same node as source_node (%s)' % opts.source_node)
-    return opts
-
-
-def split_name(entry, namespace, field='names'):
-    """``namespace/name`` or ``name`` -> (namespace, name); both must be valid Kubernetes names."""
-    ns, _sep, name = entry.rpartition('/') if isinstance(entry, str) else ('', '', None)
-    ns = ns or namespace
-    if not (is_subdomain(name) and _DNS_LABEL.match(ns or '') and len(ns) <= 63
-            and entry.count('/') <= 1 and not entry.startswith('/')):
-        raise InvalidDeclaration(field, 'an entry is "name" or "namespace/name" (Kubernetes names: lower case a-z, 0-9, - and .), got %r' % (entry,))
-    return ns, name
-
-
-# ------------------------------------------------------------------ nodes
-def node_path(name):
-    """``/api/v1/nodes/NAME``."""
-    return '%s/nodes/%s' % (CORE_API, segment(name))
-
-
-def read_node(client, name):
-    """The Node object or None."""
-    try:
-        return client.request('GET', node_path(name), what='read node %s' % name)
-    except ApiStatusError as exc:
-        if exc.code == 404:
-            return None
-        raise
-
-
-def _tolerates(tol, taint):
-    if tol.get('effect') and tol['effect'] != taint.get('effect'):
-        return False
-    if tol.get('operator') == 'Exists':
-        return not tol.get('key') or tol['key'] == taint.get('key')
-    return tol.get('key') == taint.get('key') and tol.get('value', '') == taint.get('value', '')
-
-
-def node_blockers(node, tolerations=()):
-    """Why the scheduler places no new pod on ``node``: cordoned, untolerated NoSchedule/NoExecute taints, not Ready."""
-    spec = node.get('spec') or {}
-    out = []
-    if spec.get('unschedulable'):
-        out.append('cordoned (spec.unschedulable)')
-    for taint in spec.get('taints') or []:
-        if taint.get('effect') in ('NoSchedule', 'NoExecute') and not any(_tolerates(t, taint) for t in tolerations or ()):
-            out.append('taint %s%s:%s' % (taint.get('key'), '=' + taint['value'] if taint.get('value') else '', taint.get('effect')))
-    ready = [c for c in _get(node, 'status', 'conditions') or [] if c.get('type') == 'Ready']
-    if ready and ready[0].get('status') != 'True':
-        out.append('not Ready')
-    return out
-
-
-def drain_mark(node):
-    """Our drain record of ``node`` (dict: reason, since, by) or None.
-
-    A record on a node that is no longer draining (uncordoned and untainted by someone else, e.g. ``kubectl uncordon``) is
-    stale: :func:`live_drain_mark` ignores it and the next :func:`set_drain` writes a new one."""
-    raw = (_get(node, 'metadata', 'annotations') or {}).get(DRAIN_ANNOTATION)
-    if raw is None:
-        return None
-    try:
-        mark = json.loads(raw)
-    except ValueError:
-        mark = {}
-    return mark if isinstance(mark, dict) else {}
-
-
-def _our_taint(node):
-    return [t for t in (_get(node, 'spec', 'taints') or []) if t.get('key') == DRAIN_TAINT_KEY]
-
-
-def node_draining(node):
-    """A node is draining when it is cordoned or carries our taint."""
-    return bool(_get(node, 'spec', 'unschedulable')) or bool(_our_taint(node))
-
-
-def live_drain_mark(node):
-    """:func:`drain_mark` of a node that is draining; None for a stale record on a node that is not."""
-    return drain_mark(node) if node_draining(node) else None
-
-
-def _patch_node(client, name, build, check_mode):
-    """Merge-patch the node with ``build(node)`` (None: nothing to do), guarded by resourceVersion; return True when changed."""
-    for _attempt in range(8):
-        node = read_node(client, name)
-        if node is None:
-            raise InvalidDeclaration('node', 'no node called %r in the cluster' % name)
-        patch = build(node)
-        if patch is None:
-            return False
-        if check_mode:
-            return True
-        patch.setdefault('metadata', {})['resourceVersion'] = node['metadata'].get('resourceVersion')
-        try:
-            client.request('PATCH', node_path(name), body=patch, content_type='application/merge-patch+json', what='patch node %s' % name)
-            return True
-        except Conflict:
-            continue    # the kubelet or another controller wrote the node in between: read it again
-    raise BackendError('node %s changed under every attempt to patch it' % name)
-
-
-def set_drain(client, name, reason, taint, by, check_mode=False):
-    """Cordon the node, add our taint (with ``taint``) and the drain annotation; True when something changed."""
-    def build(node):
-        patch = {}
-        if not _get(node, 'spec', 'unschedulable'):
-            patch.setdefault('spec', {})['unschedulable'] = True
-        if taint and not _our_taint(node):
-            taints = list(_get(node, 'spec', 'taints') or [])
-            taints.append({'key': DRAIN_TAINT_KEY, 'effect': 'NoSchedule', 'value': 'true'})
-            patch.setdefault('spec', {})['taints'] = taints
-        if live_drain_mark(node) is None:   # none, or a stale one left by an uncordon behind our back: this drain's reason and time
-            patch['metadata'] = {'annotations': {DRAIN_ANNOTATION: json.dumps({'reason': reason or '', 'since': time.time(), 'by': by},
-                                                                              sort_keys=True)}}
-        return patch or None
-    return _patch_node(client, name, build, check_mode)
-
-
-def clear_drain(client, name, check_mode=False):
-    """Uncordon the node, remove our taint and annotation (other taints stay); True when something changed."""
-    def build(node):
-        patch = {}
-        if _get(node, 'spec', 'unschedulable'):
-            patch.setdefault('spec', {})['unschedulable'] = None
-        if _our_taint(node):
-            kept = [t for t in _get(node, 'spec', 'taints') or [] if t.get('key') != DRAIN_TAINT_KEY]
-            patch.setdefault('spec', {})['taints'] = kept or None
-        if drain_mark(node) is not None:
-            patch['metadata'] = {'annotations': {DRAIN_ANNOTATION: None}}
-        return patch or None
-    return _patch_node(client, name, build, check_mode)
-
-
-def vmis_on_node(client, node_name, namespace):
-    """Every VMI whose instance runs on ``node_name`` (all namespaces; only ``namespace`` when listing them all is forbidden)."""
-    notes = []
-    try:
-        items = client.request('GET', '%s/%s' % (KUBEVIRT_API, 'virtualmachineinstances'), what='list virtualmachineinstances')
-        items = (items or {}).get('items') or []
-    except ApiStatusError as exc:
-        if exc.code != 403:
-            raise
-        notes.append('listing VMIs of every namespace is forbidden: only namespace %s was read' % namespace)
-        items = client.list(KUBEVIRT_API, namespace, 'virtualmachineinstances')
-    return [v for v in items if _get(v, 'status', 'nodeName') == node_name], notes
-
-
-def node_summary(client, node, namespace):
-    """The host dict of a node: drain state and the VMs on it."""
-    name = node['metadata']['name']
-    vmis, notes = vmis_on_node(client, name, namespace)
-    vms = []
-    for vmi in vmis:
-        phase = _get(vmi, 'status', 'phase') or ''
-        vms.append({'name': vmi['metadata']['name'], 'namespace': vmi['metadata'].get('namespace'), 'phase': phase,
-                    'running': phase not in ('Succeeded', 'Failed') and not _get(vmi, 'metadata', 'deletionTimestamp'),
-                    'migrating': bool(_get(vmi, 'status', 'migrationState', 'startTimestamp')
-                                      and not _get(vmi, 'status', 'migrationState', 'endTimestamp')),
-                    'memory': _get(vmi, 'spec', 'domain', 'resources', 'requests', 'memory')})
-    vms.sort(key=lambda v: (v['namespace'] or '', v['name']))
-    ready = [c for c in _get(node, 'status', 'conditions') or [] if c.get('type') == 'Ready']
-    result = {'node': name, 'hostname': (_get(node, 'metadata', 'labels') or {}).get(HOSTNAME_LABEL, name),
-              'unschedulable': bool(_get(node, 'spec', 'unschedulable')), 'taints': list(_get(node, 'spec', 'taints') or []),
-              'ready': bool(ready and ready[0].get('status') == 'True'), 'draining': node_draining(node), 'drain': live_drain_mark(node),
-              'blockers': node_blockers(node), 'allocatable_memory': _get(node, 'status', 'allocatable', 'memory'),
-              'vms': vms, 'running_vms': ['%s/%s' % (v['namespace'], v['name']) for v in vms if v['running']], 'stopped_vms': []}
-    if notes:
-        result['notes'] = notes
-    return result
-
-
-# ----------------------------------------------------------- observation
-def kubevirt_phase(vmim):
-    """The VMIM's own phase ('' before the controller saw it)."""
-    return _get(vmim, 'status', 'phase') or ''
-
-
-def _reached(kphase, phase):
-    return kphase in migration.ORDER and migration.ORDER.index(kphase) >= migration.ORDER.index(phase)
-
-
-def _condition(obj, ctype):
-    for cond in _get(obj, 'status', 'conditions') or []:
-        if cond.get('type') == ctype:
-            return cond
-    return None
-
-
-def _vmi_state_of(vmi, uid):
-    state = _get(vmi, 'status', 'migrationState') or {}
-    return state if uid and state.get('migrationUid') == uid else {}
-
-
-def failure_kind(vmim, vmi, uid=None):
-    """Why a VMIM failed, as the phase machine's fields: 'aborted', 'vm', 'pending', 'target', 'source' (None when not failed)."""
-    uid = uid or _get(vmim, 'metadata', 'uid')
-    vstate = _vmi_state_of(vmi, uid)
-    mstate = _get(vmim, 'status', 'migrationState') or {}
-    if vmim is None:
-        if vstate.get('completed') and not vstate.get('failed'):
-            return None
-        return 'aborted'    # the migration object was deleted: KubeVirt's abort
-    if kubevirt_phase(vmim) != migration.FAILED:
-        return None
-    if _get(vmim, 'metadata', 'deletionTimestamp') or _condition(vmim, 'MigrationAbortRequested') is not None \
-            or mstate.get('abortStatus') or vstate.get('abortStatus'):
-        return 'aborted'
-    if vmi is None or _get(vmi, 'status', 'phase') in ('Succeeded', 'Failed') or _get(vmi, 'metadata', 'deletionTimestamp'):
-        return 'vm'
-    cond = _condition(vmim, 'PodScheduled')
-    if cond is not None and cond.get('status') == 'False' and cond.get('reason') == 'Unschedulable':
-        return 'pending'
-    if vstate.get('startTimestamp') or mstate.get('startTimestamp'):
-        return 'source'
-    return 'target'
-
-
-def failure_message(vmim):
-    """The message KubeVirt gave for a failed VMIM (Failed / MigrationAbortRequested condition), or None."""
-    for ctype in ('Failed', 'MigrationAbortRequested', 'PodScheduled'):
-        cond = _condition(vmim, ctype)
-        if cond is not None and cond.get('message'):
-            return '%s: %s' % (cond.get('reason') or ctype, cond['message'])
-    return None
-
-
-def observation(phase, vmim, vmi, uid=None, vmim_gone=False):
-    """The :class:`MigrationObservation` of a VMIM (None when it vanished) and its VMI."""
-    uid = uid or _get(vmim, 'metadata', 'uid')
-    vstate = _vmi_state_of(vmi, uid)
-    kphase = kubevirt_phase(vmim) if vmim is not None else ''
-    if vmim is None and vmim_gone:
-        kphase = migration.SUCCEEDED if vstate.get('completed') and not vstate.get('failed') else migration.FAILED
-    kind = failure_kind(vmim, vmi, uid) if kphase == migration.FAILED or vmim is None else None
-    mstate = _get(vmim, 'status', 'migrationState') or {}
-    vm_running = vmi is not None and _get(vmi, 'status', 'phase') not in ('Succeeded', 'Failed') \
-        and not _get(vmi, 'metadata', 'deletionTimestamp')
-    return migration.MigrationObservation(
-        phase=phase,
-        vm_running=vm_running and kind != 'vm',
-        target_exists=_reached(kphase, migration.SCHEDULING) or bool(mstate.get('targetPod')),
-        target_ready=_reached(kphase, migration.SCHEDULED),
-        target_node_known=_reached(kphase, migration.PREPARING_TARGET) or bool(vstate.get('targetNode')),
-        target_address_known=_reached(kphase, migration.TARGET_READY) or bool(vstate.get('targetNodeAddress')),
-        transfer_started=_reached(kphase, migration.RUNNING) or bool(vstate.get('startTimestamp')),
-        transfer_completed=kphase == migration.SUCCEEDED,
-        target_failed=kind == 'target',
-        # a VMIM that ended Failed (or vanished unfinished) after an abort is the source's answer to it: the transfer is over
-        source_failed=kind == 'source' or (kind == 'aborted' and kphase == migration.FAILED),
-        abort_requested=kind == 'aborted' or bool(_get(vmim, 'metadata', 'deletionTimestamp')),
-        pending_seconds=1.0 if kind == 'pending' else 0.0,
-        pending_timeout=0.0 if kind == 'pending' else 300.0,
-    )
-
-
-def migration_reason(vmim, vmi):
-    """The phase machine's failure reason of a final VMIM (None when it succeeded)."""
-    if kubevirt_phase(vmim) != migration.FAILED:
-        return None
-    _phase, reason, _path = migration.run_to_phase(observation(migration.UNSET, vmim, vmi))
-    return reason or migration.SOURCE_FAILED
-
-
-def progress_of(vmim, vmi):
-    """Timestamps, nodes and mode of a migration (KubeVirt reports no byte counts in its objects)."""
-    uid = _get(vmim, 'metadata', 'uid')
-    state = dict(_get(vmim, 'status', 'migrationState') or {})
-    state.update(_vmi_state_of(vmi, uid))
-    start, end = _ts(state.get('startTimestamp')), _ts(state.get('endTimestamp'))
-    out = {'mode': state.get('mode'), 'started_at': state.get('startTimestamp'), 'ended_at': state.get('endTimestamp'),
-           'source_node': state.get('sourceNode'), 'target_node': state.get('targetNode'), 'target_pod': state.get('targetPod'),
-           'abort_status': state.get('abortStatus'), 'completed': state.get('completed'), 'failed': state.get('failed')}
-    if start is not None:
-        out['time_elapsed'] = int(max(0.0, ((end if end is not None else time.time()) - start)) * 1000)
-    return out
-
-
-def phases_of(vmim):
-    """The phases KubeVirt recorded for a VMIM (phaseTransitionTimestamps), in order."""
-    return [t.get('phase') for t in _get(vmim, 'status', 'phaseTransitionTimestamps') or [] if t.get('phase')]
-
-
-def migrations_of(client, namespace, vmi_name=None):
-    """VMIMs of ``namespace`` (of one VMI when given), oldest first."""
-    items = client.list(KUBEVIRT_API, namespace, VMIM)
-    if vmi_name is not None:
-        items = [m for m in items if _get(m, 'spec', 'vmiName') == vmi_name]
-    return sorted(items, key=lambda m: (_get(m, 'metadata', 'creationTimestamp') or '', _get(m, 'metadata', 'name') or ''))
-
-
-def in_flight(vmims):
-    """The VMIMs that are not final (the newest last)."""
-    return [m for m in vmims if kubevirt_phase(m) not in migration.FINAL]
-
-
-def migration_entry(vmim, vmi):
-    """One VMIM as migration_info reports it."""
-    kphase = kubevirt_phase(vmim)
-    prog = progress_of(vmim, vmi)
-    final = kphase in migration.FINAL
-    reason = migration_reason(vmim, vmi) if final else None
-    outcome = None
-    if final:
-        outcome = 'succeeded' if kphase == migration.SUCCEEDED else ('aborted' if reason == migration.ABORTED else 'failed')
-    transitions = _get(vmim, 'status', 'phaseTransitionTimestamps') or []
-    return {'id': vmim['metadata']['name'], 'uid': vmim['metadata'].get('uid'), 'phase': kphase or migration.PENDING,
-            'phases': phases_of(vmim), 'reason': reason, 'outcome': outcome, 'message': failure_message(vmim) if kphase == migration.FAILED else None,
-            'source': prog.get('source_node'), 'target': prog.get('target_node'), 'mode': prog.get('mode'),
-            'created_at': _get(vmim, 'metadata', 'creationTimestamp'), 'started_at': prog.get('started_at'),
-            'finished_at': prog.get('ended_at') or (transitions[-1].get('phaseTransitionTimestamp') if final and transitions else None),
-            'task_id': (_get(vmim, 'metadata', 'labels') or {}).get(TASK_LABEL), 'deleting': bool(_get(vmim, 'metadata', 'deletionTimestamp')),
-            'progress': prog}
-
-
-def migrations_info(client, namespace, names=None):
-    """In-flight and recent migrations per VM of ``namespace``."""
-    snapshot = kobserve.NamespaceSnapshot(client, namespace)
-    by_vmi = {}
-    for vmim in migrations_of(client, namespace):
-        by_vmi.setdefault(_get(vmim, 'spec', 'vmiName'), []).append(vmim)
-    out = []
-    for name in sorted(n for n in by_vmi if n):
-        if names and name not in names:
-            continue
-        obs = snapshot.observe(name)
-        vmi = snapshot.vmis.get(name)
-        entries = [migration_entry(m, vmi) for m in by_vmi[name]]
-        flying = [e for e in entries if e['outcome'] is None]
-        recent = [e for e in entries if e['outcome'] is not None][-HISTORY_LENGTH:]
-        out.append({'name': name, 'namespace': namespace, 'exists': obs['exists'], 'vm_state': obs.get('vm_state'),
-                    'task_state': obs.get('task_state'), 'power_state': obs.get('power_state'), 'status': obs.get('status'),
-                    'node': _get(vmi, 'status', 'nodeName'), 'in_flight': flying[-1] if flying else None, 'recent': recent,
-                    'last': recent[-1] if recent else None})
-    return out
 
 
 class _FollowKubevirt(migrate.FollowHooks):
@@ -627,7 +254,7 @@ class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-insta
         actions.check_action('live_migrate', obs.get('effective_vm_state'), obs.get('task_state'))
         if obs.get('task_state') is not None:
             raise TaskConflict(self.name, obs.get('task_id'), obs.get('task_state'), owner=obs.get('task_owner'))
-        migratable = _condition(vmi, 'LiveMigratable')
+        migratable = condition_of(vmi, 'LiveMigratable')
         if migratable is None or migratable.get('status') != 'True':
             detail = '%s: %s' % ((migratable or {}).get('reason') or 'no LiveMigratable condition', (migratable or {}).get('message') or '')
             raise TransitionRefused('live_migrate', obs.get('effective_vm_state'), obs.get('task_state'),

@@ -12,6 +12,7 @@ from ansible_collections.converge.virt.plugins.module_utils._base.errors import 
 from ansible_collections.converge.virt.plugins.module_utils._common.host_driver import HostBackend
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_observe, migration_options, node_drain
 
 
 class KubevirtNode(HostBackend):
@@ -25,16 +26,16 @@ class KubevirtNode(HostBackend):
         self.namespace = namespace
 
     def draining(self):
-        return kmb.node_draining(self.node)
+        return node_drain.node_draining(self.node)
 
     def drain(self, reason, check_mode):
-        return kmb.set_drain(self.client, self.name, reason, self.taint, kmb.owner_id(), check_mode=check_mode)
+        return node_drain.set_drain(self.client, self.name, reason, self.taint, kmb.owner_id(), check_mode=check_mode)
 
     def undrain(self, check_mode):
-        return kmb.clear_drain(self.client, self.name, check_mode=check_mode)
+        return node_drain.clear_drain(self.client, self.name, check_mode=check_mode)
 
     def summary(self):
-        return kmb.node_summary(self.client, kmb.read_node(self.client, self.name), self.namespace)
+        return node_drain.node_summary(self.client, node_drain.read_node(self.client, self.name), self.namespace)
 
 
 def session(module):
@@ -49,7 +50,7 @@ def check_host(params):
 
 def host(client, params):
     """The node ``node`` of the cluster (read once); a node that does not exist is an error naming it."""
-    node = kmb.read_node(client, params['node'])
+    node = node_drain.read_node(client, params['node'])
     if node is None:
         raise ConvergeError('node: no node called %r in the cluster' % params['node'])
     return KubevirtNode(client, params['node'], node, params['taint'], params['namespace'])
@@ -61,7 +62,7 @@ host_errors = contextlib.nullcontext  # the client's errors are ConvergeErrors a
 def migrations(session, params):
     """migration_info with backend kubevirt: ``(migrations, hosts)`` of the namespace."""
     with session.connect() as client:
-        return kmb.migrations_info(client, params['namespace'], params['name']), [{'namespace': params['namespace'], 'ok': True}]
+        return migration_observe.migrations_info(client, params['namespace'], params['name']), [{'namespace': params['namespace'], 'ok': True}]
 
 
 # libvirt settings whose KubeVirt counterpart is cluster-wide policy: only their defaults are accepted with backend kubevirt
@@ -81,10 +82,10 @@ def options_from(params):
     if params['name'] is not None:
         if '/' in params['name']:
             raise InvalidDeclaration('name', 'is the name of a VirtualMachine in namespace (no slash), got %r' % params['name'])
-        kmb.split_name(params['name'], params['namespace'], 'name')
+        migration_options.split_name(params['name'], params['namespace'], 'name')
     for index, entry in enumerate(params['names'] or []):
-        kmb.split_name(entry, params['namespace'], 'names[%d]' % index)
-    return kmb.validate_options(kmb.KubevirtMigrationOptions(
+        migration_options.split_name(entry, params['namespace'], 'names[%d]' % index)
+    return migration_options.validate_options(migration_options.KubevirtMigrationOptions(
         target_node=params['target_node'], source_node=params['source_node'], wait_timeout=params['wait_timeout'],
         pending_timeout=params['pending_timeout']))
 

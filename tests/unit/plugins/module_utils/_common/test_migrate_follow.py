@@ -239,11 +239,12 @@ def test_a_failed_migration_ends_the_follow_without_an_abort():
 
 def test_both_backends_take_the_task_with_one_lease_formula():
     from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_options as kmo
     from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_backend as lmb
     from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_options
     assert lmb.task_lease_seconds is migrate.task_lease_seconds and kmb.task_lease_seconds is migrate.task_lease_seconds
     assert migrate.task_lease_seconds(migration_options.MigrationOptions(wait_timeout=100, completion_timeout=50)) == 100 + 50 + migrate.LEASE_MARGIN_SECONDS
-    assert migrate.task_lease_seconds(kmb.KubevirtMigrationOptions(wait_timeout=100)) == 100 + migrate.LEASE_MARGIN_SECONDS
+    assert migrate.task_lease_seconds(kmo.KubevirtMigrationOptions(wait_timeout=100)) == 100 + migrate.LEASE_MARGIN_SECONDS
 
 
 def test_state_cancelled_waits_for_the_end_at_most_wait_timeout_with_a_floor():

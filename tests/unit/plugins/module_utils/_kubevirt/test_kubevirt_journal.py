@@ -19,6 +19,7 @@ import pytest
 from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_options
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import snapshots as ksnap
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_backend as kvb
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import Conflict
@@ -166,7 +167,7 @@ def test_a_failed_snapshot_step_ends_the_interval_failed(records):
 # -- migrations -----------------------------------------------------------------------------------------------------
 
 def _migration(client, target_node='n2'):
-    run = kmb.KubevirtMigration(client, 'ns', 'a', kmb.KubevirtMigrationOptions(target_node=target_node))
+    run = kmb.KubevirtMigration(client, 'ns', 'a', migration_options.KubevirtMigrationOptions(target_node=target_node))
     run._observe = lambda: {'exists': True, 'effective_vm_state': 'ACTIVE'}  # pylint: disable=protected-access
     return run
 

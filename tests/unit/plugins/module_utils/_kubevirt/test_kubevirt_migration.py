@@ -10,7 +10,7 @@ import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kclient
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_observe, migration_options, node_drain
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration
 
 UID = 'mig-uid'
@@ -34,13 +34,13 @@ def vmi(phase='Running', state=None, uid=UID):
 @pytest.mark.parametrize('kphase', ['Pending', 'Scheduling', 'Scheduled', 'PreparingTarget', 'TargetReady', 'Running', 'Succeeded'])
 def test_every_kubevirt_phase_maps_to_the_same_phase(kphase):
     started = {'startTimestamp': 't'} if kphase in ('Running', 'Succeeded') else {}
-    phase, reason, path = migration.run_to_phase(kmb.observation(migration.UNSET, vmim(kphase), vmi(state=started)))
+    phase, reason, path = migration.run_to_phase(migration_observe.observation(migration.UNSET, vmim(kphase), vmi(state=started)))
     assert phase == kphase and reason is None
     assert path == ['', kphase]
     # one phase short of what KubeVirt reports is never reached: the mapping needs KubeVirt's own phase (or the VMI's state)
     before = migration.ORDER[migration.ORDER.index(kphase) - 1]
     if before:
-        assert migration.run_to_phase(kmb.observation(migration.UNSET, vmim(before), vmi()))[0] == before
+        assert migration.run_to_phase(migration_observe.observation(migration.UNSET, vmim(before), vmi()))[0] == before
 
 
 @pytest.mark.parametrize('obj, instance, reason', [
@@ -54,28 +54,28 @@ def test_every_kubevirt_phase_maps_to_the_same_phase(kphase):
     (vmim('Succeeded'), vmi(), None),
 ])
 def test_failure_reasons(obj, instance, reason):
-    assert kmb.migration_reason(obj, instance) == reason
+    assert migration_observe.migration_reason(obj, instance) == reason
 
 
 def test_a_vanished_migration_object():
-    done = kmb.observation(migration.RUNNING, None, vmi(state={'startTimestamp': 't', 'completed': True}), uid=UID, vmim_gone=True)
+    done = migration_observe.observation(migration.RUNNING, None, vmi(state={'startTimestamp': 't', 'completed': True}), uid=UID, vmim_gone=True)
     assert migration.next_phase(done) == (migration.SUCCEEDED, None)
-    gone = kmb.observation(migration.SCHEDULING, None, vmi(), uid=UID, vmim_gone=True)
+    gone = migration_observe.observation(migration.SCHEDULING, None, vmi(), uid=UID, vmim_gone=True)
     assert migration.next_phase(gone) == (migration.FAILED, migration.ABORTED)
 
 
 def test_deletion_requested_is_an_abort_request():
     # handed off and transferring: the source is asked to abort and its answer decides (KubeVirt migration_test.go
     # "should abort the migration": AbortRequested is set, the migration is not failed yet)
-    obs = kmb.observation(migration.RUNNING, vmim('Running', deleting=True), vmi(state={'startTimestamp': 't'}))
+    obs = migration_observe.observation(migration.RUNNING, vmim('Running', deleting=True), vmi(state={'startTimestamp': 't'}))
     assert obs.abort_requested and migration.next_phase(obs) == (migration.RUNNING, None)
     # before the hand-off it fails at once ("Migration abortion before hand-off to virt-handler")
-    obs = kmb.observation(migration.PENDING, vmim('Pending', deleting=True), vmi())
+    obs = migration_observe.observation(migration.PENDING, vmim('Pending', deleting=True), vmi())
     assert migration.next_phase(obs) == (migration.FAILED, migration.ABORTED)
 
 
 def test_the_vmi_state_of_another_migration_is_ignored():
-    obs = kmb.observation(migration.PENDING, vmim('Pending'), vmi(state={'startTimestamp': 't', 'targetNode': 'n2'}, uid='other'))
+    obs = migration_observe.observation(migration.PENDING, vmim('Pending'), vmi(state={'startTimestamp': 't', 'targetNode': 'n2'}, uid='other'))
     assert not obs.transfer_started and not obs.target_node_known
 
 
@@ -85,28 +85,28 @@ def node(unschedulable=False, taints=(), ready='True'):
 
 
 def test_node_blockers():
-    assert kmb.node_blockers(node()) == []
-    assert kmb.node_blockers(node(unschedulable=True)) == ['cordoned (spec.unschedulable)']
+    assert node_drain.node_blockers(node()) == []
+    assert node_drain.node_blockers(node(unschedulable=True)) == ['cordoned (spec.unschedulable)']
     taint = {'key': 'converge.virt/draining', 'value': 'true', 'effect': 'NoSchedule'}
-    assert kmb.node_blockers(node(taints=[taint])) == ['taint converge.virt/draining=true:NoSchedule']
-    assert kmb.node_blockers(node(taints=[taint]), [{'key': 'converge.virt/draining', 'operator': 'Exists'}]) == []
-    assert kmb.node_blockers(node(taints=[dict(taint, effect='PreferNoSchedule')])) == []
-    assert kmb.node_blockers(node(ready='False')) == ['not Ready']
-    assert kmb.node_draining(node(taints=[taint])) and kmb.node_draining(node(unschedulable=True)) and not kmb.node_draining(node())
+    assert node_drain.node_blockers(node(taints=[taint])) == ['taint converge.virt/draining=true:NoSchedule']
+    assert node_drain.node_blockers(node(taints=[taint]), [{'key': 'converge.virt/draining', 'operator': 'Exists'}]) == []
+    assert node_drain.node_blockers(node(taints=[dict(taint, effect='PreferNoSchedule')])) == []
+    assert node_drain.node_blockers(node(ready='False')) == ['not Ready']
+    assert node_drain.node_draining(node(taints=[taint])) and node_drain.node_draining(node(unschedulable=True)) and not node_drain.node_draining(node())
 
 
 def test_names_and_options():
-    assert kmb.split_name('a', 'default') == ('default', 'a')
-    assert kmb.split_name('prod/a', 'default') == ('prod', 'a')
+    assert migration_options.split_name('a', 'default') == ('default', 'a')
+    assert migration_options.split_name('prod/a', 'default') == ('prod', 'a')
     for bad in ('/a', 'prod/', 'a/b/c'):
         with pytest.raises(InvalidDeclaration) as err:
-            kmb.split_name(bad, 'default')
+            migration_options.split_name(bad, 'default')
         assert err.value.field == 'names'
-    for opts, field in ((kmb.KubevirtMigrationOptions(wait_timeout=-1), 'wait_timeout'),
-                        (kmb.KubevirtMigrationOptions(pending_timeout=0), 'pending_timeout'),
-                        (kmb.KubevirtMigrationOptions(target_node='n1', source_node='n1'), 'target_node')):
+    for opts, field in ((migration_options.KubevirtMigrationOptions(wait_timeout=-1), 'wait_timeout'),
+                        (migration_options.KubevirtMigrationOptions(pending_timeout=0), 'pending_timeout'),
+                        (migration_options.KubevirtMigrationOptions(target_node='n1', source_node='n1'), 'target_node')):
         with pytest.raises(InvalidDeclaration) as err:
-            kmb.validate_options(opts)
+            migration_options.validate_options(opts)
         assert err.value.field == field
 
 
@@ -117,14 +117,14 @@ def test_node_names_that_are_not_kubernetes_names_are_refused(name):
     assert raised.value.to_result()['msg'].startswith('node:')
     for field in ('target_node', 'source_node'):
         with pytest.raises(InvalidDeclaration) as raised:
-            kmb.validate_options(kmb.KubevirtMigrationOptions(**{field: name}))
+            migration_options.validate_options(migration_options.KubevirtMigrationOptions(**{field: name}))
         assert raised.value.to_result()['msg'].startswith(field + ':')
 
 
 @pytest.mark.parametrize('name', ['node01', 'worker-1.example.com', 'n' * 253])
 def test_kubernetes_node_names_are_accepted(name):
     assert kclient.check_node_name(name) == name
-    assert kmb.validate_options(kmb.KubevirtMigrationOptions(target_node=name)).target_node == name
+    assert migration_options.validate_options(migration_options.KubevirtMigrationOptions(target_node=name)).target_node == name
 
 
 @pytest.mark.parametrize('name', ['.', '..'])
@@ -135,7 +135,7 @@ def test_dot_segments_never_reach_an_api_path(name):
     with pytest.raises(BackendError):
         kclient.KubeClient.path(kclient.KUBEVIRT_API, name, 'virtualmachines')
     with pytest.raises(BackendError):
-        kmb.node_path(name)
+        node_drain.node_path(name)
     assert kclient.KubeClient.path(kclient.KUBEVIRT_API, 'default', 'virtualmachines', 'a.b').endswith('/virtualmachines/a.b')
 
 
@@ -168,12 +168,12 @@ class _NodeClient:
 def test_a_drain_after_an_uncordon_behind_our_back_records_its_own_reason():
     """A node uncordoned with kubectl keeps our old drain annotation: host reported it, and the next drain kept its reason and time."""
     stale = json.dumps({'reason': 'old maintenance', 'since': 1.0, 'by': 'someone'})
-    client = _NodeClient({'metadata': {'name': 'node01', 'resourceVersion': '7', 'annotations': {kmb.DRAIN_ANNOTATION: stale}},
+    client = _NodeClient({'metadata': {'name': 'node01', 'resourceVersion': '7', 'annotations': {node_drain.DRAIN_ANNOTATION: stale}},
                           'spec': {}, 'status': {}})
-    assert kmb.live_drain_mark(client.node) is None, 'a stale mark on a schedulable node is not a drain'
-    assert kmb.set_drain(client, 'node01', 'kernel update', taint=False, by='me') is True
-    mark = kmb.drain_mark(client.node)
+    assert node_drain.live_drain_mark(client.node) is None, 'a stale mark on a schedulable node is not a drain'
+    assert node_drain.set_drain(client, 'node01', 'kernel update', taint=False, by='me') is True
+    mark = node_drain.drain_mark(client.node)
     assert client.node['spec']['unschedulable'] is True and mark['reason'] == 'kernel update' and mark['since'] > 1.0, client.node
     # draining now: the same declaration again changes nothing and keeps the mark
-    assert kmb.set_drain(client, 'node01', 'kernel update', taint=False, by='me') is False
-    assert kmb.drain_mark(client.node) == mark
+    assert node_drain.set_drain(client, 'node01', 'kernel update', taint=False, by='me') is False
+    assert node_drain.drain_mark(client.node) == mark

@@ -148,12 +148,13 @@ def test_every_module_lease_fits_the_horizon():
     from ansible_collections.converge.virt.plugins.module_utils._libvirt import migration_options
     from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import VmOptions
     from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend as kmb
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_options as kmo
     from ansible_collections.converge.virt.plugins.module_utils._kubevirt.vm_backend import KubevirtOptions
     top = tasks.MAX_TIMEOUT_SECONDS
     leases = [VmOptions(wait_timeout=top, shutdown_timeout=top).lease_seconds,
               KubevirtOptions(wait_timeout=top, shutdown_timeout=top).lease_seconds,
               lmb.task_lease_seconds(migration_options.MigrationOptions(wait_timeout=top, completion_timeout=top)),
-              kmb.task_lease_seconds(kmb.KubevirtMigrationOptions(wait_timeout=top)),
+              kmb.task_lease_seconds(kmo.KubevirtMigrationOptions(wait_timeout=top)),
               tasks.DEFAULT_LEASE_SECONDS]
     assert max(leases) <= tasks.MAX_LEASE_SECONDS
     store = MemoryTaskStore(TaskRecord('ACTIVE'))
