@@ -9,6 +9,7 @@ from ansible_collections.converge.virt.plugins.module_utils._base.errors import 
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import spec_of
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_run import options_from
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_manifest
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.provider import DEFINITION_ARGS
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
 
@@ -30,7 +31,7 @@ def kubevirt_declaration(params, namespace):
     for key in ('disks', 'interfaces'):
         if params.get(key) is not None:
             spec[key] = [dict((k, v) for k, v in item.items() if v is not None) for item in params[key]]
-    declared = vm_backend.declared_vm(spec, namespace)
+    declared = vm_manifest.declared_vm(spec, namespace)
     if params.get('cloud_init') is not None:
         # pylint: disable-next=import-outside-toplevel
         from ansible_collections.converge.virt.plugins.module_utils._kubevirt import cloud_init as kubevirt_cloud_init

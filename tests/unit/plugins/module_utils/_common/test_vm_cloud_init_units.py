@@ -14,7 +14,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import noclo
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import spec_of
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import cloud_init as kci
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt.vm_backend import declared_differences, declared_vm, manifest_for_create
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.vm_manifest import declared_differences, declared_vm, manifest_for_create
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init as lci
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_build, domain_diff
 

@@ -13,14 +13,14 @@ import time
 import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration, TaskConflict
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend as vb
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_manifest
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import Conflict, connection_params
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore, annotations_from_record
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
 
 
 def test_declared_vm_from_simple_options():
-    body = vb.declared_vm({'name': 'a', 'vcpus': 2, 'memory': '1GiB', 'disks': [{'name': 'root', 'image': 'img'}, {'claim': 'data'}],
+    body = vm_manifest.declared_vm({'name': 'a', 'vcpus': 2, 'memory': '1GiB', 'disks': [{'name': 'root', 'image': 'img'}, {'claim': 'data'}],
                            'interfaces': [{}], 'instancetype': 'u1.small'}, 'ns')
     tspec = body['spec']['template']['spec']
     assert tspec['domain']['cpu'] == {'cores': 2} and tspec['domain']['resources']['requests']['memory'] == '1Gi'
@@ -30,7 +30,7 @@ def test_declared_vm_from_simple_options():
     assert tspec['domain']['devices']['interfaces'] == [{'name': 'default', 'masquerade': {}}]
     assert tspec['networks'] == [{'name': 'default', 'pod': {}}]
     assert body['spec']['instancetype']['name'] == 'u1.small' and 'runStrategy' not in body['spec']
-    created = vb.manifest_for_create(body)
+    created = vm_manifest.manifest_for_create(body)
     assert created['spec']['runStrategy'] == 'Halted' and 'runStrategy' not in body['spec']
 
 
@@ -48,43 +48,43 @@ def test_declared_vm_from_simple_options():
 ])
 def test_bad_declarations_name_the_field(spec, field):
     with pytest.raises(InvalidDeclaration) as info:
-        vb.declared_vm(dict(spec, name='a'), 'ns')
+        vm_manifest.declared_vm(dict(spec, name='a'), 'ns')
     assert info.value.field == field
 
 
 def test_create_needs_memory_or_instancetype():
     with pytest.raises(InvalidDeclaration) as info:
-        vb.manifest_for_create(vb.declared_vm({'name': 'a'}, 'ns'))
+        vm_manifest.manifest_for_create(vm_manifest.declared_vm({'name': 'a'}, 'ns'))
     assert info.value.field == 'memory'
-    assert vb.manifest_for_create(vb.declared_vm({'name': 'a', 'instancetype': 'u1'}, 'ns'))
+    assert vm_manifest.manifest_for_create(vm_manifest.declared_vm({'name': 'a', 'instancetype': 'u1'}, 'ns'))
 
 
 def test_only_declared_fields_are_compared():
-    want = vb.declared_vm({'name': 'a', 'vcpus': 1, 'memory': '64Mi', 'disks': [{'name': 'root', 'image': 'img'}]}, 'ns')['spec']
+    want = vm_manifest.declared_vm({'name': 'a', 'vcpus': 1, 'memory': '64Mi', 'disks': [{'name': 'root', 'image': 'img'}]}, 'ns')['spec']
     have = copy.deepcopy(want)
     have['runStrategy'] = 'Always'
     have['template']['spec']['domain']['machine'] = {'type': 'q35'}
     have['template']['spec']['domain']['devices']['disks'][0]['bootOrder'] = 1
     have['template']['spec']['domain']['devices']['disks'].append({'name': 'cloudinit', 'disk': {}})
     have['template']['spec']['domain']['resources']['requests']['memory'] = '67108864'
-    assert not vb.declared_differences(want, have)
+    assert not vm_manifest.declared_differences(want, have)
     have['template']['spec']['domain']['cpu']['cores'] = 4
-    assert vb.declared_differences(want, have) == [{'path': 'spec.template.spec.domain.cpu.cores', 'before': 4, 'after': 1}]
+    assert vm_manifest.declared_differences(want, have) == [{'path': 'spec.template.spec.domain.cpu.cores', 'before': 4, 'after': 1}]
 
 
 def test_merge_patch_keeps_what_was_not_declared():
     want = {'template': {'spec': {'domain': {'devices': {'disks': [{'name': 'root', 'disk': {'bus': 'sata'}}, {'name': 'new', 'disk': {}}]}}}}}
     have_disks = [{'name': 'ci', 'disk': {}}, {'name': 'root', 'disk': {'bus': 'virtio'}, 'bootOrder': 1}]
     have = {'template': {'spec': {'domain': {'devices': {'disks': have_disks}}}}}
-    patch = vb.merged_for_patch(want, have)
+    patch = vm_manifest.merged_for_patch(want, have)
     assert patch['template']['spec']['domain']['devices']['disks'] == [
         {'name': 'ci', 'disk': {}}, {'name': 'root', 'disk': {'bus': 'sata'}, 'bootOrder': 1}, {'name': 'new', 'disk': {}}]
 
 
 def test_quantities():
-    assert vb.quantity_bytes('64Mi') == vb.quantity_bytes(67108864) == vb.quantity_bytes('67108864')
-    assert vb.quantity_bytes('1G') == 10 ** 9 and vb.quantity_bytes('abc') is None
-    assert vb.memory_quantity(512) == '512Mi' and vb.memory_quantity('2GiB') == '2Gi' and vb.memory_quantity('64Mi') == '64Mi'
+    assert vm_manifest.quantity_bytes('64Mi') == vm_manifest.quantity_bytes(67108864) == vm_manifest.quantity_bytes('67108864')
+    assert vm_manifest.quantity_bytes('1G') == 10 ** 9 and vm_manifest.quantity_bytes('abc') is None
+    assert vm_manifest.memory_quantity(512) == '512Mi' and vm_manifest.memory_quantity('2GiB') == '2Gi' and vm_manifest.memory_quantity('64Mi') == '64Mi'
 
 
 class FakeClient:

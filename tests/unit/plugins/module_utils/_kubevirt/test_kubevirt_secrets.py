@@ -11,6 +11,7 @@ from ansible_collections.converge.virt.plugins.module_utils._base.errors import 
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kclient
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_manifest
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import volume_spec
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
 
@@ -50,7 +51,7 @@ def test_changes_and_diff_never_show_cloud_init_or_import_credentials():
     existing = {'apiVersion': 'kubevirt.io/v1', 'kind': 'VirtualMachine',
                 'metadata': {'name': 'a', 'namespace': 'ns', 'uid': 'u1', 'annotations': {'converge.virt/vm-state': 'STOPPED'}},
                 'spec': dict(_vm_spec(OLD_USER_DATA, OLD_URL), runStrategy='Halted'), 'status': {'printableStatus': 'Stopped'}}
-    declared = vm_backend.declared_vm({'name': 'a', 'spec': _vm_spec(NEW_USER_DATA, NEW_URL)}, 'ns')
+    declared = vm_manifest.declared_vm({'name': 'a', 'spec': _vm_spec(NEW_USER_DATA, NEW_URL)}, 'ns')
     client = DryRunClient()
     changed, result = vm_backend.converge_vm(vm_backend.KubevirtVm(client, 'ns', 'a'), VmDeclaration(state='present', autostart=None),
                                              declared, vm_backend.KubevirtOptions(), check_mode=True, snapshot=Snapshot(existing))

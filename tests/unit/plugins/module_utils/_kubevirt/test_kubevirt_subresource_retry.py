@@ -22,6 +22,7 @@ import pytest
 
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kclient
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend as vb
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_manifest
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore, annotations_from_record
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.views import RECORD_ANNOTATIONS
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
@@ -109,11 +110,11 @@ def clock(monkeypatch):
 
 
 def _spec():
-    return vb.declared_vm({'name': NAME, 'memory': '64Mi', 'disks': [{'name': 'root', 'image': 'quay.io/containerdisks/fedora:40'}]}, NS)
+    return vm_manifest.declared_vm({'name': NAME, 'memory': '64Mi', 'disks': [{'name': 'root', 'image': 'quay.io/containerdisks/fedora:40'}]}, NS)
 
 
 def _stopped_vm():
-    body = vb.manifest_for_create(_spec())
+    body = vm_manifest.manifest_for_create(_spec())
     annotations = dict((k, v) for k, v in annotations_from_record(TaskRecord(vm_state='STOPPED'), last_action='create').items() if v is not None)
     body['metadata'].update(annotations=annotations, resourceVersion='10', uid='u-1')
     body['status'] = {'printableStatus': 'Stopped', 'ready': False}
