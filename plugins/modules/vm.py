@@ -558,6 +558,8 @@ from ansible_collections.converge.virt.plugins.module_utils._common import bytec
 
 bytecache.install()
 
+import functools
+
 from ansible_collections.converge.virt.plugins.module_utils import _providers
 from ansible_collections.converge.virt.plugins.module_utils._common import vm_run
 from ansible_collections.converge.virt.plugins.module_utils._providers.vm import LOADERS
@@ -592,7 +594,7 @@ def kubevirt_declaration(params, namespace):
 
 def main():
     """Entry point."""
-    _providers.run('vm', new_module(), LOADERS, lambda module, provider, backend: vm_run.run_vm(module, provider, backend, _providers.vm_definitions()))
+    _providers.run('vm', new_module(), LOADERS, functools.partial(vm_run.run_vm, definitions=_providers.vm_definitions()))
 
 
 if __name__ == '__main__':
