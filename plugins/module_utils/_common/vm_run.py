@@ -20,7 +20,7 @@ from ansible_collections.converge.virt.plugins.module_utils._base.errors import 
 from ansible_collections.converge.virt.plugins.module_utils._common.module import ConvergeModule
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import SECRET_SPEC_KEYS, declared_secrets, secret_forms
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import (
-    BEHAVIOUR_ARGS, DEFINITION_ARGS, LIBVIRT_DEFINITION_KEYS, STATE_CHOICES, WAIT_ARGS)
+    BEHAVIOUR_ARGS, DEFINITION_ARGS, STATE_CHOICES, WAIT_ARGS)
 from ansible_collections.converge.virt.plugins.module_utils._phase import readiness as readiness_phase, tasks
 
 DEFAULT_STATE = 'present'
@@ -190,7 +190,7 @@ def argument_spec(shared, definitions):
 
 
 def new_module(spec):
-    """The vm module's AnsibleModule (``spec``: :func:`argument_spec`), with ``state`` defaulted for a single VM (an item of ``vms`` takes the top-level state)."""
+    """The vm module's AnsibleModule (``spec``: :func:`argument_spec`), ``state`` defaulted for a single VM (an item of ``vms`` takes the top-level one)."""
     module = VmModule(argument_spec=spec, supports_check_mode=True, mutually_exclusive=[('name', 'vms'), ('xml', 'vms')],
                       required_one_of=[('name', 'vms', 'xml')])
     if not module.params['vms']:

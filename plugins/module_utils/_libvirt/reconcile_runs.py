@@ -23,4 +23,3 @@ def readings(connection, params):
 def fix(connection, entry, params):
     """Run the fix of one entry on libvirt; updates it in place."""
     reconcile_run.apply(LibvirtVm(connection, entry['name']), entry, params, converge_vm, VmOptions, libvirt_reading)
-

@@ -208,8 +208,8 @@ def test_delete(world):
 
 
 def test_a_task_held_by_another_run(world):
-    world.add('web', definition={'vcpus': 1}, record=TaskRecord(vm_state=s.STOPPED, task_state='STARTING', task_id='theirs', action='start',
-                                                                 owner='other-run', lease_until=time.time() + 600))
+    held = TaskRecord(vm_state=s.STOPPED, task_state='STARTING', task_id='theirs', action='start', owner='other-run', lease_until=time.time() + 600)
+    world.add('web', definition={'vcpus': 1}, record=held)
     module = run_vm('lab', name='web', state='running', vcpus=1)
     assert module.result is None and "VM 'web' is busy: task theirs (task_state STARTING)" in module.failed['msg']
     assert module.failed['owner'] == 'other-run'
