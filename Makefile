@@ -1,6 +1,6 @@
 # converge.virt: every set-up step and test tier, for a fresh Debian machine as root.
 #   make demo   - set everything up and converge a small real fleet on private libvirt hosts
-#   make test   - set everything up and run every test tier (units, sanity, lint, integration)
+#   make test   - set everything up and run every test tier (units, sanity, lint, typecheck, integration)
 .RECIPEPREFIX = >
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -31,7 +31,7 @@ LAB_ENV := XDG_CACHE_HOME=$(BUILD)/cache ANSIBLE_HOME=$(BUILD)/ansible-home
 # (outside the checkout, so clean clones reuse it) keeps our offline pip bootstrap out of every other project's runs.
 ANSIBLE_TEST_HOME := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/converge-virt/ansible-test-home
 
-.PHONY: help setup apt venv layout docs units sanity lint integration integration-run integration-kube-run molecule molecule-run matrix-setup matrix-run test demo clean guest bench bench-venv docsite docsite-venv
+.PHONY: help setup apt venv layout docs units sanity lint typecheck integration integration-run integration-kube-run molecule molecule-run matrix-setup matrix-run test demo clean guest bench bench-venv docsite docsite-venv
 
 help:
 > @echo "make demo   - set up and converge a small real fleet on private libvirt hosts"
@@ -113,6 +113,14 @@ sanity: venv layout docsite-venv
 
 lint: venv layout
 > cd $(COLL_COPY) && $(VENV)/bin/ansible-lint --profile production --offline -q
+
+# mypy (test-requirements.txt) on the typed layers: every function of _base and _phase must be
+# annotated, and their bodies are checked; modules run on Python 3.9 and later (tests/config.yml), so the check targets 3.9
+TYPED := $(addprefix -p ansible_collections.converge.virt.plugins.module_utils.,_base _phase)
+typecheck: venv layout
+> cd $(BUILD)/collections && $(VPY) -m mypy --python-version 3.9 --namespace-packages --explicit-package-bases --follow-imports=silent \
+    --ignore-missing-imports --disallow-untyped-defs --disallow-incomplete-defs --no-implicit-optional --warn-unused-ignores \
+    --cache-dir $(BUILD)/mypy-cache $(TYPED)
 
 # the guest is built from Debian's packages (apt-get download needs package lists)
 guest: venv
@@ -212,7 +220,7 @@ matrix-run:
 # The *-run targets are the tiers without their set-up (which `make test` does first, once): the integration tier
 # in one lane, molecule then the matrix in another, side by side (tools/lanes.py). Both lanes mostly wait on guests,
 # daemons and ansible processes, and each tier starts its own private network namespace, so they cannot meet.
-test: setup kube units sanity lint guest peers matrix-setup
+test: setup kube units sanity lint typecheck guest peers matrix-setup
 > $(PYTHON) -m tools.lanes --make $(MAKE) --log-dir $(BUILD)/lanes "integration-run" "molecule-run matrix-run integration-kube-run"
 > @echo "make test: all tiers passed"
 

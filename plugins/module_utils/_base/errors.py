@@ -9,16 +9,18 @@ fail the same way on every backend and never leak a backend's traceback.
 
 from __future__ import annotations
 
+from typing import Any, Dict, Iterable, Optional
+
 
 class ConvergeError(Exception):
     """Base class of every error the collection raises on purpose."""
 
-    def __init__(self, message, **details):
+    def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
         self.message = message
         self.details = details
 
-    def to_result(self):
+    def to_result(self) -> Dict[str, Any]:
         """The fields a module adds to its failure result."""
         result = {'msg': self.message}
         result.update(self.details)
@@ -28,7 +30,7 @@ class ConvergeError(Exception):
 class InvalidDeclaration(ConvergeError):
     """The user's declaration is invalid; nothing was changed."""
 
-    def __init__(self, field, reason, **details):
+    def __init__(self, field: str, reason: str, **details: Any) -> None:
         super().__init__('%s: %s' % (field, reason), field=field, **details)
         self.field = field
         self.reason = reason
@@ -37,7 +39,8 @@ class InvalidDeclaration(ConvergeError):
 class TransitionRefused(ConvergeError):
     """An action is not accepted in the current vm_state / task_state (Nova's 409)."""
 
-    def __init__(self, action, vm_state, task_state, reason=None, accepted=None):
+    def __init__(self, action: str, vm_state: Optional[str], task_state: Optional[str], reason: Optional[str] = None,
+                 accepted: Optional[Iterable[str]] = None) -> None:
         text = 'action %r refused: vm_state is %s, task_state is %s' % (action, vm_state, task_state)
         if reason:
             text += ' (%s)' % reason
@@ -50,7 +53,7 @@ class TransitionRefused(ConvergeError):
 class TaskConflict(ConvergeError):
     """Another task holds the VM (compare-and-swap on the task id lost)."""
 
-    def __init__(self, name, held_by, task_state, **details):
+    def __init__(self, name: str, held_by: Optional[str], task_state: Optional[str], **details: Any) -> None:
         super().__init__(
             'VM %r is busy: task %s (task_state %s) is in flight; only one task may act on a VM at a time' % (name, held_by, task_state),
             task_id=held_by, task_state=task_state, **details)
@@ -73,7 +76,7 @@ class BackendError(ConvergeError):
 _OUR_CODE = 'ansible_collections/converge/virt/plugins/'
 
 
-def unexpected(exc):
+def unexpected(exc: BaseException) -> str:
     """The message of an exception no code path expected: its type, where the collection's code met it (file:line and
     function of the innermost frame of this collection's plugins), and its text ("no message" for an empty one or a libvirt error
     whose text libvirt no longer had). Ansible shows the traceback only with -vvv; this line is what a user reports."""

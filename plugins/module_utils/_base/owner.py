@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import Any, Optional
 
 
-def owner_id():
+def owner_id() -> str:
     """Who holds a task: host and process, for the record and for messages."""
     return '%s:%d' % (socket.gethostname(), os.getpid())
 
 
-def owner_gone(owner):
+def owner_gone(owner: Optional[str]) -> bool:
     """True when ``owner`` ("host:pid") ran on this host and its process is gone (killed): its task is stale at once.
 
     A task's lease tells a live run from a dead one when nothing better is
@@ -43,7 +44,7 @@ def owner_gone(owner):
         return False
 
 
-def expire_if_owner_gone(record):
+def expire_if_owner_gone(record: Any) -> Any:
     """``record`` with its lease ended (``lease_until`` 0) when it holds a task whose run is known dead, else ``record``.
 
     Both task stores apply it when they load a record, so every reader (converge,

@@ -16,6 +16,7 @@ operations (create a definition, redefine it) written in the same form.
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import Any, Optional, Tuple
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import TransitionRefused
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
@@ -72,11 +73,11 @@ ACTIONS = {
 }
 
 
-def _accepts(allowed, value):
+def _accepts(allowed: Any, value: Optional[str]) -> bool:
     return allowed == ANY or value in allowed
 
 
-def check_action(action, vm_state, task_state=None):
+def check_action(action: str, vm_state: str, task_state: Optional[str] = None) -> Action:
     """Return the :class:`Action` row if ``action`` is accepted now, else raise.
 
     Raises :class:`TransitionRefused` whose message names the action, the
@@ -92,7 +93,7 @@ def check_action(action, vm_state, task_state=None):
     return row
 
 
-def accepts(action, vm_state, task_state=None):
+def accepts(action: str, vm_state: str, task_state: Optional[str] = None) -> bool:
     """True when :func:`check_action` would accept (never raises)."""
     try:
         check_action(action, vm_state, task_state)
@@ -101,7 +102,7 @@ def accepts(action, vm_state, task_state=None):
     return True
 
 
-def vm_state_after(action, vm_state, previous=None):
+def vm_state_after(action: str, vm_state: str, previous: Optional[str] = None) -> str:
     """vm_state once ``action`` succeeded from ``vm_state``.
 
     ``previous`` is the vm_state recorded before a suspend or resize (resume and
@@ -115,5 +116,5 @@ def vm_state_after(action, vm_state, previous=None):
     return after
 
 
-def _named(vm_states):
+def _named(vm_states: Any) -> Tuple[str, ...]:
     return s.VM_STATES if vm_states == ANY else vm_states

@@ -110,7 +110,7 @@ DEVIATIONS = (
 )
 
 
-def by_key(key):
+def by_key(key: str) -> Deviation:
     """The :class:`Deviation` called ``key`` (KeyError when there is none)."""
     for row in DEVIATIONS:
         if row.key == key:

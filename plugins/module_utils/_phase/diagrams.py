@@ -11,6 +11,8 @@ tables the code runs), and the SVG images of the HTML report by ``plugins/plugin
 
 from __future__ import annotations
 
+from typing import Callable, Dict, List, Optional, Tuple
+
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, snapshots, states
 
 
@@ -18,15 +20,16 @@ from ansible_collections.converge.virt.plugins.module_utils._phase import action
 # target the end (as in Mermaid). The Mermaid source (docs/states.md) and the SVG images (the HTML report) are both
 # drawn from these lists.
 PSEUDO = '[*]'
+Edge = Tuple[str, str, Optional[str]]
 
 
-def _edge_order(edge):
+def _edge_order(edge: Edge) -> str:
     """The order of a graph's edges: that of their Mermaid lines (``source --> target: label``)."""
     source, target, label = edge
     return '    %s --> %s' % (source, target) + ('' if label is None else ': %s' % label)
 
 
-def vm_state_graph():
+def vm_state_graph() -> List[Edge]:
     """vm_state transitions of the action table (actions that change vm_state), as edges."""
     edges = set()
     for name in sorted(actions.ACTIONS):
@@ -42,16 +45,16 @@ def vm_state_graph():
     return sorted(edges, key=_edge_order)
 
 
-def migration_graph():
+def migration_graph() -> List[Edge]:
     """The migration phase graph, as edges."""
-    edges = [(PSEUDO, 'Unset', None)]
+    edges: List[Edge] = [(PSEUDO, 'Unset', None)]
     for phase in migration.PHASES:
         for nxt in migration.TRANSITIONS[phase]:
             edges.append((phase or 'Unset', nxt, None))
     return edges + [('Succeeded', PSEUDO, None), ('Failed', PSEUDO, None)]
 
 
-def vmi_phase_graph():
+def vmi_phase_graph() -> List[Edge]:
     """Instance phases (controller side, then the domain table), as edges."""
     return [
         (PSEUDO, 'Pending', None),
@@ -65,9 +68,9 @@ def vmi_phase_graph():
     ]
 
 
-def snapshot_graph():
+def snapshot_graph() -> List[Edge]:
     """The snapshot phase graph (create, restore, delete), as edges."""
-    edges = [(PSEUDO, 'Pending', None)]
+    edges: List[Edge] = [(PSEUDO, 'Pending', None)]
     for source, event, target in snapshots.TRANSITIONS:
         edges.append((source, PSEUDO if target == snapshots.ABSENT else target, event))
     return edges

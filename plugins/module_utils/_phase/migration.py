@@ -18,7 +18,7 @@ Succeeded.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 UNSET = ''
 PENDING = 'Pending'
@@ -86,7 +86,7 @@ class MigrationObservation(NamedTuple):
     unschedulable_timeout: float = UNSCHEDULABLE_TIMEOUT_SECONDS
 
 
-def _failure(obs):
+def _failure(obs: MigrationObservation) -> Optional[str]:
     # Order follows migration.go updateStatus: the VM first, an abort before hand-off, then the target, another
     # migration, the source; the pending timeouts come from sync() (they delete the pending target).
     if not obs.vm_running and not (obs.phase == RUNNING and obs.transfer_completed):
@@ -112,7 +112,7 @@ def _failure(obs):
     return None
 
 
-def walk(start, end):
+def walk(start: str, end: str) -> List[str]:
     """The phases crossed going from ``start`` to ``end`` along the first edge of TRANSITIONS (``end`` included).
 
     next_phase may jump several edges at once; the modules report each phase on the way.
@@ -124,7 +124,7 @@ def walk(start, end):
     return crossed
 
 
-def next_phase(obs):
+def next_phase(obs: MigrationObservation) -> Tuple[str, Optional[str]]:
     """Advance by one observation; return ``(phase, failure_reason or None)``.
 
     A final phase never changes. Failure rules are checked first. Otherwise
@@ -153,7 +153,7 @@ def next_phase(obs):
     return phase, None
 
 
-def abort_plan(phase):
+def abort_plan(phase: str) -> str:
     """What aborting (deleting the migration) does in ``phase`` (KubeVirt migration.go updateStatus).
 
     Returns 'nothing' for a final migration, 'fail' before the hand-off
@@ -167,14 +167,14 @@ def abort_plan(phase):
     return 'fail'
 
 
-def may_start(vm_state, task_state, other_migration_phase=None):
+def may_start(vm_state: str, task_state: Optional[str], other_migration_phase: Optional[str] = None) -> bool:
     """Only one migration per VM at a time, and only from ACTIVE or PAUSED with no task."""
     if other_migration_phase is not None and other_migration_phase not in FINAL:
         return False
     return vm_state in ('ACTIVE', 'PAUSED') and task_state is None
 
 
-def run_to_phase(obs, max_steps=16):
+def run_to_phase(obs: MigrationObservation, max_steps: int = 16) -> Tuple[str, Optional[str], List[str]]:
     """Apply :func:`next_phase` until it settles; return (phase, reason, path)."""
     path = [obs.phase]
     reason: Optional[str] = None

@@ -12,6 +12,8 @@ returned separately by the modules (``observed``). Pure.
 
 from __future__ import annotations
 
+from typing import Any, Dict, Optional, Sequence
+
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
 
 # actions after which the hypervisor's words change (update only rewrites the definition)
@@ -31,7 +33,7 @@ PREDICTED_WORDS = {
 RUN_ONLY_FIELDS = ('phase_reason', 'state', 'state_reason', 'ready', 'message', 'vmi_uid', 'node', 'printable_status')
 
 
-def predict_view(observed, steps, vm_state=None):
+def predict_view(observed: Dict[str, Any], steps: Sequence[Any], vm_state: Optional[str] = None) -> Dict[str, Any]:
     """The VM ``observed`` (a module's public view) once ``steps`` (plan steps or their dicts) ran.
 
     ``vm_state`` overrides the plan's last vm_state (a recorded drift). Without a power action the hypervisor's words

@@ -13,6 +13,7 @@ agent channel: its address can only come from a DHCP lease. The word is the furt
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import Optional
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 
@@ -24,7 +25,7 @@ READINESS = (RUNNING, AGENT, ADDRESS, PORT)
 Readiness = namedtuple('Readiness', 'running has_agent agent address port_open')
 
 
-def readiness_word(seen):
+def readiness_word(seen: Readiness) -> Optional[str]:
     """The furthest readiness phase ``seen`` (a :class:`Readiness`) has reached without a gap, or None when not running."""
     if not seen.running:
         return None
@@ -39,14 +40,14 @@ def readiness_word(seen):
     return PORT if seen.port_open else word
 
 
-def reached(word, wanted):
+def reached(word: Optional[str], wanted: str) -> bool:
     """True when readiness ``word`` is at or past ``wanted`` (``agent`` counts as passed by a later phase)."""
     if word is None:
         return False
     return READINESS.index(word) >= READINESS.index(wanted)
 
 
-def check_wait_for(wanted, has_agent, field='wait_for'):
+def check_wait_for(wanted: Optional[str], has_agent: bool, field: str = 'wait_for') -> None:
     """Refuse a readiness no run could report: ``agent`` for a guest declared without its agent channel."""
     if wanted not in READINESS:
         raise InvalidDeclaration(field, 'must be one of %s' % ', '.join(READINESS))
@@ -54,7 +55,7 @@ def check_wait_for(wanted, has_agent, field='wait_for'):
         raise InvalidDeclaration(field, 'agent needs the guest agent channel: set guest_agent: true')
 
 
-def missing(seen, wanted, port):
+def missing(seen: Readiness, wanted: str, port: Optional[int]) -> Optional[str]:
     """What a guest that ``seen`` shows still lacks for ``wanted`` (for a timeout message), or None when it has it."""
     word = readiness_word(seen)
     if reached(word, wanted):

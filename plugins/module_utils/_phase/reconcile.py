@@ -15,6 +15,7 @@ role and the modules execute it (or only report it, the default).
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import Any, Dict, Optional, Tuple
 
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
 
@@ -49,7 +50,7 @@ POWER_SYNC_TABLE = (
 )
 
 
-def power_sync_decision(vm_state, power_state, task_state=None):
+def power_sync_decision(vm_state: str, power_state: str, task_state: Optional[str] = None) -> Decision:
     """What to do when vm_state and power_state are compared (Nova _sync_instance_power_state).
 
     A VM with a task in flight is skipped: during a task the two disagree by
@@ -75,7 +76,7 @@ RESET_AFTER_LOCATING = 'reset after locating the guest'
 SET_ERROR = 'set ERROR'
 CLEAR = 'clear'
 
-STALE_TASK_TABLE = {
+STALE_TASK_TABLE: Dict[Optional[str], str] = {
     'STARTING': REDO,
     'STOPPING': REDO,
     'REBOOTING': REDO,
@@ -101,7 +102,7 @@ STALE_TASK_TABLE = {
 Recovery = namedtuple('Recovery', ['action', 'vm_state', 'redo'])
 
 
-def recover_stale_task(task_state, vm_state, action=None, power_state=None):
+def recover_stale_task(task_state: Optional[str], vm_state: str, action: Optional[str] = None, power_state: Optional[str] = None) -> Recovery:
     """How to recover a task left behind by an interrupted run.
 
     Returns a :class:`Recovery`: the recovery kind, the vm_state to record
@@ -142,7 +143,7 @@ FIX_DECLARATIONS = {
     STOP: ('stopped', {}),
     FORCE_STOP: ('stopped', {'shutdown_timeout': 0}),
 }
-ALTERNATIVE_DECLARATIONS = {
+ALTERNATIVE_DECLARATIONS: Dict[str, Tuple[str, Dict[str, Any]]] = {
     'start': ('running', {}),
     'record ACTIVE': ('running', {}),
 }
@@ -152,7 +153,7 @@ ALTERNATIVE_DECLARATIONS = {
 _ALREADY_OFF = (s.SHUTDOWN,)
 
 
-def destructive_fix(declared, power_state):
+def destructive_fix(declared: str, power_state: str) -> bool:
     """True when a fix declaring ``declared`` loses a guest's running state or the VM itself.
 
     Turning a guest off (``stopped`` while it runs, is paused, suspended or crashed) and ``absent`` are
@@ -162,7 +163,7 @@ def destructive_fix(declared, power_state):
     return declared == 'absent' or (declared == 'stopped' and power_state not in _ALREADY_OFF)
 
 
-def fix_declaration(decision, use_alternative=False):
+def fix_declaration(decision: Decision, use_alternative: bool = False) -> Optional[Tuple[str, Dict[str, Any]]]:
     """(declared state, options) that fixes ``decision``, or None when it is report-only.
 
     ``use_alternative`` takes the policy alternative of the decision (restart a

@@ -20,6 +20,7 @@ Everything here is pure: the backends observe snapshots as :class:`ActualSnapsho
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks
@@ -52,7 +53,7 @@ TRANSITIONS = (
     (DELETING, 'gone from the hypervisor', ABSENT),
 )
 
-NEXT = {}
+NEXT: Dict[str, List[str]] = {}
 for _source, _event, _target in TRANSITIONS:
     NEXT.setdefault(_source, []).append(_target)
 del _source, _event, _target
@@ -71,7 +72,7 @@ CRASH_CONSISTENT = 'crash-consistent'
 FS_CONSISTENT = 'filesystem-consistent'
 
 
-def can_move(phase, target):
+def can_move(phase: str, target: str) -> bool:
     """True when ``phase`` -> ``target`` is a row of :data:`TRANSITIONS`."""
     return target in NEXT.get(phase, ())
 
@@ -91,11 +92,11 @@ ACTION_OF_STEP = {CREATE: 'snapshot', RESTORE: 'restore_snapshot', DELETE: 'dele
 STATES = ('present', 'absent', 'restored')
 
 
-def _step(op, name, **detail):
+def _step(op: str, name: str, **detail: Any) -> SnapshotStep:
     return SnapshotStep(op, name, tuple(sorted(detail.items())))
 
 
-def _depth(snap, by_name):
+def _depth(snap: ActualSnapshot, by_name: Dict[str, ActualSnapshot]) -> int:
     depth, seen, parent = 0, set(), snap.parent
     while parent in by_name and parent not in seen:
         seen.add(parent)
@@ -104,13 +105,13 @@ def _depth(snap, by_name):
     return depth
 
 
-def age_order(snapshots):
+def age_order(snapshots: Iterable[ActualSnapshot]) -> List[ActualSnapshot]:
     """``snapshots`` oldest first: by creation time, then (libvirt keeps whole seconds) a parent before its children, then name."""
     by_name = dict((snap.name, snap) for snap in snapshots)
     return sorted(snapshots, key=lambda snap: (snap.created or 0, _depth(snap, by_name), snap.name))
 
 
-def retention_victims(snapshots, keep_last, keep=()):
+def retention_victims(snapshots: Sequence[ActualSnapshot], keep_last: Optional[int], keep: Iterable[str] = ()) -> List[str]:
     """Names of the snapshots ``keep_last`` removes, oldest first (:func:`age_order`): the snapshots named in ``keep``
     stay and count in ``keep_last``, the newest others fill the rest. Each one is named in the plan before anything is deleted."""
     if keep_last is None:
@@ -120,7 +121,7 @@ def retention_victims(snapshots, keep_last, keep=()):
     return [snap.name for snap in others[:max(0, len(others) - room)]]
 
 
-def plan_snapshot(declared, snapshots, safety_name=None):
+def plan_snapshot(declared: Dict[str, Any], snapshots: List[ActualSnapshot], safety_name: Optional[str] = None) -> List[SnapshotStep]:
     """Ordered :class:`SnapshotStep` list that reaches ``declared`` from the observed ``snapshots`` (pure).
 
     ``declared``: dict with state, name, description, memory, children, keep_last, safety_snapshot.
@@ -137,7 +138,7 @@ def plan_snapshot(declared, snapshots, safety_name=None):
     state, name = declared['state'], declared['name']
     if state not in STATES:
         raise InvalidDeclaration('state', 'must be one of %s, got %r' % (', '.join(STATES), state))
-    keep_last = declared.get('keep_last')
+    keep_last: Optional[int] = declared.get('keep_last')
     if keep_last is not None and keep_last < 1:
         raise InvalidDeclaration('keep_last', 'must be 1 or more (keeping no snapshot is state=absent), got %r' % keep_last)
     if keep_last is not None and state != 'present':
@@ -151,7 +152,7 @@ def plan_snapshot(declared, snapshots, safety_name=None):
             after.append(ActualSnapshot(name, float('inf'), declared.get('current'), (), None, bool(declared.get('memory')),
                                         declared.get('description')))
         for victim in retention_victims(after, keep_last, keep=(name,)):
-            steps.append(_step(DELETE, victim, children=False, reason='keep_last %d' % keep_last))
+            steps.append(_step(DELETE, victim, children=False, reason='keep_last %s' % (keep_last,)))
     elif state == 'absent':
         if name in by_name:
             steps.append(_step(DELETE, name, children=bool(declared.get('children'))))
@@ -170,12 +171,13 @@ def plan_snapshot(declared, snapshots, safety_name=None):
     return steps
 
 
-def vm_state_after_restore(vm_state_at_snapshot, current):
+def vm_state_after_restore(vm_state_at_snapshot: Optional[str], current: str) -> str:
     """vm_state once a restore finished: the VM runs, is paused or is stopped as it was at the snapshot."""
-    return {'running': 'ACTIVE', 'paused': 'PAUSED', 'shutoff': 'STOPPED', 'disk-snapshot': current}.get(vm_state_at_snapshot, current)
+    after: Dict[Optional[str], str] = {'running': 'ACTIVE', 'paused': 'PAUSED', 'shutoff': 'STOPPED', 'disk-snapshot': current}
+    return after.get(vm_state_at_snapshot, current)
 
 
-def stale_snapshot_task(record, now, run_gone):
+def stale_snapshot_task(record: tasks.TaskRecord, now: float, run_gone: Callable[[Optional[str]], bool]) -> bool:
     """True when ``record`` holds a snapshot task whose lease ran out or whose run is known dead.
 
     ``run_gone(owner)`` answers whether the run that took the task is gone (the backends pass
@@ -184,7 +186,8 @@ def stale_snapshot_task(record, now, run_gone):
     return not record.idle() and record.action in SNAPSHOT_ACTIONS and (record.stale(now) or run_gone(record.owner))
 
 
-def clear_stale_snapshot_task(store, now, run_gone, name='vm', check_mode=False):
+def clear_stale_snapshot_task(store: tasks.TaskStore, now: float, run_gone: Callable[[Optional[str]], bool], name: str = 'vm',
+                              check_mode: bool = False) -> Optional[Dict[str, Any]]:
     """Clear the task a killed snapshot run left, for a run that has no step to take (the killed run's step had finished).
 
     A run with steps clears such a task when it takes its own; a run with none would leave it, and the VM would stay

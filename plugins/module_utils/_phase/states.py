@@ -16,6 +16,7 @@ domain states: ``_libvirt/domain_state.py``).
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import Any, Optional
 
 # ---------------------------------------------------------------- power_state
 NOSTATE = 'NOSTATE'
@@ -67,7 +68,7 @@ FINAL_PHASES = (SUCCEEDED, FAILED)
 PowerObservation = namedtuple('PowerObservation', ['power_state', 'state', 'reason'])
 
 
-def graceful_stop_tried(acpi, grace_period=None):
+def graceful_stop_tried(acpi: Any, grace_period: Optional[float] = None) -> bool:
     """KubeVirt ``isACPIEnabled``: a graceful shutdown was tried before a destroy.
 
     True when the domain has ACPI and the termination grace period is above zero. ``grace_period`` None means not
@@ -76,7 +77,7 @@ def graceful_stop_tried(acpi, grace_period=None):
     return bool(acpi) and (grace_period is None or grace_period > 0)
 
 
-def phase_without_domain(host_reachable, launcher_present=True, final=False, previous=PHASE_UNSET):
+def phase_without_domain(host_reachable: bool, launcher_present: bool = True, final: bool = False, previous: str = PHASE_UNSET) -> str:
     """VMI phase when no domain exists (virt-handler calculateVmPhaseForStatusReason with a nil domain).
 
     - the host cannot be asked at all: Unknown (extension: KubeVirt has no such case);
@@ -95,12 +96,12 @@ def phase_without_domain(host_reachable, launcher_present=True, final=False, pre
     return SCHEDULED
 
 
-def is_final(phase):
+def is_final(phase: Optional[str]) -> bool:
     """True for the phases an instance never leaves (Succeeded, Failed)."""
     return phase in FINAL_PHASES
 
 
-def infer_vm_state(power_state, managed_save=False):
+def infer_vm_state(power_state: str, managed_save: bool = False) -> str:
     """vm_state for a VM the collection never tasked (no metadata yet).
 
     Nova builds vm_state top-down; a domain created by someone else has no

@@ -85,11 +85,11 @@ class StatusInput(NamedTuple):
     stop_requested: bool = False      # a Stop request for the live instance is pending
 
 
-def _instance_final(inp):
+def _instance_final(inp: StatusInput) -> bool:
     return inp.instance is not None and states.is_final(inp.instance.phase)
 
 
-def _set_to_start(inp):
+def _set_to_start(inp: StatusInput) -> bool:
     """KubeVirt isSetToStart: whether the run strategy wants the VM to run.
 
     RerunOnFailure without an instance: set to start on a Start request (or right after a switch to RerunOnFailure,
@@ -108,79 +108,79 @@ def _set_to_start(inp):
     return False     # Halted, WaitAsReceiver and unknown strategies
 
 
-def is_terminating(inp):
+def is_terminating(inp: StatusInput) -> bool:
     """1. Deletion requested on the VM."""
     return inp.deletion_requested
 
 
-def is_stopping(inp):
+def is_stopping(inp: StatusInput) -> bool:
     """2. Instance not final and (marked for deletion or a stop is expected)."""
     return inp.instance is not None and not _instance_final(inp) and (inp.instance.marked_for_deletion or inp.stop_expected)
 
 
-def is_migrating(inp):
+def is_migrating(inp: StatusInput) -> bool:
     """3. A migration has started and not ended."""
     return inp.instance is not None and inp.instance.migrating
 
 
-def is_paused(inp):
+def is_paused(inp: StatusInput) -> bool:
     """4. Instance Running with a Paused condition."""
     return inp.instance is not None and inp.instance.phase == states.PHASE_RUNNING and inp.instance.paused
 
 
-def is_running(inp):
+def is_running(inp: StatusInput) -> bool:
     """5. Instance Running."""
     return inp.instance is not None and inp.instance.phase == states.PHASE_RUNNING
 
 
-def is_pvc_not_found(inp):
+def is_pvc_not_found(inp: StatusInput) -> bool:
     """6. Synchronized=False with reason FailedPvcNotFound."""
     return inp.synchronized_false_reason == REASON_PVC_NOT_FOUND
 
 
-def is_data_volume_not_found(inp):
+def is_data_volume_not_found(inp: StatusInput) -> bool:
     """6b. Synchronized=False with reason FailedDataVolumeNotFound."""
     return inp.synchronized_false_reason == REASON_DATA_VOLUME_NOT_FOUND
 
 
-def is_data_volume_error(inp):
+def is_data_volume_error(inp: StatusInput) -> bool:
     """7. Any referenced DataVolume Failed, or its Running condition False with an error."""
     return any(dv.phase == DV_FAILED or dv.running_error for dv in inp.datavolumes)
 
 
-def is_unschedulable(inp):
+def is_unschedulable(inp: StatusInput) -> bool:
     """8. PodScheduled=False with reason Unschedulable."""
     return inp.pod_unschedulable
 
 
-def is_provisioning(inp):
+def is_provisioning(inp: StatusInput) -> bool:
     """9. A DataVolume is still being provisioned (not Succeeded or PendingPopulation; WaitForFirstConsumer only once bound)."""
     return any(dv.phase not in DV_DONE_PHASES and (dv.bound or dv.phase != DV_WAIT_FOR_FIRST_CONSUMER) for dv in inp.datavolumes)
 
 
-def is_waiting_for_volume_binding(inp):
+def is_waiting_for_volume_binding(inp: StatusInput) -> bool:
     """10. Set to start (by its run strategy) and a claim is unbound."""
     return _set_to_start(inp) and inp.unbound_claims
 
 
-def is_err_image_pull(inp):
+def is_err_image_pull(inp: StatusInput) -> bool:
     """11. Synchronized=False with reason ErrImagePull."""
     return inp.synchronized_false_reason == REASON_ERR_IMAGE_PULL
 
 
-def is_image_pull_back_off(inp):
+def is_image_pull_back_off(inp: StatusInput) -> bool:
     """12. Synchronized=False with reason ImagePullBackOff."""
     return inp.synchronized_false_reason == REASON_IMAGE_PULL_BACK_OFF
 
 
-def is_starting(inp):
+def is_starting(inp: StatusInput) -> bool:
     """13. A start is expected and no instance yet, or the instance is unprocessed/scheduling/scheduled."""
     if inp.instance is None:
         return inp.start_expected
     return inp.instance.phase in (states.PHASE_UNSET, states.PENDING, states.SCHEDULING, states.SCHEDULED)
 
 
-def is_crash_loop_back_off(inp):
+def is_crash_loop_back_off(inp: StatusInput) -> bool:
     """14. No live instance, no start expected, start failures > 0, run strategy Always/RerunOnFailure/Once."""
     if inp.instance is not None and not _instance_final(inp):
         return False
@@ -189,14 +189,14 @@ def is_crash_loop_back_off(inp):
     return inp.start_failures > 0 and inp.run_strategy in CRASH_LOOP_RUN_STRATEGIES
 
 
-def is_stopped(inp):
+def is_stopped(inp: StatusInput) -> bool:
     """15. Instance final, or none and no start expected."""
     if inp.instance is not None:
         return _instance_final(inp)
     return not inp.start_expected
 
 
-def is_waiting_for_receiver(inp):
+def is_waiting_for_receiver(inp: StatusInput) -> bool:
     """16. Run strategy WaitAsReceiver, and no instance or one waiting for its migration source."""
     return inp.run_strategy == 'WaitAsReceiver' and (inp.instance is None or inp.instance.phase == states.WAITING_FOR_SYNC)
 
@@ -225,7 +225,7 @@ STATUS_RULES = (
 STATUSES = tuple(word for word, _rule in STATUS_RULES) + (UNKNOWN,)
 
 
-def printable_status(inp):
+def printable_status(inp: StatusInput) -> str:
     """The one status word for a :class:`StatusInput`; Unknown when no rule matches.
 
     Total: never raises for any StatusInput, always returns a word of

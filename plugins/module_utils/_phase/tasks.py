@@ -20,13 +20,13 @@ from __future__ import annotations
 import abc
 import math
 import os
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Tuple, cast
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration, TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions
 
 
-def new_task_id():
+def new_task_id() -> str:
     """A fresh task id: 16 random hex digits (every backend, every module)."""
     return os.urandom(8).hex()
 
@@ -45,7 +45,7 @@ CLOCK_SKEW_SECONDS = 300.0
 LEASE_HORIZON_SECONDS = MAX_LEASE_SECONDS + CLOCK_SKEW_SECONDS
 
 
-def check_timeout(field, value):
+def check_timeout(field: str, value: Optional[float]) -> Optional[float]:
     """Refuse a timeout option that is negative or longer than :data:`MAX_TIMEOUT_SECONDS` (None passes); return it.
 
     The bound is what keeps a real task's lease inside :data:`LEASE_HORIZON_SECONDS`, past which a lease counts
@@ -61,7 +61,7 @@ def check_timeout(field, value):
     return value
 
 
-def lease_stale_reason(lease_until, now):
+def lease_stale_reason(lease_until: Any, now: float) -> Optional[str]:
     """Why a recorded lease (a number, its text as stored, or None) no longer holds at ``now``; None while it holds.
 
     A missing or unreadable lease counts as over: nobody can prove the task is alive. So does a lease that no
@@ -84,7 +84,7 @@ def lease_stale_reason(lease_until, now):
     return None
 
 
-def lease_expired(lease_until, now):
+def lease_expired(lease_until: Any, now: float) -> bool:
     """True when a recorded lease (a number, its text as stored in metadata, or None) no longer holds at ``now``.
 
     See :func:`lease_stale_reason`: missing, unreadable, non-finite and impossibly long leases count as expired.
@@ -104,15 +104,15 @@ class TaskRecord(NamedTuple):
     previous_vm_state: Optional[str] = None
     owner: Optional[str] = None
 
-    def idle(self):
+    def idle(self) -> bool:
         """True when no task is recorded."""
         return self.task_state is None
 
-    def stale(self, now):
+    def stale(self, now: float) -> bool:
         """True when a task is recorded but its lease no longer holds (ran out, or is one no task can have written)."""
         return not self.idle() and lease_expired(self.lease_until, now)
 
-    def stale_reason(self, now, run_gone=False):
+    def stale_reason(self, now: float, run_gone: bool = False) -> Optional[str]:
         """Why the recorded task is stale, or None (idle, or its lease holds).
 
         ``run_gone``: the backend knows the run that holds it is dead (its owner process on this host is gone).
@@ -129,11 +129,11 @@ class TaskStore(abc.ABC):
     """What a backend provides: a record with a version, and a compare-and-swap."""
 
     @abc.abstractmethod
-    def load(self):
+    def load(self) -> Tuple[TaskRecord, Any]:
         """Return ``(TaskRecord, version)``; version is opaque to the caller."""
 
     @abc.abstractmethod
-    def compare_and_swap(self, expected_version, record):
+    def compare_and_swap(self, expected_version: Any, record: TaskRecord) -> bool:
         """Store ``record`` only if the stored version is still ``expected_version``.
 
         Return True when stored, False when somebody else wrote in between.
@@ -144,7 +144,8 @@ class TaskPreempted(TaskConflict):
     """Our task is no longer the recorded one (a delete or a recovery took over)."""
 
 
-def take_task(store, action, task_id, now, lease_seconds=DEFAULT_LEASE_SECONDS, owner=None, name='vm'):
+def take_task(store: TaskStore, action: str, task_id: str, now: float, lease_seconds: float = DEFAULT_LEASE_SECONDS,
+              owner: Optional[str] = None, name: str = 'vm') -> TaskRecord:
     """Take the VM for ``action``; return the stored :class:`TaskRecord`.
 
     - A live task of somebody else: :class:`TaskConflict` (delete preempts it).
@@ -170,20 +171,20 @@ def take_task(store, action, task_id, now, lease_seconds=DEFAULT_LEASE_SECONDS, 
     return new
 
 
-def _check_lease_seconds(lease_seconds):
+def _check_lease_seconds(lease_seconds: float) -> None:
     # a longer lease would be read as forged by every other run (lease_stale_reason): never write one
     if not 0 < lease_seconds <= MAX_LEASE_SECONDS:
         raise InvalidDeclaration('lease_seconds', 'must be more than 0 and at most %.0f, got %r' % (MAX_LEASE_SECONDS, lease_seconds))
 
 
-def _ours(store, task_id, name):
+def _ours(store: TaskStore, task_id: str, name: str) -> Tuple[TaskRecord, Any]:
     record, version = store.load()
     if record.task_id != task_id:
         raise TaskPreempted(name, record.task_id, record.task_state, preempted=True)
     return record, version
 
 
-def renew_task(store, task_id, now, lease_seconds=DEFAULT_LEASE_SECONDS, name='vm'):
+def renew_task(store: TaskStore, task_id: str, now: float, lease_seconds: float = DEFAULT_LEASE_SECONDS, name: str = 'vm') -> TaskRecord:
     """Extend our lease; raise :class:`TaskPreempted` if the task is no longer ours."""
     _check_lease_seconds(lease_seconds)
     record, version = _ours(store, task_id, name)
@@ -193,10 +194,10 @@ def renew_task(store, task_id, now, lease_seconds=DEFAULT_LEASE_SECONDS, name='v
     return new
 
 
-def finish_task(store, task_id, name='vm', vm_state=None):
+def finish_task(store: TaskStore, task_id: str, name: str = 'vm', vm_state: Optional[str] = None) -> TaskRecord:
     """End our task successfully: vm_state becomes the action's 'after' state, task cleared."""
     record, version = _ours(store, task_id, name)
-    after = vm_state or actions.vm_state_after(record.action, record.vm_state, record.previous_vm_state)
+    after = vm_state or actions.vm_state_after(cast(str, record.action), record.vm_state, record.previous_vm_state)
     new = record._replace(vm_state=after, task_state=None, task_id=None, action=None, started_at=None, lease_until=None, owner=None,
                           previous_vm_state=record.previous_vm_state if after in ('SUSPENDED', 'RESIZED') else None)
     if not store.compare_and_swap(version, new):
@@ -204,7 +205,7 @@ def finish_task(store, task_id, name='vm', vm_state=None):
     return new
 
 
-def abandon_task(store, task_id, name='vm', rolled_back=True):
+def abandon_task(store: TaskStore, task_id: str, name: str = 'vm', rolled_back: bool = True) -> TaskRecord:
     """End our task unsuccessfully.
 
     Rolled back cleanly: vm_state unchanged. Not rolled back: vm_state ERROR
@@ -218,7 +219,7 @@ def abandon_task(store, task_id, name='vm', rolled_back=True):
     return new
 
 
-def clear_stale_task(store, expected_task_id, vm_state, name='vm'):
+def clear_stale_task(store: TaskStore, expected_task_id: Optional[str], vm_state: str, name: str = 'vm') -> TaskRecord:
     """Recovery: replace a stale record (still ``expected_task_id``) by an idle one with ``vm_state``."""
     record, version = store.load()
     if record.task_id != expected_task_id:
@@ -230,7 +231,7 @@ def clear_stale_task(store, expected_task_id, vm_state, name='vm'):
     return new
 
 
-def record_vm_state(store, vm_state, name='vm'):
+def record_vm_state(store: TaskStore, vm_state: str, name: str = 'vm') -> None:
     """Write ``vm_state`` into an idle record (compare-and-swap); a task in flight or a lost race is a TaskConflict."""
     record, version = store.load()
     if not record.idle():
@@ -243,14 +244,14 @@ def record_vm_state(store, vm_state, name='vm'):
 class MemoryTaskStore(TaskStore):
     """An in-memory store, the reference implementation used by tests and check mode."""
 
-    def __init__(self, record):
+    def __init__(self, record: TaskRecord) -> None:
         self.record = record
         self.version = 0
 
-    def load(self):
+    def load(self) -> Tuple[TaskRecord, int]:
         return self.record, self.version
 
-    def compare_and_swap(self, expected_version, record):
+    def compare_and_swap(self, expected_version: Any, record: TaskRecord) -> bool:
         if expected_version != self.version:
             return False
         self.record = record

@@ -10,7 +10,7 @@ the word a module returns. Pure: the backend passes what it read.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 from ansible_collections.converge.virt.plugins.module_utils._phase import reconcile, tasks
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
@@ -19,7 +19,7 @@ from ansible_collections.converge.virt.plugins.module_utils._phase import states
 STICKY_VM_STATES = (s.ERROR, s.RESCUED, s.RESIZED, s.SOFT_DELETED, s.BUILDING)
 
 
-def effective_vm_state(recorded, power_state, managed_save=False, task_state=None):
+def effective_vm_state(recorded: Optional[str], power_state: str, managed_save: bool = False, task_state: Optional[str] = None) -> str:
     """The vm_state a new task starts from: the record, unless the hypervisor contradicts it.
 
     power_state is authoritative (Nova); with no task in flight, a record the
@@ -38,7 +38,7 @@ def effective_vm_state(recorded, power_state, managed_save=False, task_state=Non
     return recorded if decision.action == reconcile.IN_SYNC else inferred
 
 
-def stale_recovery(record, power_state, managed_save=False):
+def stale_recovery(record: tasks.TaskRecord, power_state: str, managed_save: bool = False) -> Tuple[reconcile.Recovery, str]:
     """``(Recovery, vm_state to record)`` for the stale task of ``record`` (a :class:`.tasks.TaskRecord`), Nova _init_instance.
 
     What the interrupted task left behind is read off the hypervisor (redo, reset after locating the guest,
@@ -60,19 +60,20 @@ class StaleTaskCleared(NamedTuple):
     recovery: reconcile.Recovery
     vm_state: str
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, Any]:
         """The ``recovered`` entry of a vm result."""
         return {'recovered_task': self.record.task_state, 'recovered_task_id': self.record.task_id, 'recovery': self.recovery.action,
                 'vm_state': self.vm_state, 'reason': self.reason}
 
-    def note(self, dry_run=False):
+    def note(self, dry_run: bool = False) -> str:
         """One line for a result's notes."""
         if dry_run:
             return 'would recover the stale task %s (%s): %s' % (self.record.task_id, self.record.task_state, self.reason)
         return 'recovered the stale task %s (%s, %s): %s' % (self.record.task_id, self.record.task_state, self.recovery.action, self.reason)
 
 
-def clear_stale(store, power_state, now, run_gone, name='vm', managed_save=False, dry_run=False):
+def clear_stale(store: tasks.TaskStore, power_state: str, now: float, run_gone: Callable[[Optional[str]], bool], name: str = 'vm',
+                managed_save: bool = False, dry_run: bool = False) -> Optional[StaleTaskCleared]:
     """Clear the stale task of ``store``'s record (Nova _init_instance); a :class:`StaleTaskCleared`, or None when none is stale.
 
     One recovery for every backend and every module that meets a task left behind: ``run_gone(owner)`` tells whether
@@ -89,7 +90,7 @@ def clear_stale(store, power_state, now, run_gone, name='vm', managed_save=False
     return StaleTaskCleared(record, reason, recovery, vm_state)
 
 
-def absent_view():
+def absent_view() -> Dict[str, Any]:
     """The words for a VM that does not exist."""
     return {'power_state': s.NOSTATE, 'state': None, 'state_reason': None, 'vm_state': s.DELETED, 'effective_vm_state': s.DELETED,
             'task_state': None, 'task_id': None, 'status': None, 'phase': None, 'phase_reason': None}

@@ -17,7 +17,7 @@ property test runs plans against.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import TransitionRefused
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions
@@ -95,21 +95,21 @@ class Step(NamedTuple):
     vm_state_after: str
     detail: Tuple[Tuple[str, object], ...] = ()
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, Any]:
         """Plain dict for module results."""
-        result = {'action': self.action, 'task_state': self.task_state, 'vm_state_before': self.vm_state_before,
-                  'vm_state_after': self.vm_state_after}
+        result: Dict[str, Any] = {'action': self.action, 'task_state': self.task_state, 'vm_state_before': self.vm_state_before,
+                                  'vm_state_after': self.vm_state_after}
         result.update(dict(self.detail))
         return result
 
 
-def _step(action, vm_state, **detail):
+def _step(action: str, vm_state: str, **detail: Any) -> Step:
     row = actions.check_action(action, vm_state, None)
     after = actions.vm_state_after(action, vm_state, s.ACTIVE)
     return Step(action, row.task_state, vm_state, after, tuple(sorted(detail.items())))
 
 
-def _chain(declared, vm_state, task_state):
+def _chain(declared: str, vm_state: str, task_state: Optional[str]) -> Tuple[str, ...]:
     key = (declared, vm_state)
     if key in REFUSED:
         raise TransitionRefused('converge to %s' % declared, vm_state, task_state, reason=REFUSED[key])
@@ -119,7 +119,7 @@ def _chain(declared, vm_state, task_state):
     return POWER_CHAINS[key]
 
 
-def plan_vm(decl, obs):
+def plan_vm(decl: VmDeclaration, obs: VmObservation) -> List[Step]:
     """Ordered :class:`Step` list that brings ``obs`` to ``decl``; empty when nothing needs doing.
 
     Raises :class:`TransitionRefused` (naming the current vm_state and
@@ -174,7 +174,7 @@ def plan_vm(decl, obs):
     return steps
 
 
-def apply_step(obs, step):
+def apply_step(obs: VmObservation, step: Step) -> VmObservation:
     """Model of the world: the observation after ``step`` succeeds (for tests and check mode)."""
     if step.action == 'delete':
         return VmObservation()
@@ -187,7 +187,7 @@ def apply_step(obs, step):
     return obs._replace(vm_state=step.vm_state_after, restart_needed=False if cold else obs.restart_needed)
 
 
-def converge_model(decl, obs):
+def converge_model(decl: VmDeclaration, obs: VmObservation) -> Tuple[List[Step], VmObservation]:
     """Run :func:`plan_vm` and apply every step to the model; return (steps, final observation)."""
     steps = plan_vm(decl, obs)
     for step in steps:

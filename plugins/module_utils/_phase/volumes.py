@@ -26,7 +26,7 @@ volume module and the vm module's ``disks`` both execute.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple, cast
 
 # Operation kinds, in the order a pass may emit them.
 DETACH_LIVE = 'detach_live'
@@ -86,7 +86,7 @@ class Attachment:
     vm_running: bool = False
     uncertain: bool = False
 
-    def identity(self):
+    def identity(self) -> Tuple[Any, ...]:
         """What makes two attachments the same one."""
         return (self.vm, self.target, self.volume, self.readonly, self.bus, self.serial)
 
@@ -101,9 +101,9 @@ class Operation:
     target: Optional[str] = None
     detail: Tuple[Tuple[str, object], ...] = ()
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, Any]:
         """Plain dict for module results."""
-        result = {'op': self.kind, 'volume': self.volume}
+        result: Dict[str, Any] = {'op': self.kind, 'volume': self.volume}
         if self.vm is not None:
             result['vm'] = self.vm
             result['target'] = self.target
@@ -121,20 +121,22 @@ class VolumePlan:
     uncertain: List[str] = field(default_factory=list)
 
     @property
-    def empty(self):
+    def empty(self) -> bool:
         """True when the world already matches (nothing to do, nothing refused)."""
         return not self.operations and not self.refusals and not self.deferred
 
 
-def backoff_delay(failures):
+def backoff_delay(failures: int) -> float:
     """Seconds to wait after ``failures`` consecutive failures: 0.5, 1, 2, ... capped near 2 min."""
     if failures <= 0:
         return 0.0
     return min(BACKOFF_CAP, BACKOFF_INITIAL * (2 ** (failures - 1)))
 
 
-def plan_volumes(desired_volumes, actual_volumes, desired_attachments, actual_attachments,
-                 force_detach=False, failures=None, last_failure=None, now=0.0, managed_vms=None, vms_running=None):
+def plan_volumes(desired_volumes: Iterable[DesiredVolume], actual_volumes: Iterable[ActualVolume],  # pylint: disable=too-many-arguments
+                 desired_attachments: Iterable[Attachment], actual_attachments: Iterable[Attachment], force_detach: bool = False,
+                 failures: Optional[Dict[str, int]] = None, last_failure: Optional[Dict[str, float]] = None, now: float = 0.0,
+                 managed_vms: Optional[Iterable[str]] = None, vms_running: Optional[Dict[str, bool]] = None) -> VolumePlan:
     """Plan one reconciliation pass; pure.
 
     ``desired_volumes`` / ``actual_volumes``: iterables of :class:`DesiredVolume`
@@ -157,7 +159,7 @@ def plan_volumes(desired_volumes, actual_volumes, desired_attachments, actual_at
         managed_vms = {a.vm for a in wanted.values()}
     touched = set()
 
-    def blocked(key):
+    def blocked(key: str) -> bool:
         # at most one operation in flight per volume, and backoff after failures
         vol = actual_by_key.get(key)
         if vol is not None and vol.busy:
@@ -172,7 +174,7 @@ def plan_volumes(desired_volumes, actual_volumes, desired_attachments, actual_at
 
     # references after the teardown below: volume -> {(vm, target)}; a VM that
     # uses a volume without a known attachment counts as (vm, None)
-    remaining_refs = {}
+    remaining_refs: Dict[str, Set[Tuple[str, Optional[str]]]] = {}
     for att in actual_att:
         remaining_refs.setdefault(att.volume, set()).add((att.vm, att.target))
     for key, vol in actual_by_key.items():
@@ -203,7 +205,7 @@ def plan_volumes(desired_volumes, actual_volumes, desired_attachments, actual_at
     for want in desired_list:
         if want.present or want.key not in actual_by_key:
             continue
-        have = actual_by_key[want.key]
+        have: Any = actual_by_key[want.key]
         users = {vm for vm, _target in remaining_refs.get(want.key, ())}
         if have.uncertain:
             plan.uncertain.append(want.key)
@@ -276,16 +278,17 @@ def plan_volumes(desired_volumes, actual_volumes, desired_attachments, actual_at
     return plan
 
 
-def _torn_down(plan, att):
+def _torn_down(plan: VolumePlan, att: Attachment) -> FrozenSet[Tuple[Any, ...]]:
     """Identities of attachments this plan already detaches (so their target is free)."""
-    gone = set()
+    gone: Set[Tuple[Any, ...]] = set()
     for op in plan.operations:
         if op.kind in (DETACH_LIVE, DETACH_CONFIG) and (op.vm, op.target, op.volume) == (att.vm, att.target, att.volume):
             gone.add(att.identity())
-    return gone
+    return frozenset(gone)
 
 
-def apply_operation(actual_volumes, actual_attachments, op, vms_running=None):
+def apply_operation(actual_volumes: Iterable[ActualVolume], actual_attachments: Iterable[Attachment], op: Operation,
+                    vms_running: Optional[Dict[str, bool]] = None) -> Tuple[List[ActualVolume], List[Attachment]]:
     """Model of the world: what the world looks like after ``op`` succeeds.
 
     Used by the property tests (a plan applied to the model yields an empty
@@ -296,11 +299,12 @@ def apply_operation(actual_volumes, actual_attachments, op, vms_running=None):
     vols = {v.key: v for v in actual_volumes}
     atts = list(actual_attachments)
     if op.kind == CREATE:
-        detail = dict(op.detail)
+        detail: Dict[str, Any] = dict(op.detail)
         vols[op.volume] = ActualVolume(op.volume, capacity=detail.get('capacity') or 0, fmt=detail.get('format'))
     elif op.kind == GROW:
         old = vols[op.volume]
-        vols[op.volume] = ActualVolume(old.key, dict(op.detail)['to'], old.fmt, old.used_by)
+        grown: Dict[str, Any] = dict(op.detail)
+        vols[op.volume] = ActualVolume(old.key, grown['to'], old.fmt, old.used_by)
     elif op.kind == DELETE:
         vols.pop(op.volume, None)
     elif op.kind in (DETACH_LIVE, DETACH_CONFIG):
@@ -315,14 +319,14 @@ def apply_operation(actual_volumes, actual_attachments, op, vms_running=None):
     elif op.kind in (ATTACH_CONFIG, ATTACH_LIVE):
         detail = dict(op.detail)
         # a live attach proves the guest runs; otherwise the VM's other attachments (or vms_running) tell
-        running = op.kind == ATTACH_LIVE or next((a.vm_running for a in atts if a.vm == op.vm), bool((vms_running or {}).get(op.vm)))
+        running = op.kind == ATTACH_LIVE or next((a.vm_running for a in atts if a.vm == op.vm), bool((vms_running or {}).get(cast(str, op.vm))))
         existing = [a for a in atts if a.vm == op.vm and a.target == op.target and a.volume == op.volume]
-        base = existing[0] if existing else Attachment(op.vm, op.target, op.volume, detail.get('readonly', False), detail.get('bus'),
+        base = existing[0] if existing else Attachment(cast(str, op.vm), cast(str, op.target), op.volume, detail.get('readonly', False), detail.get('bus'),
                                                        detail.get('serial'))
         atts = [a for a in atts if a is not base]
         atts.append(Attachment(**dict(base.__dict__, live=base.live or op.kind == ATTACH_LIVE,
                                       persistent=base.persistent or op.kind == ATTACH_CONFIG, vm_running=base.vm_running or running)))
-    users = {}
+    users: Dict[str, Set[str]] = {}
     for a in atts:
         users.setdefault(a.volume, set()).add(a.vm)
     vols = {k: ActualVolume(v.key, v.capacity, v.fmt, frozenset(users.get(k, set())), v.busy, v.uncertain) for k, v in vols.items()}
