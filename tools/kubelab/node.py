@@ -180,7 +180,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   enable_selinux = false
-  restrict_oom_score_adj = false
+  # this machine refuses to lower oom_score_adj (runc: "failed to update /proc/self/oom_score_adj: Permission denied"
+  # for the sandbox's -998): CRI clamps every container's value to containerd's own
+  restrict_oom_score_adj = true
   disable_apparmor = true
 
   [plugins."io.containerd.grpc.v1.cri".containerd]
@@ -300,6 +302,8 @@ def start_node(lab, client, directory, state, ports):  # pylint: disable=too-man
     serving_crt, serving_key = pki.ensure_leaf(pki_dir, "kubelet-serving", ca, NODE_NAME, server=True, dns=(NODE_NAME,),
                                                addresses=(ip,))
     _node_rbac(client, NODE_NAME)
+    # the kubelet's heartbeat is a Lease in kube-node-lease (the namespace is not there on the lab's API server)
+    client.apply("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-node-lease"}})
     kubeconfig = os.path.join(node_dir, "kubelet.kubeconfig")
     _kubeconfig_cert(kubeconfig, client.server, ca_file, f"system:node:{NODE_NAME}", client_crt, client_key)
     _write(os.path.join(node_dir, "containerd.toml"), containerd_config(found["pause"].name))
