@@ -114,9 +114,11 @@ sanity: venv layout docsite-venv
 lint: venv layout
 > cd $(COLL_COPY) && $(VENV)/bin/ansible-lint --profile production --offline -q
 
-# mypy (test-requirements.txt) on the typed layers: every function of _base and _phase must be
-# annotated, and their bodies are checked; modules run on Python 3.9 and later (tests/config.yml), so the check targets 3.9
-TYPED := $(addprefix -p ansible_collections.converge.virt.plugins.module_utils.,_base _phase)
+# mypy (test-requirements.txt) on the typed layers: every function of _base, _phase and the drivers' protocols
+# (_common/driver, volume_driver, host_driver, migrate) must be annotated, and their bodies are checked; modules run on
+# Python 3.9 and later (tests/config.yml), so the check targets 3.9
+TYPED := $(addprefix -p ansible_collections.converge.virt.plugins.module_utils.,_base _phase) \
+         $(addprefix -m ansible_collections.converge.virt.plugins.module_utils._common.,driver volume_driver host_driver migrate)
 typecheck: venv layout
 > cd $(BUILD)/collections && $(VPY) -m mypy --python-version 3.9 --namespace-packages --explicit-package-bases --follow-imports=silent \
     --ignore-missing-imports --disallow-untyped-defs --disallow-incomplete-defs --no-implicit-optional --warn-unused-ignores \

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypedDict
 
 from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, TaskConflict, WaitTimeout
@@ -27,7 +28,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.wait import 
 from ansible_collections.converge.virt.plugins.module_utils._phase import prediction, tasks, vm_plan
 
 
-def default_lease_seconds(wait_timeout, shutdown_timeout):
+def default_lease_seconds(wait_timeout: float, shutdown_timeout: float) -> float:
     """The lease of a vm task: long enough for the longest wait of one step, at least two minutes."""
     return max(120.0, float(wait_timeout) + float(shutdown_timeout) + 30.0)
 
@@ -38,8 +39,8 @@ class VmOptions:  # pylint: disable=too-few-public-methods
     A backend with options of its own subclasses it (KubeVirt: ``delete_volumes``).
     """
 
-    def __init__(self, wait=True, wait_timeout=300, shutdown_timeout=60, force_stop=True, lock_timeout=0,
-                 lease_seconds=None, if_moved='fail'):  # pylint: disable=too-many-arguments
+    def __init__(self, wait: bool = True, wait_timeout: float = 300, shutdown_timeout: float = 60,  # pylint: disable=too-many-arguments
+                 force_stop: bool = True, lock_timeout: float = 0, lease_seconds: Optional[float] = None, if_moved: str = 'fail') -> None:
         self.wait = wait
         self.if_moved = if_moved  # a VM that migrated away from a libvirt host: fail, or skip (see the vm module)
         self.wait_timeout = wait_timeout
@@ -47,6 +48,21 @@ class VmOptions:  # pylint: disable=too-few-public-methods
         self.force_stop = force_stop
         self.lock_timeout = lock_timeout
         self.lease_seconds = lease_seconds or default_lease_seconds(wait_timeout, shutdown_timeout)
+
+
+class BackendObservation(TypedDict, total=False):
+    """What the driver reads of a backend's observation of one VM (a backend's dict carries more keys: the driver passes
+    them through to the backend's own hooks and never reads them)."""
+
+    exists: bool
+    effective_vm_state: Optional[str]     # the vm_state a new task starts from (_phase/views.effective_vm_state)
+    task_state: Optional[str]             # None: idle
+    task_id: Optional[str]
+    task_owner: Optional[str]
+    pending_restart: bool                 # the running guest does not run the stored definition yet
+    diff: Any                             # truthy when the declared definition differs from the stored one
+    status: Optional[str]
+    autostart: Optional[bool]
 
 
 class VmBackend(abc.ABC):
@@ -58,70 +74,70 @@ class VmBackend(abc.ABC):
     ``status``.
     """
 
-    name = None
-    owner = None  # this run's owner id (_base/owner.owner_id), written into every task record it takes
+    name: Any = None  # the VM's name (every backend sets it)
+    owner: Optional[str] = None  # this run's owner id (_base/owner.owner_id), written into every task record it takes
 
     # ------------------------------------------------------------ observation
     @abc.abstractmethod
-    def observe(self, spec=None, snapshot=None):
+    def observe(self, spec: Any = None, snapshot: Any = None) -> BackendObservation:
         """The VM now (``spec``: compare the definition with it; ``snapshot``: what a fleet read in bulk)."""
 
     @abc.abstractmethod
-    def public_view(self, obs):
+    def public_view(self, obs: BackendObservation) -> Dict[str, Any]:
         """The VM as a module returns it: no handles, no raw objects."""
 
     @abc.abstractmethod
-    def diffable(self, view):
+    def diffable(self, view: Dict[str, Any]) -> Dict[str, Any]:
         """The keys of a view that the result's ``diff`` shows."""
 
     @abc.abstractmethod
-    def changes(self, obs):
+    def changes(self, obs: BackendObservation) -> List[Any]:
         """The definition changes of ``obs`` as the result's ``changes`` list (secrets masked)."""
 
     @abc.abstractmethod
-    def recorded_drift(self, obs):
+    def recorded_drift(self, obs: BackendObservation) -> Optional[Tuple[str, str]]:
         """(recorded, effective) when an idle VM's record disagrees with the backend, else None."""
 
-    def plan_autostart(self, obs):
+    def plan_autostart(self, obs: BackendObservation) -> Optional[bool]:
         """The autostart flag the planner compares with the declared one (None: the backend has none)."""
         return obs.get('autostart')
 
-    def deleting(self, obs):
+    def deleting(self, obs: BackendObservation) -> bool:
         """True when the VM's deletion was already requested and the backend finishes it."""
         del obs
         return False
 
     # ----------------------------------------------------------- task control
     @abc.abstractmethod
-    def recover_stale(self, obs, now):
+    def recover_stale(self, obs: BackendObservation, now: float) -> Optional[Dict[str, Any]]:
         """Clear a task left by a killed run; return the ``recovered`` note or None."""
 
     @abc.abstractmethod
-    def wait_idle(self, obs, options, spec=None):
+    def wait_idle(self, obs: BackendObservation, options: VmOptions, spec: Any = None) -> BackendObservation:
         """Wait for another task in flight to end (``lock_timeout``), or raise TaskConflict naming it; return the new observation."""
 
     @abc.abstractmethod
-    def record_vm_state(self, obs, vm_state):
+    def record_vm_state(self, obs: BackendObservation, vm_state: str) -> None:
         """Write ``vm_state`` into an idle VM's record (compare-and-swap)."""
 
     # -------------------------------------------------------------- execution
     #: the exceptions of a failed step that :meth:`run_step` rolls the task record back for (anything else is a bug: the
     #: record stays and the next run recovers it)
-    step_errors = (ConvergeError,)
+    step_errors: Tuple[Type[BaseException], ...] = (ConvergeError,)
 
     @abc.abstractmethod
-    def store(self, obs):
+    def store(self, obs: BackendObservation) -> tasks.TaskStore:
         """The :class:`.._phase.tasks.TaskStore` of the observed VM (``self.owner`` names this run in the records)."""
 
     @abc.abstractmethod
-    def create(self, spec, obs, options, task_id):
+    def create(self, spec: Any, obs: BackendObservation, options: VmOptions, task_id: str) -> BackendObservation:
         """Create the VM with a SPAWNING record and finish it STOPPED; return the new observation."""
 
     @abc.abstractmethod
-    def act(self, step, spec, obs, options):
+    def act(self, step: vm_plan.Step, spec: Any, obs: BackendObservation, options: VmOptions) -> None:
         """Carry out one step other than create while :meth:`run_step` holds its task (raise one of :attr:`step_errors`)."""
 
-    def abandon(self, store, task_id, obs):
+    def abandon(self, store: tasks.TaskStore, task_id: str, obs: BackendObservation) -> bool:
         """Roll the task record of a failed step back (the next run re-plans from the backend); whether the record is gone."""
         del obs
         try:
@@ -130,12 +146,12 @@ class VmBackend(abc.ABC):
             return False
         return True
 
-    def step_failed(self, error, step, obs, abandoned):
+    def step_failed(self, error: BaseException, step: vm_plan.Step, obs: BackendObservation, abandoned: bool) -> BaseException:
         """The exception to raise for ``error`` of ``step`` (``abandoned``: whether its record is gone); default ``error``."""
         del step, obs, abandoned
         return error
 
-    def run_step(self, step, spec, obs, options, task_id):
+    def run_step(self, step: vm_plan.Step, spec: Any, obs: BackendObservation, options: VmOptions, task_id: str) -> BackendObservation:
         """Execute one planned step under the task protocol, the same on every backend; return the new observation.
 
         Take the task (``tasks.take_task``: the action table, delete preemption, compare-and-swap, a lease of
@@ -159,34 +175,40 @@ class VmBackend(abc.ABC):
             tasks.finish_task(store, task_id, name=self.name, vm_state=step.vm_state_after)
         return self.observe(spec)
 
-    def validate_steps(self, steps, spec, obs):
+    def validate_steps(self, steps: List[vm_plan.Step], spec: Any, obs: BackendObservation) -> None:
         """Check mode: refuse a plan the backend would refuse (nothing is written)."""
 
-    def settle(self, decl, obs, options):
+    def settle(self, decl: vm_plan.VmDeclaration, obs: BackendObservation, options: VmOptions) -> Optional[BackendObservation]:
         """Wait until the backend carries out the declared power; the new observation, or None when there is nothing to wait for."""
         del decl, obs, options
+        return None
 
-    def wait_deleted(self, options):
+    def wait_deleted(self, options: VmOptions) -> BackendObservation:
         """Wait until a deletion requested earlier is finished (only called when :meth:`deleting` says so)."""
         del options
         return self.observe()
 
-    def without_steps(self, decl, spec, obs, check_mode, result, view):  # pylint: disable=too-many-arguments
+    def without_steps(self, decl: vm_plan.VmDeclaration, spec: Any, obs: BackendObservation, check_mode: bool,  # pylint: disable=too-many-arguments
+                      result: Dict[str, Any], view: Dict[str, Any]) -> Tuple[bool, Dict[str, Any]]:
         """What the backend brings in place besides the plan when it has no steps (or in check mode): (changed, view)."""
         del decl, spec, obs, check_mode, result
         return False, view
 
-    def after_steps(self, decl, spec, obs, result, view):  # pylint: disable=too-many-arguments
+    def after_steps(self, decl: vm_plan.VmDeclaration, spec: Any, obs: BackendObservation, result: Dict[str, Any],  # pylint: disable=too-many-arguments
+                    view: Dict[str, Any]) -> Dict[str, Any]:
         """The returned view once the steps ran (the backend adds what it knows more); ``view`` is ``public_view(obs)``."""
         del decl, spec, obs, result
         return view
 
-    def converge(self, decl, spec, options, check_mode, task_id=None, snapshot=None):  # pylint: disable=too-many-arguments
+    def converge(self, decl: vm_plan.VmDeclaration, spec: Any, options: VmOptions, check_mode: bool,  # pylint: disable=too-many-arguments
+                 task_id: Optional[str] = None, snapshot: Any = None) -> Tuple[bool, Dict[str, Any]]:
         """Plan and (unless ``check_mode``) execute; (changed, result). A backend wraps :func:`converge_vm` here (cloud-init seeds)."""
         return converge_vm(self, decl, spec, options, check_mode, task_id, snapshot)
 
 
-def wait_until_idle(name, obs, options, observe, idle, describe=None, **wait):  # pylint: disable=too-many-arguments
+def wait_until_idle(name: str, obs: BackendObservation, options: VmOptions, observe: Callable[[], BackendObservation],  # pylint: disable=too-many-arguments
+                    idle: Callable[[BackendObservation], bool], describe: Optional[Callable[[BackendObservation], str]] = None,
+                    **wait: Any) -> BackendObservation:
     """The task in flight of ``obs`` ended (``idle(observation)``), within ``options.lock_timeout``: the new observation.
 
     No task in flight: ``obs``. ``lock_timeout`` 0, or still busy at its end: :class:`TaskConflict` naming the task and
@@ -202,7 +224,9 @@ def wait_until_idle(name, obs, options, observe, idle, describe=None, **wait):  
         raise TaskConflict(name, obs.get('task_id'), obs.get('task_state'), owner=obs.get('task_owner'), waited=options.lock_timeout)
 
 
-def converge_vm(vm, decl, spec, options, check_mode, task_id=None, snapshot=None, before_plan=None):  # pylint: disable=too-many-arguments,too-many-locals
+def converge_vm(vm: VmBackend, decl: vm_plan.VmDeclaration, spec: Any, options: VmOptions,  # pylint: disable=too-many-arguments,too-many-locals
+                check_mode: bool, task_id: Optional[str] = None, snapshot: Any = None,
+                before_plan: Optional[Callable[[BackendObservation], Tuple[bool, BackendObservation]]] = None) -> Tuple[bool, Dict[str, Any]]:
     """Plan and (unless ``check_mode``) execute the declaration on ``vm`` (a :class:`VmBackend`); return (changed, result dict).
 
     ``before_plan(obs) -> (restart_needed, obs)`` runs once a task in flight ended, before the plan (a backend brings a
@@ -210,7 +234,7 @@ def converge_vm(vm, decl, spec, options, check_mode, task_id=None, snapshot=None
     """
     present = decl.state != 'absent'
     obs = vm.observe(spec if present else None, snapshot)
-    notes = {}
+    notes: Dict[str, Any] = {}
     if obs['exists'] and obs.get('task_state') and not check_mode:
         recovered = vm.recover_stale(obs, time.time())
         if recovered:
@@ -232,7 +256,7 @@ def converge_vm(vm, decl, spec, options, check_mode, task_id=None, snapshot=None
         definition_differs=bool(obs.get('diff')), restart_needed=bool(obs.get('pending_restart')) or restart_needed,
         autostart=vm.plan_autostart(obs), deleting=vm.deleting(obs))
     steps = vm_plan.plan_vm(decl, plan_obs)
-    result = {'steps': [s.as_dict() for s in steps], 'changes': vm.changes(obs)}
+    result: Dict[str, Any] = {'steps': [s.as_dict() for s in steps], 'changes': vm.changes(obs)}
     result.update(notes)
     drift = vm.recorded_drift(obs) if present else None
     if drift:
@@ -283,12 +307,14 @@ def converge_vm(vm, decl, spec, options, check_mode, task_id=None, snapshot=None
 
 
 # ------------------------------------------------------------------- fleets
-def run_fleet(items, make_vm, options, check_mode, parallel, snapshot=None, redact=None):  # pylint: disable=too-many-arguments
+def run_fleet(items: Sequence[Tuple[vm_plan.VmDeclaration, Any, str]], make_vm: Callable[[str], VmBackend],  # pylint: disable=too-many-arguments
+              options: VmOptions, check_mode: bool, parallel: int, snapshot: Any = None,
+              redact: Optional[Callable[[Any], Any]] = None) -> Tuple[bool, List[Dict[str, Any]]]:
     """Converge every (VmDeclaration, spec, name) of ``items`` on ``make_vm(name)``, ``parallel`` at a time; (changed, results).
 
     A VM that fails is a result with ``failed`` and the error's fields (redacted with ``redact``); the others still run.
     """
-    def one(item):
+    def one(item: Tuple[vm_plan.VmDeclaration, Any, str]) -> Dict[str, Any]:
         decl, spec, name = item
         try:
             changed, result = make_vm(name).converge(decl, spec, options, check_mode, tasks.new_task_id(), snapshot)
@@ -304,7 +330,7 @@ def run_fleet(items, make_vm, options, check_mode, parallel, snapshot=None, reda
     return any(r['changed'] for r in results), results
 
 
-def finish_fleet(module, changed, results, noun='VMs'):
+def finish_fleet(module: Any, changed: bool, results: List[Dict[str, Any]], noun: str = 'VMs') -> None:
     """exit_json / fail_json of a module that converged a fleet."""
     failure = fleet_failure(results, noun)
     if failure:

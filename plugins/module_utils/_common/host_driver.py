@@ -11,29 +11,30 @@ predicts and the result's ``host`` and ``diff``.
 from __future__ import annotations
 
 import abc
+from typing import Any, Dict, Optional, Tuple
 
 
 class HostBackend(abc.ABC):
     """One host (libvirt) or node (KubeVirt). :meth:`draining` is read first; the other hooks may rely on it."""
 
     @abc.abstractmethod
-    def draining(self):
+    def draining(self) -> bool:
         """Whether the host carries the drain mark now."""
 
     @abc.abstractmethod
-    def drain(self, reason, check_mode):
+    def drain(self, reason: Optional[str], check_mode: bool) -> bool:
         """Set the drain mark with ``reason`` (``check_mode``: change nothing); whether anything changed (or would)."""
 
     @abc.abstractmethod
-    def undrain(self, check_mode):
+    def undrain(self, check_mode: bool) -> bool:
         """Remove the drain mark (``check_mode``: change nothing); whether anything changed (or would)."""
 
     @abc.abstractmethod
-    def summary(self):
+    def summary(self) -> Dict[str, Any]:
         """The host as the module returns it; ``draining`` among its keys."""
 
 
-def converge_host(host, state, reason, check_mode):
+def converge_host(host: HostBackend, state: str, reason: Optional[str], check_mode: bool) -> Tuple[bool, Dict[str, Any]]:
     """Bring ``host`` to ``state`` (drained / active / present: only report); (changed, result with ``host`` and ``diff``)."""
     before = host.draining()
     changed = False

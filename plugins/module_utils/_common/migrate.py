@@ -32,7 +32,7 @@ import json
 import os
 import select
 import time
-from typing import List, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, unexpected
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration
@@ -72,12 +72,12 @@ BACKEND_HOOKS = (
 )
 
 
-def lease_seconds(wait_timeout, completion_timeout=None):
+def lease_seconds(wait_timeout: float, completion_timeout: Optional[float] = None) -> float:
     """The lease of a migration task: the whole wait, the completion timeout and a margin (within tasks.MAX_LEASE_SECONDS)."""
     return float(wait_timeout) + float(completion_timeout or 0) + LEASE_MARGIN_SECONDS
 
 
-def task_lease_seconds(opts):
+def task_lease_seconds(opts: Any) -> float:
     """The lease a migration task is taken with, from a backend's options (``wait_timeout``, ``completion_timeout`` when it has one)."""
     return lease_seconds(opts.wait_timeout, getattr(opts, 'completion_timeout', None))
 
@@ -115,23 +115,24 @@ class MigrationRun:
     through its phases, Failed at most once. A backend subclass adds what it observes and executes.
     """
 
-    def __init__(self, name, opts, owner, check_mode=False, on_started=None):
+    def __init__(self, name: str, opts: Any, owner: str, check_mode: bool = False,
+                 on_started: Optional[Callable[[Dict[str, Any]], None]] = None) -> None:
         self.name = name
         self.opts = opts
         self.owner = owner
         self.check_mode = check_mode
         self.on_started = on_started
         self.forget_phases()
-        self.notes = []
+        self.notes: List[str] = []
 
-    def forget_phases(self):
+    def forget_phases(self) -> None:
         """Start the phase record afresh: no phase yet, no walk, no reason, no progress."""
         self.phase = migration.UNSET
-        self.phases = []
-        self.reason = None
-        self.progress = {}
+        self.phases: List[str] = []
+        self.reason: Optional[str] = None
+        self.progress: Dict[str, Any] = {}
 
-    def _advance(self, obs):
+    def _advance(self, obs: migration.MigrationObservation) -> str:
         """Move to the phase the phase machine reads from ``obs``; return it."""
         phase, reason = migration.next_phase(obs)
         if phase == migration.FAILED:
@@ -148,32 +149,33 @@ class MigrationRun:
 class FollowHooks:
     """What a backend provides to :func:`follow`. Only :meth:`look` and :meth:`abort` are required."""
 
-    def look(self):
+    def look(self) -> Optional[Look]:
         """Observe once; return a :class:`Look`, or None when no answer came (the loop looks again)."""
         raise NotImplementedError
 
-    def abort(self):
+    def abort(self) -> None:
         """Ask the backend to abort the migration (the guest stays on the source). Raise on failure."""
         raise NotImplementedError
 
-    def on_completion_timeout(self):
+    def on_completion_timeout(self) -> bool:
         """The completion-timeout action: True when it was handled (switched to post-copy), False to abort."""
         return False
 
-    def renew(self, seconds):
+    def renew(self, seconds: float) -> Optional[bool]:
         """Extend the task's lease to now + ``seconds`` (False/None when the backend holds no lease to renew)."""
         del seconds
         return False
 
-    def on_running(self):
+    def on_running(self) -> None:
         """Called once, at the first look at phase Running."""
 
-    def pause(self, seconds):
+    def pause(self, seconds: float) -> None:
         """Wait until the next look (a backend may wake early, e.g. when its migrate call returns)."""
         time.sleep(seconds)
 
 
-def follow(hooks, limits, clock=time.monotonic, lease_until=None, wall=time.time):  # pylint: disable=too-many-branches
+def follow(hooks: FollowHooks, limits: Timeouts, clock: Callable[[], float] = time.monotonic,  # pylint: disable=too-many-branches
+           lease_until: Optional[float] = None, wall: Callable[[], float] = time.time) -> Outcome:
     """Look until the migration ends; abort it once at a limit (see the module docstring). Return an :class:`Outcome`.
 
     ``lease_until``: the wall-clock end of the task's lease (None: this run holds no lease, never renewed).
@@ -184,7 +186,7 @@ def follow(hooks, limits, clock=time.monotonic, lease_until=None, wall=time.time
         lease_until = None      # an unreadable lease: not ours to extend
     start = clock()
     deadline = start + max(float(limits.wait_timeout), 1.0)
-    notes = []
+    notes: List[str] = []
     running_since = None
     completion_acted = False
     aborted_at = None
@@ -235,7 +237,8 @@ def follow(hooks, limits, clock=time.monotonic, lease_until=None, wall=time.time
         hooks.pause(limits.poll_interval)
 
 
-def wait_cancelled(over, wait_timeout, interval, clock=time.monotonic, sleep=time.sleep):
+def wait_cancelled(over: Callable[[], bool], wait_timeout: float, interval: float, clock: Callable[[], float] = time.monotonic,
+                   sleep: Callable[[float], None] = time.sleep) -> bool:
     """State cancelled, after the abort request: call ``over()`` until it returns True or the wait ends; return whether it did.
 
     The wait is ``wait_timeout``, at least :data:`CANCEL_WAIT_FLOOR_SECONDS` (an abort takes a moment even when the user
@@ -249,7 +252,7 @@ def wait_cancelled(over, wait_timeout, interval, clock=time.monotonic, sleep=tim
     return False
 
 
-def run_detached(make_migration):
+def run_detached(make_migration: Callable[[Callable[[Dict[str, Any]], None]], Any]) -> Dict[str, Any]:
     """State started: fork a detached process that runs ``make_migration(report).converge()``; return its first report.
 
     The migration reports once its transfer runs (``report``), or its end; the detached process then follows it to the end
@@ -266,9 +269,9 @@ def run_detached(make_migration):
             devnull = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(devnull, fd)
-            sent = []
+            sent: List[bool] = []
 
-            def send(result):
+            def send(result: Dict[str, Any]) -> None:
                 if not sent:
                     sent.append(True)
                     os.write(write_fd, json.dumps(result, default=str).encode())
@@ -284,7 +287,7 @@ def run_detached(make_migration):
             os._exit(0)
     os.close(write_fd)
     os.waitpid(pid, 0)
-    chunks = []
+    chunks: List[bytes] = []
     deadline = time.monotonic() + STARTED_REPLY_TIMEOUT
     while time.monotonic() < deadline:
         ready, _w, _x = select.select([read_fd], [], [], 1.0)
@@ -299,7 +302,8 @@ def run_detached(make_migration):
     return json.loads(b''.join(chunks).decode())
 
 
-def migrate_each(keys, converge, failed, parallel):
+def migrate_each(keys: Sequence[Any], converge: Callable[[Any], Dict[str, Any]], failed: Callable[[Any, Dict[str, Any]], Dict[str, Any]],
+                 parallel: int) -> List[Dict[str, Any]]:
     """The one fleet runner of migrations (``names``), for every backend: ``converge(key)`` for each of ``keys``, ``parallel`` at a time.
 
     One result per key, in order. A key whose run raises is ``failed(key, fields)``: its error's fields (``msg`` and the
@@ -307,7 +311,7 @@ def migrate_each(keys, converge, failed, parallel):
     """
     from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel  # fleets only
 
-    def one(key):
+    def one(key: Any) -> Dict[str, Any]:
         try:
             return converge(key)
         except ConvergeError as exc:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import abc
 import os
-from typing import NamedTuple, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 from ansible_collections.converge.virt.plugins.module_utils._common import journal
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import WaitTimeout
@@ -28,14 +28,14 @@ from ansible_collections.converge.virt.plugins.module_utils._phase import volume
 class PlannedVolumes(NamedTuple):
     """What a backend observed and planned: the declared volumes and their attachments now, and the plan."""
 
-    volumes: list                       # ActualVolume of each declared volume that exists
-    attachments: list                   # Attachment of the declared volumes
-    operations: list                    # the Operations to run (those of refused volumes dropped)
-    refusals: list
-    deferred: list
-    uncertain: list
-    pool_operations: list = []          # pools started or created (libvirt)
-    recovered: Tuple[dict, ...] = ()    # operation items done while observing (an unfinished import removed)
+    volumes: List[phase.ActualVolume]   # ActualVolume of each declared volume that exists
+    attachments: List[phase.Attachment]  # Attachment of the declared volumes
+    operations: List[phase.Operation]   # the Operations to run (those of refused volumes dropped)
+    refusals: List[Dict[str, Any]]
+    deferred: List[Dict[str, Any]]
+    uncertain: List[str]
+    pool_operations: List[Dict[str, Any]] = []  # pools started or created (libvirt)
+    recovered: Tuple[Dict[str, Any], ...] = ()  # operation items done while observing (an unfinished import removed)
 
 
 class VolumeBackend(abc.ABC):
@@ -45,31 +45,31 @@ class VolumeBackend(abc.ABC):
     executes_in_check_mode = False
 
     @abc.abstractmethod
-    def plan(self, specs, force, check_mode):
+    def plan(self, specs: List[Dict[str, Any]], force: bool, check_mode: bool) -> PlannedVolumes:
         """Observe the declared volumes (and what they are attached to) and plan; a :class:`PlannedVolumes`."""
 
     @abc.abstractmethod
-    def summary(self, volumes, attachments):
+    def summary(self, volumes: List[phase.ActualVolume], attachments: List[phase.Attachment]) -> Dict[str, Any]:
         """The diff view of volumes and attachments: key -> exists, capacity, attachments."""
 
     @abc.abstractmethod
-    def execute(self, operations, check_mode):
+    def execute(self, operations: List[phase.Operation], check_mode: bool) -> Tuple[List[Dict[str, Any]], Optional[Exception]]:
         """Run ``operations`` in order; ``(done, error)``: their result items and the first failure (None when all ran)."""
 
-    def settle(self):
+    def settle(self) -> Optional[Exception]:
         """After every operation ran: wait for what the backend carries out later; the error, or None."""
         return None
 
     @abc.abstractmethod
-    def observe_after(self, specs, done):
+    def observe_after(self, specs: List[Dict[str, Any]], done: List[Dict[str, Any]]) -> Tuple[List[phase.ActualVolume], List[phase.Attachment]]:
         """The declared volumes and their attachments after the run, read again: ``(volumes, attachments)``."""
 
     @abc.abstractmethod
-    def changed(self, done, planned):
+    def changed(self, done: List[Dict[str, Any]], planned: PlannedVolumes) -> bool:
         """True when the run wrote anything."""
 
     @abc.abstractmethod
-    def public(self, specs):
+    def public(self, specs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
         """The result's ``volumes``: each declared volume as last observed."""
 
 
@@ -77,7 +77,7 @@ class VolumeBackend(abc.ABC):
 JOURNALED_KINDS = (phase.CREATE, phase.GROW, phase.DELETE)
 
 
-def _journal_target(op):
+def _journal_target(op: phase.Operation) -> str:
     detail = dict(op.detail)
     if op.kind == phase.DELETE:
         return 'absent'
@@ -85,7 +85,7 @@ def _journal_target(op):
     return str(size) if size is not None else 'present'
 
 
-def _execute_journaled(backend, operations, check_mode):
+def _execute_journaled(backend: VolumeBackend, operations: List[phase.Operation], check_mode: bool) -> Tuple[List[Dict[str, Any]], Optional[Exception]]:
     """``backend.execute`` with a begin record for each create / grow / delete before the batch and an end record after.
 
     An operation the batch never reached (an earlier one failed) ends ``not_run``; a process killed inside the batch
@@ -96,7 +96,8 @@ def _execute_journaled(backend, operations, check_mode):
     journaled = [(op, os.urandom(8).hex()) for op in operations if op.kind in JOURNALED_KINDS]
     for op, task_id in journaled:
         journal.append('begin', op.volume, task_id, op.kind, kind='volume', target=_journal_target(op))
-    done, error = [], None
+    done: List[Dict[str, Any]] = []
+    error: Optional[Exception] = None
     try:
         done, error = backend.execute(operations, check_mode)
     finally:
@@ -109,12 +110,12 @@ def _execute_journaled(backend, operations, check_mode):
     return done, error
 
 
-def converge_volumes(backend, specs, force=False, check_mode=False):
+def converge_volumes(backend: VolumeBackend, specs: List[Dict[str, Any]], force: bool = False, check_mode: bool = False) -> Dict[str, Any]:
     """Converge normalized declarations on ``backend`` (a :class:`VolumeBackend`); return the result dict."""
     planned = backend.plan(specs, force, check_mode)
     before = backend.summary(planned.volumes, planned.attachments)
-    result = {'pool_operations': planned.pool_operations, 'refusals': planned.refusals, 'deferred': planned.deferred,
-              'uncertain': list(planned.uncertain)}
+    result: Dict[str, Any] = {'pool_operations': planned.pool_operations, 'refusals': planned.refusals, 'deferred': planned.deferred,
+                              'uncertain': list(planned.uncertain)}
     if check_mode and not backend.executes_in_check_mode:
         done, error = [op.as_dict() for op in planned.operations], None
     else:
