@@ -51,7 +51,7 @@ def snapshot_section():
     out = ['## Snapshot phases', '']
     out += mermaid_block(mermaid_lines(diagrams.snapshot_graph()))
     out += markdown_table(('action', 'task_state on the VM', 'accepted vm_state'),
-                                   [(a, snapshots.TASK_STATE_OF_ACTION[a], ', '.join(actions.ACTIONS[a].vm_states)) for a in snapshots.SNAPSHOT_ACTIONS])
+                          [(a, snapshots.TASK_STATE_OF_ACTION[a], ', '.join(actions.ACTIONS[a].vm_states)) for a in snapshots.SNAPSHOT_ACTIONS])
     rows = [(kv or '(none)', ours) for kv, ours in sorted(snapshot_status.KUBEVIRT_SNAPSHOT_PHASES.items())]
     rows.append(('Succeeded, readyToUse false', snapshots.CREATING))
     rows.append(('InProgress past failureDeadline', snapshots.FAILED))

@@ -158,8 +158,8 @@ def test_an_upward_import_is_reported(tmp_path, rel, text, why):
 
 def test_allowed_imports_are_not_reported(tmp_path):
     root = _tree(tmp_path, {
-        'plugins/module_utils/_phase/a.py': FROM + '_base.errors import InvalidDeclaration\n' + FROM + '_phase import tasks\nimport os\n'
-                                            + FROM + '_base import errors\n',
+        'plugins/module_utils/_phase/a.py': (FROM + '_base.errors import InvalidDeclaration\n' + FROM + '_phase import tasks\nimport os\n'
+                                             + FROM + '_base import errors\n'),
         'plugins/module_utils/_libvirt/a.py': FROM + '_common import driver\n' + FROM + '_phase import tasks\n' + FROM + '_base.owner import owner_id\n',
         'plugins/module_utils/_providers/vm.py': 'def load():\n    ' + FROM + '_libvirt import vm_converge\n',
         'plugins/module_utils/_providers/__init__.py': FROM + '_libvirt.provider import PROVIDER\n' + FROM + '_common import registry\n',
