@@ -222,9 +222,13 @@ class Outbox:
                 await self.ready.wait()
                 continue
             if callable(item):
-                item = item()
-                if inspect.isawaitable(item):
-                    item = await item
+                try:
+                    item = item()
+                    if inspect.isawaitable(item):
+                        item = await item
+                except Exception as exc:  # pylint: disable=broad-except
+                    # one failed read must not stop every later event: say so and go on
+                    item = {'converge_virt': {'type': 'error', 'message': '%s: %s' % (type(exc).__name__, exc)}}
             for payload in (item if isinstance(item, list) else [item]):
                 if payload is not None:
                     await self.queue.put(safe_event(payload))
