@@ -28,13 +28,14 @@ Pure Python: no libvirt, no Kubernetes, and the clock is a parameter.
 
 from __future__ import annotations
 
+import abc
 import json
 import os
 import select
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
-from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, unexpected
+from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, InvalidDeclaration, unexpected
 from ansible_collections.converge.virt.plugins.module_utils._phase import migration
 
 RUNNING = 'Running'
@@ -124,6 +125,10 @@ class MigrationRun:
         self.on_started = on_started
         self.forget_phases()
         self.notes: List[str] = []
+
+    def converge(self) -> Dict[str, Any]:
+        """Converge the VM onto its target; the result (each backend's run defines it)."""
+        raise NotImplementedError
 
     def forget_phases(self) -> None:
         """Start the phase record afresh: no phase yet, no walk, no reason, no progress."""
@@ -321,3 +326,57 @@ def migrate_each(keys: Sequence[Any], converge: Callable[[Any], Dict[str, Any]],
 
     with ThreadPoolExecutor(max_workers=min(parallel, max(1, len(keys)))) as pool:
         return list(pool.map(one, keys))
+
+
+class FleetMigration(abc.ABC):
+    """What a backend provides to :func:`migrate_fleet`: the VMs of ``names``, their targets and one migration each.
+
+    The loop (order, duplicates, a VM no target fits, a failure of one VM, ``parallel``) is :func:`migrate_fleet`'s,
+    the same on every backend.
+    """
+
+    @abc.abstractmethod
+    def keys(self, entries: Sequence[Any]) -> List[Any]:
+        """The VM of each entry of ``names``, in order (refusals name the field, e.g. ``names[2]``)."""
+
+    @abc.abstractmethod
+    def label(self, key: Any) -> str:
+        """How the VM of ``key`` reads in a message."""
+
+    def targets(self, keys: Sequence[Any]) -> Optional[Dict[Any, Optional[str]]]:
+        """The target of every key (None: no target fits that VM), or None when the backend places each migration itself."""
+        del keys
+        return None
+
+    @abc.abstractmethod
+    def migration(self, key: Any, target: Optional[str]) -> MigrationRun:
+        """The migration of one VM (``target``: from :meth:`targets`, None when the backend places it)."""
+
+    @abc.abstractmethod
+    def failed(self, key: Any, target: Optional[str], fields: Dict[str, Any]) -> Dict[str, Any]:
+        """The result of a VM whose migration raised: ``fields`` (the error's) and what names the VM, redacted."""
+
+
+def migrate_fleet(fleet: FleetMigration, entries: Sequence[Any], parallel: int) -> List[Dict[str, Any]]:
+    """Migrate the VM of every entry of ``names``, ``parallel`` at a time; one result per VM, in order.
+
+    A VM named twice is refused before anything runs; a VM no target fits is a failed result that changes nothing;
+    a VM whose migration raises is ``fleet.failed``; the other VMs still run (:func:`migrate_each`).
+    """
+    keys = fleet.keys(entries)
+    labels = [fleet.label(key) for key in keys]
+    duplicates = sorted(set(label for label in labels if labels.count(label) > 1))
+    if duplicates:
+        raise InvalidDeclaration('names', 'a VM is named more than once: %s' % ', '.join(duplicates))
+    targets = fleet.targets(keys)
+
+    def target_of(key: Any) -> Optional[str]:
+        return None if targets is None else targets[key]
+
+    def one(key: Any) -> Dict[str, Any]:
+        if targets is not None and targets[key] is None:
+            return {'name': fleet.label(key), 'changed': False, 'failed': True, 'phase': None, 'phases': [], 'reason': None,
+                    'msg': 'no target host fits VM %r (all draining, unreachable or without enough free memory)' % fleet.label(key)}
+        return fleet.migration(key, target_of(key)).converge()
+
+    return migrate_each(keys, one, lambda key, fields: fleet.failed(key, target_of(key), fields), parallel)

@@ -416,16 +416,30 @@ class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-insta
             time.sleep(0.2)
 
 
+class KubevirtFleet(migrate.FleetMigration):
+    """A fleet migration in one namespace (an entry may name another: ``namespace/name``); KubeVirt places each VM."""
+
+    def __init__(self, client, namespace, opts, check_mode):
+        self.client = client
+        self.namespace = namespace
+        self.opts = opts
+        self.check_mode = check_mode
+
+    def keys(self, entries):
+        return [split_name(e, self.namespace, 'names[%d]' % index) for index, e in enumerate(entries)]
+
+    def label(self, key):
+        return '%s/%s' % key
+
+    def migration(self, key, target):
+        del target  # the scheduler places it (target_node, if any, is one of the options)
+        return KubevirtMigration(self.client, key[0], key[1], self.opts, check_mode=self.check_mode)
+
+    def failed(self, key, target, fields):
+        del target
+        return dict(redact_fields(fields, self.client.redact), name=key[1], namespace=key[0], changed=False, failed=True)
+
+
 def migrate_many(client, namespace, entries, opts, check_mode, parallel):
     """Migrate every VM of ``entries`` (name or namespace/name), ``parallel`` at a time; one result per VM."""
-    targets = [split_name(e, namespace, 'names[%d]' % index) for index, e in enumerate(entries)]
-    seen = set()
-    for key in targets:
-        if key in seen:
-            raise InvalidDeclaration('names', 'a VM is named more than once: %s/%s' % key)
-        seen.add(key)
-
-    def failed(key, fields):
-        return dict(redact_fields(fields, client.redact), name=key[1], namespace=key[0], changed=False, failed=True)
-    return migrate.migrate_each(targets, lambda key: KubevirtMigration(client, key[0], key[1], opts, check_mode=check_mode).converge(),
-                                failed, parallel)
+    return migrate.migrate_fleet(KubevirtFleet(client, namespace, opts, check_mode), entries, parallel)

@@ -550,20 +550,31 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
         return False
 
 
+class LibvirtFleet(migrate.FleetMigration):
+    """A fleet migration from one libvirt host: each VM placed on one of ``candidates`` by free memory (:mod:`.placement`)."""
+
+    def __init__(self, source_args, candidates, opts, check_mode):
+        self.source_args = source_args
+        self.candidates = candidates
+        self.opts = opts
+        self.check_mode = check_mode
+
+    def keys(self, entries):
+        return list(entries)
+
+    def label(self, key):
+        return key
+
+    def targets(self, keys):
+        return choose_targets(self.source_args, keys, self.candidates, self.opts.target_username, self.opts.target_password)
+
+    def migration(self, key, target):
+        return Migration(self.source_args, target, key, self.opts, check_mode=self.check_mode)
+
+    def failed(self, key, target, fields):
+        return dict(fields, name=key, changed=False, failed=True, target_uri=redact_uri(target))
+
+
 def migrate_many(source_args, names, candidates, opts, check_mode, parallel):
     """Place every VM of ``names`` on one of ``candidates`` and migrate them, ``parallel`` at a time; one result per VM."""
-    duplicates = sorted(set(n for n in names if names.count(n) > 1))
-    if duplicates:
-        raise InvalidDeclaration('names', 'a VM is named more than once: %s' % ', '.join(duplicates))
-    targets = choose_targets(source_args, names, candidates, opts.target_username, opts.target_password)
-
-    def one(name):
-        target = targets[name]
-        if target is None:
-            return {'name': name, 'changed': False, 'failed': True, 'phase': None, 'phases': [], 'reason': None,
-                    'msg': 'no target host fits VM %r (all draining, unreachable or without enough free memory)' % name}
-        return Migration(source_args, target, name, opts, check_mode=check_mode).converge()
-
-    def failed(name, fields):
-        return dict(fields, name=name, changed=False, failed=True, target_uri=redact_uri(targets[name]))
-    return migrate.migrate_each(names, one, failed, parallel)
+    return migrate.migrate_fleet(LibvirtFleet(source_args, candidates, opts, check_mode), names, parallel)
