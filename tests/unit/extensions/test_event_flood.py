@@ -251,5 +251,3 @@ def test_outbox_memory_for_the_old_behaviour_would_grow():
         tracemalloc.stop()
         return peak
     assert asyncio.run(scenario(10000)) > asyncio.run(scenario(1000)) * 1.5 + 256 * 1024
-
-

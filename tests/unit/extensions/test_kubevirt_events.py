@@ -20,8 +20,8 @@ SPEC.loader.exec_module(events)
 
 
 def test_defaults():
-    assert events.check_args({'namespace': 'ns'}) == {'namespace': 'ns', 'heartbeat': 30.0, 'watch_timeout': 300.0, 'initial_sync': True,
-                                                       'queue_limit': 4096}
+    assert events.check_args({'namespace': 'ns'}) == {
+        'namespace': 'ns', 'heartbeat': 30.0, 'watch_timeout': 300.0, 'initial_sync': True, 'queue_limit': 4096}
 
 
 @pytest.mark.parametrize('args,field', [
