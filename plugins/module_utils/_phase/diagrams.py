@@ -11,7 +11,7 @@ tables the code runs), and the SVG images of the HTML report by ``plugins/plugin
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions, migration, snapshots, states
 
