@@ -138,8 +138,8 @@ def _libvirt_flood(events, stopped_delay=0.0, queue_limit=4096, vms=VMS):
 def test_libvirt_a_flood_is_coalesced_bounded_and_the_last_state_of_every_vm_arrives():
     small = _libvirt_flood(1000)
     received, outbox, peak, final = _libvirt_flood(10000)
-    # 10,000 lifecycle + 10,000 agent events for 3 VMs: at most one of each kind per VM ever waited
-    assert outbox.high_water <= 2 * VMS, outbox.high_water
+    # 10,000 lifecycle + 10,000 agent events for 3 VMs: at most one of each kind (STARTED, STOPPED, agent) per VM waited
+    assert outbox.high_water <= 3 * VMS, outbox.high_water
     assert outbox.dropped == 0 and outbox.replaced > 10000, (outbox.dropped, outbox.replaced)
     assert received.count < 20000 / 2, received.count
     # memory does not grow with the flood: 10 times the events, about the same peak
@@ -152,7 +152,7 @@ def test_libvirt_a_flood_is_coalesced_bounded_and_the_last_state_of_every_vm_arr
 def test_libvirt_nova_delayed_stopped_survives_the_flood():
     # with the delay, the STOPPED events of the flood are dropped by the later ones; the last one waits and is sent
     received, outbox, _peak, final = _libvirt_flood(3000, stopped_delay=0.2)
-    assert outbox.high_water <= 2 * VMS
+    assert outbox.high_water <= 3 * VMS
     assert {uuid: event['vm']['power_state'] for uuid, event in received.last.items()} == final
     assert received.stopped == [Dom(0).UUIDString()], 'only the final stop outlives the delay'
 

@@ -54,7 +54,7 @@ def _run(script, delay):
     sent = []
 
     async def main():
-        delayer = events.Delayer(delay, lambda _key, factory: sent.append(factory()))
+        delayer = events.Delayer(delay, lambda _key, _name, factory: sent.append(factory()))
         await script(delayer)
     asyncio.run(main())
     return sent

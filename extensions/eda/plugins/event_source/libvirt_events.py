@@ -25,9 +25,10 @@ named in ``withheld`` (_common/events.py safe_event); ``vm.uuid`` is libvirt's d
 pattern - what a rule should pass to a playbook. The state words are the collection's own: a recorded word that is
 not one of them becomes UNKNOWN (Unknown for status and phase), the raw value only under ``vm.untrusted_raw``.
 
-Bounded: per VM at most one lifecycle and one agent event wait to be handed to ansible-rulebook (a newer one
-replaces the waiting one, whose state would be stale anyway: the state is read when the event's turn comes), and at
-most ``queue_limit`` events wait in all; an event beyond that is dropped and a full sync follows instead.
+Bounded: per VM at most one event of each kind (libvirt's nine lifecycle events, the agent event) waits to be handed
+to ansible-rulebook (a newer one of that kind replaces the waiting one and goes to the end of the line; the state is
+read when the event's turn comes, so it is the latest), and at most ``queue_limit`` events wait in all; an event
+beyond that is dropped and a full sync follows instead.
 
 Arguments (``sources: - converge.virt.libvirt_events: {...}``):
 
@@ -36,7 +37,7 @@ Arguments (``sources: - converge.virt.libvirt_events: {...}``):
     stopped_delay   seconds a STOPPED event is held back (default 15; 0 emits at once)
     reconnect_max   longest wait between two reconnection attempts, seconds (default 30)
     initial_sync    emit a sync event for every VM at start (default true)
-    queue_limit     most events waiting to be handed to ansible-rulebook (default 4096; each VM needs 2)
+    queue_limit     most events waiting to be handed to ansible-rulebook (default 4096; each VM needs at most 10)
 
 Event (``event.converge_virt``): ``type`` (lifecycle, agent, sync, sync_done, disconnected), ``host`` (the daemon's
 host name), ``event`` and ``detail`` (libvirt's words for a lifecycle event, e.g. STOPPED / destroyed),
@@ -129,7 +130,7 @@ def check_args(args):
 class Delayer:
     """Nova's delayed STOPPED: hold it back, drop it when any later event of the same VM arrives.
 
-    ``launch(key, factory)`` sends an event; ``factory`` makes its payload when it is sent (the state is read then).
+    ``launch(key, name, factory)`` sends an event; ``factory`` makes its payload when it is sent (the state is read then).
     """
 
     def __init__(self, delay, launch):
@@ -143,13 +144,13 @@ class Delayer:
         if held is not None:
             held.cancel()
         if name == 'STOPPED' and self.delay > 0:
-            self.pending[key] = asyncio.get_running_loop().call_later(self.delay, self._fire, key, factory)
+            self.pending[key] = asyncio.get_running_loop().call_later(self.delay, self._fire, key, name, factory)
         else:
-            self.launch(key, factory)
+            self.launch(key, name, factory)
 
-    def _fire(self, key, factory):
+    def _fire(self, key, name, factory):
         self.pending.pop(key, None)
-        self.launch(key, factory)
+        self.launch(key, name, factory)
 
     def cancel_all(self):
         """Drop everything held back (the connection is gone: a full sync follows)."""
@@ -189,9 +190,10 @@ class LibvirtEvents:
         out['withheld'] = []
         return out
 
-    def _launch(self, key, factory):
-        # the latest event of a VM replaces the one still waiting (its payload is made when its turn comes)
-        self._put(factory, ('lifecycle', key))
+    def _launch(self, key, name, factory):
+        # the latest event of a kind (STARTED, STOPPED, ...) of a VM replaces the one of that kind still waiting (its
+        # payload is made when its turn comes, so it says the latest state)
+        self._put(factory, ('lifecycle', key, name))
 
     def _lifecycle(self, _conn, dom, event, detail, _opaque):
         name, detail_name = event_words(event, detail)
