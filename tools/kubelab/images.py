@@ -232,6 +232,7 @@ LAUNCHER_BINARIES = ("virt-launcher", "virt-launcher-monitor", "virt-probe", "vi
 
 def _launcher_inputs(binaries, kubevirt):  # pylint: disable=unused-argument
     return {"packages": _apt_candidates(LAUNCHER_PACKAGES), "adaptations": LAUNCHER_ADAPTATIONS, "wrapper": VIRTQEMUD_WRAPPER,
+            "recipe": _hash(os.path.abspath(__file__)),      # this file builds the image: a change of it is a new image
             "conf": VIRTQEMUD_CONF_EXTRA, "kubevirt": kubevirt, "files": [_hash(path) for path in _kubevirt_files(kubevirt).values()]}
 
 
@@ -330,12 +331,19 @@ def _build_launcher(image, binaries, workdir, log):  # pylint: disable=unused-ar
     entries.append(("/usr/libexec/qemu-kvm", ("symlink", "/usr/bin/qemu-system-x86_64"), 0o777))
     entries.append(("/usr/lib64/qemu-kvm", None, 0o755))
     entries.append(("/var/lib/kubevirt-node-labeller", None, 0o755))
+    entries.append(("/var/log/libvirt", None, 0o755))       # libvirtd -d (node-labeller.sh's virtqemud -d) logs there
+    # KubeVirt's image: /var/run -> ../run, relative (virt-handler resolves it through /proc/<pid>/root; Debian's is absolute)
+    entries.append(("/var/run", ("symlink", "../run"), 0o777))
     # KubeVirt's image: the qemu user and group 107 beside root (passwd/group of the Debian base are extended)
     with tarfile.open(base) as tar:
         passwd = tar.extractfile("./etc/passwd").read().decode()
         group = tar.extractfile("./etc/group").read().decode()
     passwd += "qemu:x:107:107:qemu:/home/qemu:/bin/bash\n"
     group += "qemu:x:107:\n"
+    # Debian's libvirt resolves its built-in QEMU user libvirt-qemu before reading qemu.conf ("Failed to parse user
+    # 'libvirt-qemu'": the QEMU driver does not start); libvirt-daemon-system's maintainer script creates it on Debian
+    passwd += "libvirt-qemu:x:64055:64055:Libvirt Qemu:/var/lib/libvirt:/usr/sbin/nologin\n"
+    group += "libvirt-qemu:x:64055:\n"
     entries += [("/etc/passwd", passwd.encode(), 0o644), ("/etc/group", group.encode(), 0o644), ("/home/qemu", None, 0o755)]
     top = os.path.join(workdir, "kubevirt.tar")
     with open(top, "wb") as handle:

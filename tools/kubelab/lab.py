@@ -601,7 +601,7 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None, nodes=None
     if controllers == "real":
         ports.update({role: _free_port() for role in ("kube-scheduler", "virt-controller", "kwok")})
     if nodes == "real":
-        ports.update({role: _free_port() for role in ("kubelet", "kubelet-healthz")})
+        ports.update({role: _free_port() for role in ("kubelet", "kubelet-healthz", "virt-handler-metrics")})
     state = {"boot_id": boot_id(), "dir": directory, "ports": ports, "versions": build.versions(), "processes": []}
     _save(directory, state)
     server = f"https://127.0.0.1:{ports['kube-apiserver']}"

@@ -267,7 +267,7 @@ def start_node(lab, client, directory, state, ports):  # pylint: disable=too-man
     """Start the node of the lab in ``directory`` (``lab`` is tools.kubelab.lab: its _start/_wait record the processes).
     Returns the node's description (name, ip, bridge, cgroup root, images)."""
     check_network_namespace()
-    found = images.locate_images(kinds=("pause", "guest", "virt-launcher") if state.get("node_images") == "all" else ("pause",))
+    found = images.locate_images(kinds=("pause", "guest", "virt-launcher") if "virt-handler" in ports else ("pause",))
     binaries = build.locate(("kubelet",))
     for tool in ("containerd", "ctr", "unshare", "mount", "ip"):
         if not shutil.which(tool):
@@ -312,7 +312,15 @@ def start_node(lab, client, directory, state, ports):  # pylint: disable=too-man
     ready = os.path.join(node_dir, "ready")
     if os.path.exists(ready):
         os.remove(ready)
-    _write(os.path.join(node_dir, "nodeinit.json"), json.dumps({"binds": binds, "hostname": NODE_NAME, "ready": ready}, indent=2))
+    # virt-handler runs /usr/bin/virt-chroot (a built-in path): the node sees it there through a read-only overlay
+    overlays = []
+    if "virt-handler" in ports:
+        usr_bin = os.path.join(node_dir, "usr-bin")
+        os.makedirs(usr_bin, exist_ok=True)
+        shutil.copy2(build.locate(("virt-launcher-tools",))["virt-chroot"], os.path.join(usr_bin, "virt-chroot"))
+        overlays.append((usr_bin, "/usr/bin"))
+    _write(os.path.join(node_dir, "nodeinit.json"), json.dumps({"binds": binds, "overlays": overlays, "hostname": NODE_NAME,
+                                                                "ready": ready}, indent=2))
 
     init = lab._start(directory, "node", ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--uts", "--propagation", "private",  # pylint: disable=protected-access
                                           "--mount-proc", sys.executable, os.path.join(HERE, "nodeinit.py"),
@@ -351,7 +359,102 @@ def start_node(lab, client, directory, state, ports):  # pylint: disable=too-man
         return True
     lab._wait("kubelet", kubelet, state["processes"][-1]["log"], node_ready, timeout=120)  # pylint: disable=protected-access
     lab._save(directory, state)  # pylint: disable=protected-access
+    if "virt-handler" in ports:        # a lab with virt-api: KubeVirt's own virt-handler for the node
+        start_handler(lab, client, directory, state, ports)
+        lab._save(directory, state)  # pylint: disable=protected-access
     return state["node"]
+
+
+HANDLER_POD = "virt-handler-" + NODE_NAME
+
+
+def _handler_rbac(lab, client, manifests):
+    """virt-handler's ServiceAccount, ClusterRole, Role and bindings exactly as virt-operator installs them (KubeVirt's
+    GetAllHandler, printed by kubevirt-manifests handler-rbac); returns a token of that account."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    out = subprocess.run([manifests, "-namespace", lab.VIRT_API_NAMESPACE, "handler-rbac"], capture_output=True, check=False)
+    if out.returncode != 0:
+        raise NodeError("kubevirt-manifests handler-rbac failed: " + out.stderr.decode(errors="replace")[-2000:])
+    account = None
+    for doc in (d for d in yaml.safe_load_all(out.stdout) if d):
+        meta = doc["metadata"]
+        if doc["kind"] == "ServiceAccount":
+            account = meta["name"]
+            client.apply(f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts", doc)
+        elif doc["kind"] in ("Role", "RoleBinding"):
+            client.apply(f"{lab.RBAC_API}/namespaces/{meta['namespace']}/{lab.RBAC_KINDS[doc['kind']]}", doc)
+        else:
+            client.apply(f"{lab.RBAC_API}/{lab.RBAC_KINDS[doc['kind']]}", doc)
+    if account is None:
+        raise NodeError("kubevirt-manifests handler-rbac printed no ServiceAccount")
+    return account, lab.account_token(client, lab.VIRT_API_NAMESPACE, account)
+
+
+def _emulation_config(client, namespace, launcher_image):
+    """What virt-operator would write into the KubeVirt CR for this node: useEmulation (KVM cannot boot an OS on this
+    machine: guests run under TCG) and IfNotPresent pulls (nothing can be pulled; the images are in the node's store)."""
+    base = f"/apis/kubevirt.io/v1/namespaces/{namespace}/kubevirts/kubevirt"
+    code, cr = client.request("GET", base)
+    if code != 200:
+        raise NodeError(f"no KubeVirt CR to configure (HTTP {code}): `--nodes real` with virt-handler needs --virt-api")
+    config = cr["spec"].setdefault("configuration", {})
+    config.setdefault("developerConfiguration", {})["useEmulation"] = True
+    cr["spec"]["imagePullPolicy"] = "IfNotPresent"
+    code, answer = client.request("PUT", base, cr)
+    if code != 200:
+        raise NodeError(f"could not configure the KubeVirt CR: HTTP {code}: {answer}")
+    return launcher_image
+
+
+def start_handler(lab, client, directory, state, ports):  # pylint: disable=too-many-locals
+    """KubeVirt's own virt-handler for the node (inside it, as KubeVirt's kubevirt-handler account with virt-operator's
+    rules), and the pod virt-api looks it up by (label kubevirt.io=virt-handler on the node, hostNetwork: its IP is the
+    node's): a pause container standing in for virt-handler's DaemonSet pod, which runs out of a pod here."""
+    node = state["node"]
+    init_pid, ip = node["init_pid"], node["ip"]
+    binaries = build.locate(("virt-handler", "virt-launcher-tools", "kubevirt"))
+    namespace = lab.VIRT_API_NAMESPACE
+    launcher = node["images"]["virt-launcher"]
+    # virt-controller names the launcher image it was started with (quay.io/kubevirt/virt-launcher:v1.8.0 in the lab):
+    # that reference is a second name of the local image in the node's store; nothing is pulled
+    for alias in ("quay.io/kubevirt/virt-launcher:v1.8.0",):
+        _run(nodeexec_argv(init_pid, ["ctr", "--address", SOCKET, "-n", "k8s.io", "images", "tag", "--force", launcher, alias]),
+             "naming the launcher image as virt-controller asks for it")
+    _emulation_config(client, namespace, launcher)
+    account, token = _handler_rbac(lab, client, binaries["kubevirt-manifests"])
+    node_dir = os.path.join(directory, "node")
+    kubeconfig = os.path.join(node_dir, "virt-handler.kubeconfig")
+    lab._kubeconfig(kubeconfig, client.server, os.path.join(directory, "pki", "ca.crt"),  # pylint: disable=protected-access
+                    f"system:serviceaccount:{namespace}:{account}", token)
+    crt, key = os.path.join(directory, "pki", "virt-handler.crt"), os.path.join(directory, "pki", "virt-handler.key")
+    client.apply(f"/api/v1/namespaces/{namespace}/pods", {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": HANDLER_POD, "namespace": namespace, "labels": {"kubevirt.io": "virt-handler"}},
+        "spec": {"nodeName": NODE_NAME, "hostNetwork": True, "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "virt-handler", "image": node["images"]["pause"], "imagePullPolicy": "Never"}]}})
+    # what virt-handler's init container does on a cluster: the launcher image's node-labeller.sh writes libvirt's
+    # capabilities into /var/lib/kubevirt-node-labeller (the node's), which virt-handler reads at start
+    started = time.monotonic()
+    _run(nodeexec_argv(init_pid, ["ctr", "--address", SOCKET, "-n", "k8s.io", "run", "--rm",
+                                  "--mount", "type=bind,src=/var/lib/kubevirt-node-labeller,dst=/var/lib/kubevirt-node-labeller,options=rbind:rw",
+                                  "--env", "HYPERVISOR_DEVICE=kvm", "--env", "PREFERRED_VIRTTYPE=qemu",
+                                  launcher, "kubelab-node-labeller", "/bin/bash", "/usr/bin/node-labeller.sh"]),
+         "the node labeller (virt-launcher image, node-labeller.sh)")
+    node["node_labeller_seconds"] = round(time.monotonic() - started, 1)
+    tools = os.path.dirname(binaries["virt-chroot"])
+    argv = ["env", f"PATH={tools}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}", binaries["virt-handler"],
+            "--kubeconfig", kubeconfig, "--hostname-override", NODE_NAME, "--pod-ip-address", ip,
+            "--listen", ip, "--port", str(ports["virt-handler-metrics"]), "--console-server-port", str(ports["virt-handler"]),
+            "--client-cert-file", crt, "--client-key-file", key, "--tls-cert-file", crt, "--tls-key-file", key,
+            "--migration-client-cert-file", crt, "--migration-client-key-file", key,
+            "--vsock-client-cert-file", crt, "--vsock-client-key-file", key, "--enable-node-labeller=false"]
+    handler = lab._start(directory, "node-virt-handler", nodeexec_argv(init_pid, argv), state)  # pylint: disable=protected-access
+
+    def schedulable():
+        code, body = client.request("GET", f"/api/v1/nodes/{NODE_NAME}")
+        return code == 200 and body["metadata"].get("labels", {}).get("kubevirt.io/schedulable") == "true" and \
+            all(body["status"].get("allocatable", {}).get(dev, "0") not in ("0", "") for dev in ("devices.kubevirt.io/kvm", "devices.kubevirt.io/tun"))
+    lab._wait("virt-handler", handler, state["processes"][-1]["log"], schedulable, timeout=120)  # pylint: disable=protected-access
 
 
 def cleanup(state):

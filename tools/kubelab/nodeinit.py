@@ -14,7 +14,8 @@ namespace is kept). KubeVirt's virt-handler takes PID 1's root and mount namespa
 2. bind-mounts files with kubelet's expected values over the six kernel tunables kubelet checks
    (protectKernelDefaults: kubelet then only reads them; without it, kubelet would set vm.overcommit_memory,
    kernel.panic, kernel.panic_on_oops ... for the whole machine);
-3. sets the node's host name, writes DIR/node/ready, and reaps orphans until SIGTERM (when PID 1 ends, the kernel
+3. lays read-only overlays over directories where KubeVirt expects its binaries (/usr/bin/virt-chroot);
+4. sets the node's host name, writes DIR/node/ready, and reaps orphans until SIGTERM (when PID 1 ends, the kernel
    kills every process of the node: containerd, its shims, the containers, kubelet, virt-handler).
 
 The node's processes are started inside by tools/kubelab/nodeexec.py.
@@ -37,6 +38,10 @@ def main(argv):
         if os.path.isdir(source):
             os.makedirs(target, exist_ok=True)
         subprocess.run(["mount", "--bind", source, target], check=True)
+    for extra, target in config.get("overlays", []):
+        # read-only overlay: the node sees ``extra``'s files in ``target`` too (e.g. /usr/bin/virt-chroot, a path
+        # virt-handler has built in), the machine's directory is untouched
+        subprocess.run(["mount", "-t", "overlay", "overlay", "-o", f"lowerdir={extra}:{target}", target], check=True)
     socket.sethostname(config["hostname"])
 
     def stop(_signum, _frame):

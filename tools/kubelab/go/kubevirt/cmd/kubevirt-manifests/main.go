@@ -7,6 +7,7 @@
 //	                             the install namespace given by -namespace
 //	kubevirt-manifests rbac      virt-api's ServiceAccount, ClusterRole, Role and bindings as
 //	                             virt-operator installs them (GetAllApiServer) in that namespace
+//	kubevirt-manifests handler-rbac  virt-handler's, as virt-operator installs them (GetAllHandler)
 package main
 
 import (
@@ -90,6 +91,12 @@ func apiServerRBAC(namespace string) {
 	}
 }
 
+func handlerRBAC(namespace string) {
+	for _, obj := range rbac.GetAllHandler(namespace) {
+		emit(obj)
+	}
+}
+
 func main() {
 	namespace := flag.String("namespace", "kubevirt", "install namespace (virt-api)")
 	flag.Parse()
@@ -100,8 +107,10 @@ func main() {
 		virtAPI(*namespace)
 	case "rbac":
 		apiServerRBAC(*namespace)
+	case "handler-rbac":
+		handlerRBAC(*namespace)
 	default:
-		fmt.Fprintln(os.Stderr, "usage: kubevirt-manifests [-namespace NS] crds|virt-api|rbac")
+		fmt.Fprintln(os.Stderr, "usage: kubevirt-manifests [-namespace NS] crds|virt-api|rbac|handler-rbac")
 		os.Exit(2)
 	}
 }
