@@ -74,7 +74,8 @@ def rulebook_env(ansible_bin=BIN, extra=None):
         env.pop(key, None)
     collections = os.path.join(ROOT, 'build', 'collections')
     env.update({'ANSIBLE_COLLECTIONS_PATH': collections, 'PYTHONPATH': collections, 'ANSIBLE_NOCOLOR': '1',
-                'ANSIBLE_LOCALHOST_WARNING': '0', 'PATH': os.pathsep.join([ansible_bin, BIN, env.get('PATH', '')]), 'PYTHONUNBUFFERED': '1'})
+                'ANSIBLE_LOCALHOST_WARNING': '0', 'PATH': os.pathsep.join([ansible_bin, BIN, env.get('PATH', '')]),
+                'PYTHONUNBUFFERED': '1'})
     env.update(extra or {})
     return env
 
@@ -82,7 +83,7 @@ def rulebook_env(ansible_bin=BIN, extra=None):
 class Rulebook:
     """An ansible-rulebook process (own process group) running the shipped rulebook; its output goes to a file."""
 
-    def __init__(self, tmp_path, uri, tag, ansible_bin=BIN, env=None):
+    def __init__(self, tmp_path, uri, tag, ansible_bin=BIN, env=None, rulebook=RULEBOOK):  # pylint: disable=too-many-arguments
         self.dir = tmp_path
         self.log = os.path.join(str(tmp_path), 'rulebook-%s.log' % tag)
         inventory = os.path.join(str(tmp_path), 'inventory.yml')
@@ -92,10 +93,11 @@ class Rulebook:
             yaml.safe_dump({'all': {'hosts': {'localhost': localhost}}}, handle)
         with open(variables, 'w', encoding='utf-8') as handle:
             yaml.safe_dump({'libvirt_uri': uri, 'stopped_delay': STOPPED_DELAY}, handle)
-        cmd = [os.path.join(BIN, 'ansible-rulebook'), '-r', RULEBOOK, '-i', inventory, '--vars', variables, '--print-events', '-v']
+        cmd = [os.path.join(BIN, 'ansible-rulebook'), '-r', rulebook, '-i', inventory, '--vars', variables, '--print-events', '-v']
         with open(self.log, 'w', encoding='utf-8') as out:
             # pylint: disable-next=consider-using-with
-            self.proc = subprocess.Popen(cmd, cwd=str(tmp_path), env=rulebook_env(ansible_bin, env), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(cmd, cwd=str(tmp_path), env=rulebook_env(ansible_bin, env), stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
 
     def output(self):
         with open(self.log, encoding='utf-8', errors='replace') as handle:
@@ -266,3 +268,16 @@ def test_a_vm_name_with_template_syntax_is_never_evaluated(host, conn, hostile_v
     finally:
         rulebook.stop()
     assert not marker.exists(), 'ansible-core %s evaluated a VM name: %s was written' % (version, marker)
+
+
+@pytest.mark.parametrize('extra,message', [
+    ({'vm_uuid': 'web-1'}, 'vm_uuid: must be a libvirt domain UUID'),
+    ({'vm_uuid': '6695eb01-f6a4-8304-79aa-97f2502e193f', 'vm_name': 'web-1'}, 'not given with vm_name'),
+    ({'vm_uuid': '00000000-0000-4000-8000-000000000000'}, 'vm_uuid: no VM of the host has UUID 00000000-0000-4000-8000-000000000000'),
+])
+def test_the_reconcile_playbook_refuses_what_is_not_a_vm_uuid_of_the_host(extra, message):
+    # libvirt's test driver (test:///default, one domain 'test'): nothing is changed, the message names the variable
+    rc, out = run_playbook(os.path.join(ROOT, 'playbooks', 'reconcile.yml'), dict(extra, libvirt_uri='test:///default'))
+    failed = [host for play in out['plays'] for task in play['tasks'] for host in task['hosts'].values() if host.get('failed')]
+    assert rc != 0 and len(failed) == 1 and message in failed[0]['msg'], json.dumps(out)[-3000:]
+    assert not [task for play in out['plays'] for task in play['tasks'] if task['task']['name'].startswith('converge.virt.reconcile')], out
