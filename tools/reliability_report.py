@@ -87,6 +87,49 @@ SECURITY = [
     '- **The test labs open no door on the machine.** Private libvirt hosts are built from scratch (nothing of the machine\'s libvirt is '
     'copied), run only in a network namespace of their own with owner-only sockets, and are stopped only when proven to be the lab\'s '
     '(tests/integration/test_lab_isolation.py).',
+    # issue 33: the event path, tried as a tenant would (the attacks and the tests that try them)
+    '',
+    '### Event-Driven Ansible: events never become code (issue 33, tried 2026-11-28)',
+    '',
+    'The attacks a tenant can try through the event path - the tenant chooses the name of a VM the collection manages,',
+    "or may edit the VM's records (libvirt metadata, KubeVirt annotations) - and the tests that try them:",
+    '',
+    '| Attack | What stops it | Test |',
+    '|---|---|---|',
+    "| A libvirt domain named `x-{{ lookup('pipe', ...) }}` (and a `{% if %}` form), created by `converge.virt.vm` and then destroyed "
+    'outside the collection, under the shipped rulebook: ansible-rulebook writes the whole event (`ansible_eda.event`) and any event '
+    "field a rule passes into the playbook's extra vars, which ansible-core templates | the source withholds every string with a curly "
+    'brace or `#jinja2:` (null + `<field>_percent_encoded` + `withheld`); the shipped rulebook passes only `vm_uuid` (checked against '
+    'the UUID pattern by the source); `playbooks/reconcile.yml` refuses anything but a UUID, never reads `ansible_eda`, and takes the '
+    "name from the host's own answer (`vm_info`, marked unsafe) | "
+    'tests/integration/test_rulebook_e2e.py::test_a_vm_name_with_template_syntax_is_never_evaluated, once per ansible-core 2.16, 2.17, '
+    "2.18, 2.19 (the rule fires, both VMs run again, the marker file is never written). Without the source's check and with a playbook "
+    'that reads `ansible_eda.rule` (the old one), 2.16 wrote the marker |',
+    '| KubeVirt annotations `converge.virt/vm-state` / `task-state` holding `{{ ... }}`, `{% ... %}`, a `#jinja2:` header; a playbook '
+    'that prints the whole event (`debug: var=ansible_eda`, which templates all of it on ansible-core < 2.19) | the words are checked '
+    "against the collection's vocabularies (UNKNOWN; raw value only under `untrusted_raw`, itself withheld); `vm.uid` checked against "
+    'the UUID pattern | tests/integration/test_kubevirt_rulebook_e2e.py, once per ansible-core 2.16-2.19 (on a sync and on a change; '
+    'the marker is never written) |',
+    '| A string ansible-core would take for a template, in any field or key, of any event | `safe_event` is applied to every payload '
+    "by the Outbox; its test is checked against ansible-core's own `is_possibly_template` | tests/unit/extensions/test_event_safety.py "
+    '(hypothesis, 400 examples + the `#jinja2:` header) |',
+    '| A guest that opens and closes its agent channel in a loop, a VM started and stopped in a loop, annotations rewritten thousands '
+    'of times: unbounded memory in the source | per VM one waiting event of each kind (a newer one replaces it; the state is read when '
+    'its turn comes), at most `queue_limit` (4096) waiting; beyond that events are dropped and a full sync follows | '
+    'tests/unit/extensions/test_event_flood.py (tracemalloc peak, 2026-11-28, load 10): 20,000 libvirt events (lifecycle + agent) for '
+    '3 VMs peak at 31 KiB (23 KiB for 2,000), 9 waiting at most; 10,000 KubeVirt watch events 29 KiB (28 KiB for 1,000), 3 waiting at '
+    "most; the last state of every VM delivered; Nova's delayed STOPPED kept; without coalescing 4096 wait |",
+    '| The documented RBAC lacks what cloud-init needs (Secrets), unnoticed because tests ran as admin | '
+    '`docs/examples/kubevirt-rbac.yaml` grants Secrets `get`, `create`, `patch` (no list/watch) | '
+    "tests/integration/test_kubevirt_cloud_init.py runs the modules as the lab's `kubeconfig-restricted` (built from the example) |",
+    "| The lab's sshd (`StrictModes no`) trusting a state directory someone else can write | the lab refuses a state directory not "
+    'owned by the user, writable by group/others, a symbolic link, or under a writable non-sticky directory | '
+    'tests/unit/test_virtlab_state_dir.py |',
+    '',
+    'Left to you: a rulebook you write must pass only identities the collection checked (`event.converge_virt.vm.uuid`,',
+    '`.uid`) into `run_playbook` or `run_job_template` extra vars, never a name, a record or a reason; the playbook must',
+    "treat them as input (check the pattern) and find the VM on the host. The KubeVirt source's token belongs in a",
+    'kubeconfig or `K8S_AUTH_API_KEY`, never in the rulebook: `ansible-rulebook -vv` logs the source arguments.',
     '', '### Yours to configure', '',
     '- **Credentials**: keep passwords and tokens in Ansible Vault, extra vars or the environment, not written literally in a task: '
     'ansible-core 2.19 prints a failing task\'s source line (playbooks) or its arguments (ad-hoc) whatever `no_log` says.',

@@ -69,7 +69,9 @@ def test_events_carry_the_collections_words_and_follow_novas_rules(lab):
         got = events.quiet_for(STOPPED_DELAY + 1.5)
         # (libvirt also says RESUMED when QEMU leaves its initial pause, and SHUTDOWN host for the destroy)
         mine = [(e['event'], e['detail']) for e in got if of('ev-1', 'lifecycle')(e) and e['event'] in ('STARTED', 'STOPPED')]
-        assert mine == [('STARTED', 'booted'), ('STARTED', 'booted')], mine
+        # (the two STARTED may arrive as one: while an event of a VM waits for the rulebook, a newer one of the same kind
+        # replaces it - issue 33's coalescing; the state is read when it goes out)
+        assert mine and set(mine) == {('STARTED', 'booted')}, mine
 
         # the daemon goes away and comes back: disconnected, then a full sync of what it missed
         lab.restart_daemon(0)
