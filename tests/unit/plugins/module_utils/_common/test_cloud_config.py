@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pwd
 import subprocess
 import sys
 
@@ -120,7 +121,9 @@ def test_the_schema_is_cloud_init_22_4s_own():
 
 def test_the_committed_schema_is_what_the_generator_makes_from_the_package():
     # tools/virtlab/cloudschema.py --check: the committed file is the .deb's schema (skipped only where no cloud-init .deb can be had)
-    debs = os.path.join(os.environ.get('CONVERGE_VIRT_CLOUDIMAGE_CACHE') or os.path.expanduser('~/.cache/converge-virt/cloudimage'), 'debs')
+    # make guest keeps it in the cloud image's cache, in the user's real home (ansible-test units runs with another HOME)
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    debs = os.path.join(os.environ.get('CONVERGE_VIRT_CLOUDIMAGE_CACHE') or os.path.join(home, '.cache', 'converge-virt', 'cloudimage'), 'debs')
     found = sorted(name for name in os.listdir(debs) if name.startswith('cloud-init_')) if os.path.isdir(debs) else []
     if not found:
         pytest.skip('no cloud-init .deb in %s (make guest downloads it)' % debs)
