@@ -158,3 +158,32 @@ def test_down_removes_the_node_bridge_and_cgroups(tmp_path_factory, real_node): 
     assert not os.path.exists('/sys/fs/cgroup/memory' + cgroup_root)
     # the module's node is still there
     assert real_node['client'].request('GET', '/api/v1/nodes/' + node.NODE_NAME)[0] == 200
+
+
+def test_kubevirt_virt_handler_makes_the_node_schedulable_for_vms(tmp_path_factory, real_node):  # pylint: disable=unused-argument
+    # a lab with KubeVirt's own virt-api and virt-controller: `--nodes real` then also runs KubeVirt's own virt-handler
+    # inside the node (milestone M4 of issue 34); its device plugins register with the real kubelet
+    directory = str(tmp_path_factory.mktemp('kubelab-node-handler'))
+    lab.up(directory, controllers='real', nodes='real')
+    try:
+        state = lab._load_state(directory)  # pylint: disable=protected-access
+        with open(os.path.join(directory, 'pki', 'admin.token'), encoding='utf-8') as handle:
+            client = lab.Client(state['server'], state['ca_file'], handle.read().strip())
+        code, body = client.request('GET', '/api/v1/nodes/' + node.NODE_NAME)
+        assert code == 200, body
+        assert body['metadata']['labels'].get('kubevirt.io/schedulable') == 'true', body['metadata']['labels']
+        allocatable = body['status']['allocatable']
+        assert int(allocatable['devices.kubevirt.io/kvm']) > 0 and int(allocatable['devices.kubevirt.io/tun']) > 0, allocatable
+        # virt-handler's node labeller (from the capabilities node-labeller.sh wrote with the launcher image) labels the CPU
+        assert any(key.startswith('host-model-cpu.node.kubevirt.io/') for key in body['metadata']['labels']), body['metadata']['labels']
+        code, cr = client.request('GET', '/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts/kubevirt')
+        assert cr['spec']['configuration']['developerConfiguration']['useEmulation'] is True
+        code, pod = client.request('GET', '/api/v1/namespaces/kubevirt/pods/' + node.HANDLER_POD)
+        assert code == 200 and pod['status']['phase'] == 'Running' and pod['status']['podIP'] == state['node']['ip'], pod.get('status')
+        # the process is KubeVirt's virt-handler, running in the node's PID namespace
+        record = [p for p in state['processes'] if p['role'] == 'node-virt-handler'][-1]
+        assert lab._is_ours(record, state['boot_id'])  # pylint: disable=protected-access
+        with open(record['log'], encoding='utf-8', errors='replace') as handle:
+            assert '"component":"virt-handler"' in handle.read()
+    finally:
+        lab.down(directory)

@@ -72,9 +72,16 @@ def _tar_info(name, size=0, mode=0o644, kind=tarfile.REGTYPE, link=""):
     return info
 
 
-def layer_from_files(entries):
+# file capabilities (security.capability, struct vfs_cap_data revision 2: magic | effective, then permitted/inheritable
+# low and high words): cap_net_bind_service+ep, what KubeVirt's image sets on virt-launcher-monitor (which execs
+# virt-launcher with that ambient capability: without it, "fork/exec /usr/bin/virt-launcher: operation not permitted")
+CAP_NET_BIND_SERVICE_EP = (0x02000001).to_bytes(4, "little") + (1 << 10).to_bytes(4, "little") + bytes(12)
+
+
+def layer_from_files(entries, xattrs=None):
     """An uncompressed layer tar (bytes) from ``entries``: (path, content bytes | None for a directory | ("symlink", target),
-    mode), in sorted order with their parent directories."""
+    mode), in sorted order with their parent directories; ``xattrs``: {path: {name: bytes}} (PAX SCHILY.xattr records)."""
+    xattrs = {key.strip("/"): value for key, value in (xattrs or {}).items()}
     buf = io.BytesIO()
     seen = set()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -92,7 +99,11 @@ def layer_from_files(entries):
             elif isinstance(content, tuple):
                 tar.addfile(_tar_info(name, mode=0o777, kind=tarfile.SYMTYPE, link=content[1]))
             else:
-                tar.addfile(_tar_info(name, size=len(content), mode=mode), io.BytesIO(content))
+                info = _tar_info(name, size=len(content), mode=mode)
+                if name in xattrs:
+                    info.pax_headers = {"SCHILY.xattr." + key: value.decode("utf-8", "surrogateescape")
+                                        for key, value in xattrs[name].items()}
+                tar.addfile(info, io.BytesIO(content))
     return buf.getvalue()
 
 
@@ -347,7 +358,7 @@ def _build_launcher(image, binaries, workdir, log):  # pylint: disable=unused-ar
     entries += [("/etc/passwd", passwd.encode(), 0o644), ("/etc/group", group.encode(), 0o644), ("/home/qemu", None, 0o755)]
     top = os.path.join(workdir, "kubevirt.tar")
     with open(top, "wb") as handle:
-        handle.write(layer_from_files(entries))
+        handle.write(layer_from_files(entries, xattrs={"/usr/bin/virt-launcher-monitor": {"security.capability": CAP_NET_BIND_SERVICE_EP}}))
     return [base, top], {"entrypoint": ["/usr/bin/virt-launcher"]}
 
 

@@ -447,7 +447,7 @@ def start_handler(lab, client, directory, state, ports):  # pylint: disable=too-
             "--listen", ip, "--port", str(ports["virt-handler-metrics"]), "--console-server-port", str(ports["virt-handler"]),
             "--client-cert-file", crt, "--client-key-file", key, "--tls-cert-file", crt, "--tls-key-file", key,
             "--migration-client-cert-file", crt, "--migration-client-key-file", key,
-            "--vsock-client-cert-file", crt, "--vsock-client-key-file", key, "--enable-node-labeller=false"]
+            "--vsock-client-cert-file", crt, "--vsock-client-key-file", key]
     handler = lab._start(directory, "node-virt-handler", nodeexec_argv(init_pid, argv), state)  # pylint: disable=protected-access
 
     def schedulable():

@@ -42,6 +42,10 @@ def main(argv):
         # read-only overlay: the node sees ``extra``'s files in ``target`` too (e.g. /usr/bin/virt-chroot, a path
         # virt-handler has built in), the machine's directory is untouched
         subprocess.run(["mount", "-t", "overlay", "overlay", "-o", f"lowerdir={extra}:{target}", target], check=True)
+    # kubelet's HostToContainer and Bidirectional volume mounts (KubeVirt's container-disks) need shared mounts: the
+    # node's mounts become shared among the node and its containers; they stay private towards the machine (the
+    # namespace was made with --propagation private, so no mount of the machine's is a peer of these)
+    subprocess.run(["mount", "--make-rshared", "/"], check=True)
     socket.sethostname(config["hostname"])
 
     def stop(_signum, _frame):
