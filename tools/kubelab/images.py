@@ -343,6 +343,9 @@ def _build_launcher(image, binaries, workdir, log):  # pylint: disable=unused-ar
     entries.append(("/usr/lib64/qemu-kvm", None, 0o755))
     entries.append(("/var/lib/kubevirt-node-labeller", None, 0o755))
     entries.append(("/var/log/libvirt", None, 0o755))       # libvirtd -d (node-labeller.sh's virtqemud -d) logs there
+    # virt-launcher starts /usr/sbin/virtlogd -f /etc/libvirt/virtlogd.conf; Debian ships that file in libvirt-daemon-system
+    # (not installed): without it virtlogd exits at once and virt-launcher logs "virtlogd exited, restarting" every second
+    entries.append(("/etc/libvirt/virtlogd.conf", b"# kubelab: virtlogd's defaults (tools/kubelab/images.py)\n", 0o644))
     # KubeVirt's image: /var/run -> ../run, relative (virt-handler resolves it through /proc/<pid>/root; Debian's is absolute)
     entries.append(("/var/run", ("symlink", "../run"), 0o777))
     # KubeVirt's image: the qemu user and group 107 beside root (passwd/group of the Debian base are extended)
