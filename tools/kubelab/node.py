@@ -322,9 +322,9 @@ def start_node(lab, client, directory, state, ports):  # pylint: disable=too-man
     _write(os.path.join(node_dir, "nodeinit.json"), json.dumps({"binds": binds, "overlays": overlays, "hostname": NODE_NAME,
                                                                 "ready": ready}, indent=2))
 
-    init = lab._start(directory, "node", ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--uts", "--propagation", "private",  # pylint: disable=protected-access
-                                          "--mount-proc", sys.executable, os.path.join(HERE, "nodeinit.py"),
-                                          os.path.join(node_dir, "nodeinit.json")], state)
+    unshare = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--uts", "--propagation", "private", "--mount-proc"]
+    init = lab._start(directory, "node", unshare + [sys.executable, os.path.join(HERE, "nodeinit.py"),  # pylint: disable=protected-access
+                                                    os.path.join(node_dir, "nodeinit.json")], state)
     lab._wait("node", init, state["processes"][-1]["log"], lambda: os.path.exists(ready), timeout=30)  # pylint: disable=protected-access
     init_pid = _host_pid_of_child(init.pid)
     state["node"]["init_pid"] = init_pid
@@ -336,7 +336,8 @@ def start_node(lab, client, directory, state, ports):  # pylint: disable=too-man
     lab._wait("containerd", containerd, state["processes"][-1]["log"], lambda: os.path.exists(socket_path), timeout=60)  # pylint: disable=protected-access
     for kind, image in found.items():
         started = time.monotonic()
-        _run(nodeexec_argv(init_pid, ["ctr", "--address", SOCKET, "-n", "k8s.io", "images", "import", image.archive]), f"importing the {kind} image into the node's containerd")
+        _run(nodeexec_argv(init_pid, ["ctr", "--address", SOCKET, "-n", "k8s.io", "images", "import", image.archive]),
+             f"importing the {kind} image into the node's containerd")
         state["node"].setdefault("import_seconds", {})[kind] = round(time.monotonic() - started, 1)
 
     kubelet = lab._start(directory, "kubelet", nodeexec_argv(init_pid, [  # pylint: disable=protected-access
