@@ -16,7 +16,7 @@ COLL_LINK := $(BUILD)/collections/ansible_collections/converge/virt
 COLL_COPY := $(BUILD)/ansible-test/ansible_collections/converge/virt
 ANSIBLE_TEST_REQS = $(VENV)/lib/python3*/site-packages/ansible_test/_data/requirements
 APT_PACKAGES := libvirt-daemon-system libvirt-clients libvirt-dev pkg-config gcc python3-dev qemu-system-x86 qemu-utils openjdk-17-jre-headless \
-                busybox-static cpio kmod xz-utils zstd git openssh-server chromium dnsmasq-base
+                busybox-static cpio kmod xz-utils zstd git openssh-server chromium dnsmasq-base mmdebstrap fdisk e2fsprogs
 export PYTHONPATH := $(BUILD)/collections
 export ANSIBLE_COLLECTIONS_PATH := $(BUILD)/collections
 export ANSIBLE_NOCOLOR := 1
@@ -129,6 +129,9 @@ guest: venv
 > @[ -f $(BUILD)/guest/initrd.img ] || apt-cache depends linux-image-amd64 2>/dev/null | grep -q 'Depends: linux-image-' || apt-get update -q
 > $(VPY) -m tools.virtlab guest build --cache-dir $(BUILD)/guest
 > $(VPY) -m tools.virtlab guest build --login
+# the golden image of the cloud-image journey and of make demo: a bootable Debian cloud disk (tools/virtlab/cloudimage.py),
+# cached in ~/.cache/converge-virt/cloudimage keyed by its recipe and package versions (cold about 2-3 minutes)
+> $(VPY) -m tools.virtlab guest build --cloud
 
 # etcd, kube-apiserver, kube-controller-manager and KubeVirt's/CDI's generated CRDs, built from Go modules
 # (with virt-api, virt-controller, kube-scheduler and kwok for `up --controllers real`)
@@ -171,7 +174,7 @@ integration: venv layout guest kube peers
 integration-run:
 > $(LAB_ENV) CONVERGE_VIRT_REQUIRE_PEERS=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=25 -n 2 --dist loadfile --no-loadscope-reorder \
     $(addprefix --ignore=,$(KUBE_LANE)) \
-    tests/reliability/test_interrupt_libvirt.py tests/reliability/test_interrupt_libvirt_late.py tests/reliability tests/chaos tests/integration/test_golden_journey.py tests/integration
+    tests/reliability/test_interrupt_libvirt.py tests/reliability/test_interrupt_libvirt_late.py tests/reliability tests/chaos tests/integration/test_cloud_image_journey.py tests/integration/test_golden_journey.py tests/integration
 
 integration-kube-run:
 > $(LAB_ENV) $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=10 -n 2 --dist loadfile --no-loadscope-reorder $(KUBE_LANE)
@@ -228,8 +231,8 @@ test: setup kube units sanity lint typecheck guest peers matrix-setup
 
 demo: setup guest
 > $(LAB_ENV) $(NETNS) $(VENV)/bin/ansible-playbook -i playbooks/inventory/localhost.yml playbooks/demo.yml
-> @mkdir -p $(BUILD)/demo-golden
-> $(LAB_ENV) $(NETNS) $(VENV)/bin/ansible-playbook -i playbooks/inventory/localhost.yml -i $(BUILD)/demo-golden/guests.converge_libvirt.yml playbooks/demo_golden.yml
+> @mkdir -p $(BUILD)/demo-cloud
+> $(LAB_ENV) $(NETNS) $(VENV)/bin/ansible-playbook -i playbooks/inventory/localhost.yml -i $(BUILD)/demo-cloud/guests.converge_libvirt.yml playbooks/demo_cloud.yml
 
 # Benchmarks run side by side with the peer collections (the `ansible` package
 # from PyPI brings community.libvirt); they are never part of `make test`.
