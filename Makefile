@@ -225,7 +225,7 @@ matrix-run:
 # The *-run targets are the tiers without their set-up (which `make test` does first, once): the integration tier
 # in one lane, molecule then the matrix in another, side by side (tools/lanes.py). Both lanes mostly wait on guests,
 # daemons and ansible processes, and each tier starts its own private network namespace, so they cannot meet.
-test: setup kube units sanity lint typecheck guest peers matrix-setup
+test: setup kube guest units sanity lint typecheck peers matrix-setup
 > $(PYTHON) -m tools.lanes --make $(MAKE) --log-dir $(BUILD)/lanes "integration-run" "molecule-run matrix-run integration-kube-run"
 > @echo "make test: all tiers passed"
 
