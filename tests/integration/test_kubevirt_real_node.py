@@ -96,8 +96,12 @@ def test_the_node_registers_with_its_own_identity_and_is_ready(real_node):
     # the kubelet's heartbeat: its Lease (written as system:node:<name>; the first try comes before the Node exists,
     # the kubelet's retry about 10 s later creates it)
     path = '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/' + node.NODE_NAME
-    lease = _wait('the node lease', lambda: (lambda answer: answer[1] if answer[0] == 200 else None)(real_node['client'].request('GET', path)),
-                  timeout=60)
+
+    def read_lease():
+        answer = real_node['client'].request('GET', path)
+        return answer[1] if answer[0] == 200 else None
+
+    lease = _wait('the node lease', read_lease, timeout=60)
     assert lease['spec']['holderIdentity'] == node.NODE_NAME, lease
     renewed = lease['spec']['renewTime']
     assert _wait('the lease renewed', lambda: real_node['client'].request('GET', path)[1]['spec']['renewTime'] != renewed, timeout=60)
@@ -120,8 +124,8 @@ def test_a_pod_runs_under_containerd_from_the_local_pause_image(real_node):
     assert ipaddress.ip_address(pod['status']['podIP']) in ipaddress.ip_network(real_node['node']['network']), pod['status']
     assert pod['status']['podIP'] != real_node['node']['ip']
     # the container is a process of the node's containerd, seen through the CRI: list it with ctr inside the node
-    out = subprocess.run(node.nodeexec_argv(real_node['node']['init_pid'], ['ctr', '--address', node.SOCKET, '-n', 'k8s.io',
-                                                                             'containers', 'list', '-q']),
+    ctr = ['ctr', '--address', node.SOCKET, '-n', 'k8s.io', 'containers', 'list', '-q']
+    out = subprocess.run(node.nodeexec_argv(real_node['node']['init_pid'], ctr),
                          capture_output=True, text=True, check=True).stdout.split()
     assert status['containerID'].split('://', 1)[1] in out
     code, body = client.request('DELETE', PODS + '/pause')

@@ -68,7 +68,7 @@ def test_pools_lie_outside_the_ephemeral_range():
 
 def test_every_port_chosen_is_outside_the_ephemeral_range_and_bindable():
     low, high = lab._ephemeral_range()
-    chosen = [lab._free_port() for _ in range(20)]
+    chosen = [lab._free_port() for _attempt in range(20)]
     assert len(set(chosen)) == 20                               # never handed out twice
     for port in chosen:
         assert not low <= port <= high and port >= lab.LISTEN_FLOOR

@@ -70,8 +70,9 @@ def main(argv=None):
         if args.action == "up":
             if args.feature_gate and not args.virt_api:
                 raise build.KubelabError("--feature-gate configures virt-api: give --virt-api too")
-            print(json.dumps(lab.up(args.dir, virt_api=args.virt_api, feature_gates=args.feature_gate, controllers=args.controllers,
-                                     nodes=args.nodes), indent=2))
+            answer = lab.up(args.dir, virt_api=args.virt_api, feature_gates=args.feature_gate, controllers=args.controllers,
+                            nodes=args.nodes)
+            print(json.dumps(answer, indent=2))
             return 0
         if args.action == "down":
             stopped = lab.down(args.dir)

@@ -126,7 +126,7 @@ def write_oci_archive(path, name, layers, entrypoint, env=(PATH_ENV,), cmd=None,
     config = {"architecture": "amd64", "os": "linux", "created": "1970-01-01T00:00:00Z",
               "config": {"Entrypoint": list(entrypoint), "Env": list(env), "WorkingDir": "/"},
               "rootfs": {"type": "layers", "diff_ids": diff_ids},
-              "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "tools/kubelab/images.py"} for _ in layers]}
+              "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "tools/kubelab/images.py"} for _layer in layers]}
     if cmd:
         config["config"]["Cmd"] = list(cmd)
     if user:

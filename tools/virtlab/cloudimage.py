@@ -162,23 +162,24 @@ def bootstrap(root, deb_cache):
     """mmdebstrap the tree into ``root`` (an empty directory is made), keeping the .debs in ``deb_cache``."""
     os.makedirs(deb_cache, exist_ok=True)
     modules = "\\n".join(INITRAMFS_MODULES)
+    excluded_modules = ["--dpkgopt=path-exclude=%s/modules/*/kernel/%s/*" % (lib, directory) for lib in ("/lib", "/usr/lib")
+                        for directory in EXCLUDED_MODULE_DIRS]
     argv = ["mmdebstrap", "--mode=root", "--variant=minbase", "--format=directory", "--include=" + ",".join(PACKAGES),
             "--aptopt=APT::Install-Recommends \"false\"", "--aptopt=Acquire::Languages \"none\"",
             "--dpkgopt=path-exclude=/usr/share/man/*", "--dpkgopt=path-exclude=/usr/share/locale/*",
             "--dpkgopt=path-exclude=/usr/share/doc/*", "--dpkgopt=path-include=/usr/share/doc/*/copyright",
-            "--dpkgopt=path-exclude=/usr/share/info/*",
-            ] + ["--dpkgopt=path-exclude=%s/modules/*/kernel/%s/*" % (lib, directory) for lib in ("/lib", "/usr/lib")
-                 for directory in EXCLUDED_MODULE_DIRS] + [
-            "--skip=download/empty",
-            # before any package: a small initramfs (only the modules a virtio ext4 root needs), gzip
-            '--setup-hook=mkdir -p "$1/etc/initramfs-tools/conf.d" "$1/usr/share/initramfs-tools/modules.d"',
-            '--setup-hook=printf "MODULES=list\\nCOMPRESS=gzip\\n" > "$1/etc/initramfs-tools/conf.d/converge.conf"',
-            '--setup-hook=printf "%s\\n" > "$1/usr/share/initramfs-tools/modules.d/converge-virtio"' % modules,
-            '--setup-hook=mkdir -p "$1/var/cache/apt/archives/"',
-            "--setup-hook=sync-in %s /var/cache/apt/archives/" % deb_cache,
-            "--customize-hook=sync-out /var/cache/apt/archives %s" % deb_cache,
-            '--customize-hook=rm -f "$1"/var/cache/apt/archives/*.deb',
-            SUITE, root] + list(MIRRORS)
+            "--dpkgopt=path-exclude=/usr/share/info/*"]
+    argv += excluded_modules
+    argv += ["--skip=download/empty",
+             # before any package: a small initramfs (only the modules a virtio ext4 root needs), gzip
+             '--setup-hook=mkdir -p "$1/etc/initramfs-tools/conf.d" "$1/usr/share/initramfs-tools/modules.d"',
+             '--setup-hook=printf "MODULES=list\\nCOMPRESS=gzip\\n" > "$1/etc/initramfs-tools/conf.d/converge.conf"',
+             '--setup-hook=printf "%s\\n" > "$1/usr/share/initramfs-tools/modules.d/converge-virtio"' % modules,
+             '--setup-hook=mkdir -p "$1/var/cache/apt/archives/"',
+             "--setup-hook=sync-in %s /var/cache/apt/archives/" % deb_cache,
+             "--customize-hook=sync-out /var/cache/apt/archives %s" % deb_cache,
+             '--customize-hook=rm -f "$1"/var/cache/apt/archives/*.deb',
+             SUITE, root] + list(MIRRORS)
     _run(argv)
 
 

@@ -240,5 +240,5 @@ def check_user_data(user_data, field):
         path, reason = errors[0]
         more = ' (and %d more problem(s))' % (len(errors) - 1) if len(errors) > 1 else ''
         raise InvalidDeclaration(field + path, '%s - cloud-init %s would not apply it (its cloud-config schema)%s'
-                                 % (reason, cloud_config_schema.CLOUD_INIT_VERSION.split('-')[0], more))
+                                 % (reason, cloud_config_schema.CLOUD_INIT_VERSION.split('-', maxsplit=1)[0], more))
     return 'schema'

@@ -20,8 +20,9 @@ from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
 
 
 def test_declared_vm_from_simple_options():
-    body = vm_manifest.declared_vm({'name': 'a', 'vcpus': 2, 'memory': '1GiB', 'disks': [{'name': 'root', 'image': 'img'}, {'claim': 'data'}],
-                           'interfaces': [{}], 'instancetype': 'u1.small'}, 'ns')
+    params = {'name': 'a', 'vcpus': 2, 'memory': '1GiB', 'disks': [{'name': 'root', 'image': 'img'}, {'claim': 'data'}],
+              'interfaces': [{}], 'instancetype': 'u1.small'}
+    body = vm_manifest.declared_vm(params, 'ns')
     tspec = body['spec']['template']['spec']
     assert tspec['domain']['cpu'] == {'cores': 2} and tspec['domain']['resources']['requests']['memory'] == '1Gi'
     assert tspec['domain']['devices']['disks'] == [{'name': 'root', 'disk': {'bus': 'virtio'}}, {'name': 'disk1', 'disk': {'bus': 'virtio'}}]

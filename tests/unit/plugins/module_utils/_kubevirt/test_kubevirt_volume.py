@@ -62,8 +62,8 @@ def test_create_needs_a_capacity_except_for_a_clone():
 
 
 def test_manifests():
-    spec = volume_spec.normalize_volume({'name': 'a', 'capacity': '2GiB', 'storage_class': 'fast', 'access_modes': ['ReadWriteMany'],
-                                'volume_mode': 'Block'})
+    params = {'name': 'a', 'capacity': '2GiB', 'storage_class': 'fast', 'access_modes': ['ReadWriteMany'], 'volume_mode': 'Block'}
+    spec = volume_spec.normalize_volume(params)
     pvc = volume_spec.claim_manifest(spec, 'ns')
     assert pvc['spec'] == {'accessModes': ['ReadWriteMany'], 'resources': {'requests': {'storage': '2Gi'}}, 'storageClassName': 'fast',
                            'volumeMode': 'Block'}
@@ -162,7 +162,8 @@ def test_an_instance_owned_by_another_vm_or_final_is_not_live():
 
 def test_capacity_is_the_size_asked_for():
     # CDI may add file system overhead to the claim: the DataVolume holds the declared size
-    w = world(pvcs=[pvc('d', request='1100Mi'), pvc('p', request='1Gi', bound='2Gi'), pvc('g', '8Gi', annotations={volume_observe.REQUESTED_ANNOTATION: '8Gi'})],
+    w = world(pvcs=[pvc('d', request='1100Mi'), pvc('p', request='1Gi', bound='2Gi'),
+                    pvc('g', '8Gi', annotations={volume_observe.REQUESTED_ANNOTATION: '8Gi'})],
               dvs=[dv('d', '1Gi'), dv('g', '5Gi')])
     assert w.capacity('d') == GI and w.capacity('p') == GI and w.capacity('g') == 8 * GI
     assert w.public('p')['bound_capacity'] == 2 * GI
