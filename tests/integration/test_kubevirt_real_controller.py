@@ -33,6 +33,7 @@ import json
 import os
 import threading
 import time
+import urllib.request
 
 import pytest
 import yaml
@@ -45,8 +46,10 @@ from tools.kubelab import lab
 NS = 'default'
 API = '/apis/kubevirt.io/v1/namespaces/%s/' % NS
 SNAPSHOTS = '/apis/snapshot.kubevirt.io/v1beta1/namespaces/%s/' % NS
-# (ours, virt-controller's) pairs that differ for a documented reason (docs/states-virt-controller.md)
-KNOWN_DISAGREEMENTS = {}
+# (vm, ours, virt-controller's) that differ for a documented reason: the deviation's key (_phase/deviations.py,
+# docs/states-virt-controller.md). A stopped RerunOnFailure VM whose claim is unbound: v1.8.0 isSetToStart says set to
+# start (WaitingForVolumeBinding); ours follows kubevirt/kubevirt PR #18787 (after v1.8.0): Stopped.
+KNOWN_DISAGREEMENTS = {('rerun-lost', 'Stopped', 'WaitingForVolumeBinding'): 'rerun-set-to-start'}
 
 
 @pytest.fixture(scope='module')
@@ -271,7 +274,7 @@ def judge(label, reallab, sampler, module_checks, elapsed, required_words):  # p
         print('  %-5s (every observation) vm=%s ours=%s virt-controller=%s' % (transients[key], *key))
     words_agreed = sorted({k[1] for k, verdict in transients.items() if verdict in ('agree', 'lag')})
     module_agree = [c for c in module_checks if c[1] == c[2]]
-    for what, ours, theirs in module_checks:
+    for what, ours, theirs, *_known in module_checks:
         print('  %-5s %s: ours=%s virt-controller=%s' % ('ok' if ours == theirs else 'DIFF', what, ours, theirs))
     counts = dict(states=len(states), status_agree=len(agree), phase_agree=len(phase_agree), modules=len(module_checks),
                   modules_agree=len(module_agree), agree=sum(1 for v in transients.values() if v == 'agree'),
@@ -283,10 +286,13 @@ def judge(label, reallab, sampler, module_checks, elapsed, required_words):  # p
     words = {k[2] for k in states}
     # the scenarios must have shown virt-controller's words for them, or the check checked nothing
     assert required_words <= words, (required_words, words)
-    unexplained = [k for k in differ if (k[1], k[2]) not in KNOWN_DISAGREEMENTS]
+    unexplained = [k for k in differ if (k[0], k[1], k[2]) not in KNOWN_DISAGREEMENTS]
+    counts['status_known'] = len(differ) - len(unexplained)
+    print('settled disagreements: %d, each a documented deviation: %s' % (
+        counts['status_known'], sorted('%s %s/%s: %s' % (k[0], k[1], k[2], KNOWN_DISAGREEMENTS[k[:3]]) for k in differ if k[:3] in KNOWN_DISAGREEMENTS)))
     assert not unexplained, unexplained
     assert len(phase_agree) == len(states), [k for k in states if k[3] != k[4]]
-    assert not [c for c in module_checks if c[1] != c[2]], module_checks
+    assert not [c for c in module_checks if c[1] != c[2] and tuple(c[3:]) not in KNOWN_DISAGREEMENTS], module_checks
     return counts
 
 
@@ -410,3 +416,206 @@ def test_every_module_and_role_against_virt_controller(reallab, tmp_path):  # py
         wait_for('VMs gone', lambda: not get(reallab, API + 'virtualmachines')['items'], timeout=30)
     elapsed = time.monotonic() - started
     judge('modules and roles', reallab, sampler, module_checks, elapsed, {'Stopped', 'Running'})
+
+
+# ------------------------------------------------------------------ issue 34: start failures, refusals, finalizers, storage
+SUBRESOURCES = '/apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachines/' % NS
+CORE = '/api/v1/namespaces/%s/' % NS
+REFUSE_LABEL = 'kubelab.converge.virt/refuse'
+POLICY = '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies'
+BINDING = '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings'
+QUOTA = {'count/virtualmachineinstances.kubevirt.io': '0'}
+
+
+def vm_manifest(name, strategy, labels=None, claim=None):
+    """A VirtualMachine as a KubeVirt user writes it (any run strategy; the vm module declares power with state)."""
+    disks = [{'name': 'root', 'disk': {'bus': 'virtio'}}]
+    volumes = [{'name': 'root', 'containerDisk': {'image': 'quay.io/containerdisks/fedora:40'}}]
+    if claim:
+        disks.append({'name': 'data', 'disk': {'bus': 'virtio'}})
+        volumes.append({'name': 'data', 'persistentVolumeClaim': {'claimName': claim}})
+    return {'apiVersion': 'kubevirt.io/v1', 'kind': 'VirtualMachine', 'metadata': {'name': name, 'namespace': NS},
+            'spec': {'runStrategy': strategy, 'template': {
+                'metadata': {'labels': labels or {}},
+                'spec': {'domain': {'devices': {'disks': disks}, 'resources': {'requests': {'memory': '64Mi'}}}, 'volumes': volumes}}}}
+
+
+def claim_manifest(name, storage_class=None):
+    spec = {'accessModes': ['ReadWriteOnce'], 'resources': {'requests': {'storage': '1Gi'}}}
+    if storage_class:
+        spec['storageClassName'] = storage_class
+    return {'apiVersion': 'v1', 'kind': 'PersistentVolumeClaim', 'metadata': {'name': name, 'namespace': NS}, 'spec': spec}
+
+
+def call(reallab, method, path, body=None, expect=(200, 201)):
+    code, answer = reallab['client'].request(method, path, body)
+    assert code in expect, (method, path, code, answer)
+    return answer
+
+
+def subresource(reallab, name, action):
+    """PUT virt-api's start/stop subresource of a VM (virt-api answers 406 to Accept: application/json alone)."""
+    client = reallab['client']
+    req = urllib.request.Request(client.server + SUBRESOURCES + name + '/' + action, data=b'{}', method='PUT')
+    for header, value in (('Authorization', 'Bearer ' + client.token), ('Accept', '*/*'), ('Content-Type', 'application/json')):
+        req.add_header(header, value)
+    with urllib.request.urlopen(req, context=client.context, timeout=10) as resp:
+        assert resp.status in (200, 202), resp.status
+
+
+def edit(reallab, path, change, suffix=''):
+    """GET, change, PUT (again on a conflict: virt-controller writes the same objects)."""
+    for _attempt in range(10):
+        obj = get(reallab, path)
+        change(obj)
+        code, answer = reallab['client'].request('PUT', path + suffix, obj)
+        if code != 409:
+            assert code == 200, (path, code, answer)
+            return answer
+    raise AssertionError('%s: conflict after 10 tries' % path)
+
+
+def test_start_failures_refusals_finalizers_and_storage_against_virt_controller(reallab):  # pylint: disable=too-many-locals,too-many-statements
+    """The situations issue 34 found our words wrong in, and those around them, driven on virt-controller v1.8.0:
+    a launcher that crashes under every run strategy that starts one (Always, RerunOnFailure, Once, Manual), a VMI create
+    refused by a ResourceQuota and by an admission policy, a VM deleted while a finalizer holds it, a claim that does not
+    exist, one that is never bound, and a stopped RerunOnFailure VM whose claim is lost (the one documented deviation)."""
+    module_checks = []
+
+    def printable(name):
+        return ((get(reallab, API + 'virtualmachines/' + name) or {}).get('status') or {}).get('printableStatus')
+
+    def status_of(name):
+        return (get(reallab, API + 'virtualmachines/' + name) or {}).get('status') or {}
+
+    def vmi_of(name):
+        return get(reallab, API + 'virtualmachineinstances/' + name)
+
+    def failure(name):
+        found = [c for c in status_of(name).get('conditions') or [] if c.get('type') == 'Failure' and c.get('status') == 'True']
+        return found[0] if found else None
+
+    def versions(names):
+        return [((get(reallab, API + 'virtualmachines/' + n) or {}).get('metadata', {}).get('resourceVersion'),
+                 (vmi_of(n) or {}).get('metadata', {}).get('resourceVersion')) for n in names]
+
+    def vm_info(*names):
+        """vm_info's answer for ``names``: its status beside its printable_status, read in one answer (the issue's symptom);
+        judged only when the VMs and VMIs did not change while it ran (a settled observation), asked again otherwise."""
+        for _attempt in range(5):
+            before = versions(names)
+            result = ok(run_module('vm_info', {'backend': 'kubevirt', 'kubeconfig': reallab['kubeconfig'], 'namespace': NS}))
+            if versions(names) == before:
+                break
+        else:
+            raise AssertionError('%s changed during each of 5 vm_info runs' % (names,))
+        entries = dict((v['name'], v) for v in result['vms'])
+        for name in names:
+            entry = entries[name]
+            module_checks.append(('vm_info %s: status beside its printable_status' % name, entry['status'], entry['printable_status'],
+                                  name, entry['status'], entry['printable_status']))
+        return entries
+
+    def create(manifest):
+        call(reallab, 'POST', API + 'virtualmachines', manifest)
+
+    def delete_all():
+        for vm in get(reallab, API + 'virtualmachines')['items']:
+            call(reallab, 'DELETE', API + 'virtualmachines/' + vm['metadata']['name'], expect=(200, 202, 404))
+        wait_for('VMs gone', lambda: not get(reallab, API + 'virtualmachines')['items'], timeout=60)
+        wait_for('VMIs gone', lambda: not get(reallab, API + 'virtualmachineinstances')['items'], timeout=60)
+
+    # the admission policy first: kube-apiserver takes a moment to enforce a new one
+    call(reallab, 'POST', POLICY, {
+        'apiVersion': 'admissionregistration.k8s.io/v1', 'kind': 'ValidatingAdmissionPolicy', 'metadata': {'name': 'kubelab-refuse-vmi'},
+        'spec': {'failurePolicy': 'Fail', 'matchConstraints': {'resourceRules': [{
+            'apiGroups': ['kubevirt.io'], 'apiVersions': ['v1'], 'operations': ['CREATE'], 'resources': ['virtualmachineinstances']}]},
+            'validations': [{'expression': "!has(object.metadata.labels) || !('%s' in object.metadata.labels)" % REFUSE_LABEL,
+                             'message': 'kubelab refuses this instance'}]}})
+    call(reallab, 'POST', BINDING, {
+        'apiVersion': 'admissionregistration.k8s.io/v1', 'kind': 'ValidatingAdmissionPolicyBinding', 'metadata': {'name': 'kubelab-refuse-vmi'},
+        'spec': {'policyName': 'kubelab-refuse-vmi', 'validationActions': ['Deny']}})
+    started = time.monotonic()
+    with Sampler(reallab['client']) as sampler:
+        # 1: a launcher that crashes on start (kwok's crash stage), under each run strategy that starts an instance
+        crash = {lab.LAUNCHER_FAULT_LABEL: 'crash'}
+        for name, strategy in (('crash-always', 'Always'), ('crash-rerun', 'RerunOnFailure'), ('crash-once', 'Once'),
+                               ('crash-manual', 'Manual')):
+            create(vm_manifest(name, strategy, crash))
+        subresource(reallab, 'crash-manual', 'start')
+
+        def rerun_in_backoff():
+            st = status_of('crash-rerun')
+            requests = st.get('stateChangeRequests') or []
+            return ((st.get('startFailure') or {}).get('consecutiveFailCount', 0) >= 1 and requests and requests[0].get('action') == 'Start'
+                    and vmi_of('crash-rerun') is None and st.get('printableStatus') == 'CrashLoopBackOff')
+        wait_for('crash-rerun in backoff with the Start request virt-controller added, no VMI', rerun_in_backoff, timeout=90)
+        vm_info('crash-rerun')      # the issue's answer: printable_status CrashLoopBackOff, status Starting
+        wait_for('crash-always CrashLoopBackOff', lambda: printable('crash-always') == 'CrashLoopBackOff', timeout=90)
+        wait_for('crash-once CrashLoopBackOff (its Failed VMI stays)', lambda: printable('crash-once') == 'CrashLoopBackOff', timeout=90)
+        wait_for('crash-manual Stopped (its Failed VMI stays)',
+                 lambda: printable('crash-manual') == 'Stopped' and (vmi_of('crash-manual') or {}).get('status', {}).get('phase') == 'Failed',
+                 timeout=90)
+        time.sleep(1)
+        vm_info('crash-always', 'crash-once', 'crash-manual')
+        delete_all()
+
+        # 2: a VMI create refused by the API server: a ResourceQuota that allows no VirtualMachineInstance, and an admission
+        # policy. The lab runs no quota controller: the quota's status is written here, as kube-controller-manager would
+        call(reallab, 'POST', CORE + 'resourcequotas', {'apiVersion': 'v1', 'kind': 'ResourceQuota', 'metadata': {'name': 'no-vmi', 'namespace': NS},
+                                                        'spec': {'hard': QUOTA}})
+        edit(reallab, CORE + 'resourcequotas/no-vmi', lambda q: q.update(status={'hard': QUOTA, 'used': {k: '0' for k in QUOTA}}), '/status')
+        create(vm_manifest('refused-quota', 'Always'))
+        wait_for('refused-quota Stopped with Failure FailedCreate (exceeded quota)',
+                 lambda: printable('refused-quota') == 'Stopped' and (failure('refused-quota') or {}).get('reason') == 'FailedCreate'
+                 and 'quota' in failure('refused-quota').get('message', ''), timeout=60)
+        call(reallab, 'DELETE', CORE + 'resourcequotas/no-vmi')
+        create(vm_manifest('refused-admission', 'Always', {REFUSE_LABEL: 'yes'}))
+        wait_for('refused-admission Stopped with Failure FailedCreate (the policy)',
+                 lambda: printable('refused-admission') == 'Stopped' and (failure('refused-admission') or {}).get('reason') == 'FailedCreate'
+                 and 'kubelab refuses this instance' in failure('refused-admission').get('message', ''), timeout=60)
+        time.sleep(1)
+        vm_info('refused-admission')
+        delete_all()
+
+        # 3: deletion held by a finalizer: Terminating while it holds, virt-controller stops the VMI meanwhile
+        create(vm_manifest('held', 'Always'))
+        wait_for('held Running', lambda: printable('held') == 'Running', timeout=90)
+        edit(reallab, API + 'virtualmachines/held', lambda vm: vm['metadata'].setdefault('finalizers', []).append('kubelab.converge.virt/hold'))
+        call(reallab, 'DELETE', API + 'virtualmachines/held')
+        wait_for('held Terminating without its VMI', lambda: printable('held') == 'Terminating' and vmi_of('held') is None, timeout=90)
+        time.sleep(1)
+        vm_info('held')
+        edit(reallab, API + 'virtualmachines/held', lambda vm: vm['metadata'].update(
+            finalizers=[f for f in vm['metadata']['finalizers'] if f != 'kubelab.converge.virt/hold']))
+
+        # 4: storage: a claim that does not exist, one no provisioner binds, and a stopped RerunOnFailure VM whose claim is lost
+        call(reallab, 'POST', CORE + 'persistentvolumeclaims', claim_manifest('unbound-claim', 'kubelab-unbound'))
+        call(reallab, 'POST', CORE + 'persistentvolumeclaims', claim_manifest('lost-claim'))
+        create(vm_manifest('pvc-missing', 'Always', claim='no-such-claim'))
+        create(vm_manifest('pvc-unbound', 'Always', claim='unbound-claim'))
+        create(vm_manifest('rerun-lost', 'RerunOnFailure', claim='lost-claim'))
+        wait_for('pvc-missing ErrorPvcNotFound', lambda: printable('pvc-missing') == 'ErrorPvcNotFound', timeout=90)
+        # its launcher pod is created (a claim that is not CDI's counts as ready) and kube-scheduler refuses it (unbound
+        # immediate claim): ErrorUnschedulable comes before WaitingForVolumeBinding in setPrintableStatus
+        wait_for('pvc-unbound ErrorUnschedulable or WaitingForVolumeBinding',
+                 lambda: printable('pvc-unbound') in ('ErrorUnschedulable', 'WaitingForVolumeBinding'), timeout=90)
+        wait_for('rerun-lost Running', lambda: printable('rerun-lost') == 'Running', timeout=90)
+        subresource(reallab, 'rerun-lost', 'stop')
+        wait_for('rerun-lost Stopped', lambda: printable('rerun-lost') == 'Stopped' and vmi_of('rerun-lost') is None, timeout=90)
+        edit(reallab, CORE + 'persistentvolumeclaims/lost-claim', lambda c: c['status'].update(phase='Lost'), '/status')
+        # v1.8.0's isSetToStart would read WaitingForVolumeBinding here, but its VM controller watches only the creation of
+        # claims (pvcInformer: AddFunc), so a claim turning Lost does not make it write the VM again: it stays Stopped
+        time.sleep(3)
+        time.sleep(1)
+        entries = vm_info('pvc-missing', 'pvc-unbound', 'rerun-lost')
+        assert entries['rerun-lost']['status'] == 'Stopped', entries['rerun-lost']    # ours: deviation rerun-set-to-start
+        delete_all()
+        for claim in ('unbound-claim', 'lost-claim'):
+            call(reallab, 'DELETE', CORE + 'persistentvolumeclaims/' + claim, expect=(200, 202, 404))
+    elapsed = time.monotonic() - started
+    for path in (BINDING, POLICY):
+        call(reallab, 'DELETE', path + '/kubelab-refuse-vmi', expect=(200, 202, 404))
+    counts = judge('start failures, refusals, finalizers, storage', reallab, sampler, module_checks, elapsed,
+                   {'CrashLoopBackOff', 'Stopped', 'Running', 'Terminating', 'ErrorPvcNotFound'})
+    print('counts: %s' % counts)

@@ -39,6 +39,7 @@ from .store import ApiError, now_iso
 LOG = logging.getLogger('kubeapi.node_agent')
 HEARTBEAT = 'kubevirt.io/heartbeat'
 FINAL = ('Succeeded', 'Failed')
+UNBOUND_CLASS = 'kubelab-unbound'     # claims of this storage class are never bound (a missing provisioner)
 
 
 def _pod_ready(pod):
@@ -104,6 +105,8 @@ class NodeAgent:
             meta, spec = claim['metadata'], claim.get('spec') or {}
             if (claim.get('status') or {}).get('phase') not in (None, 'Pending') or meta.get('deletionTimestamp'):
                 continue
+            if spec.get('storageClassName') == UNBOUND_CLASS:
+                continue    # a class no provisioner serves: the claim stays Pending, as on a cluster
             name = 'pv-%s' % meta['uid']
             if self.store.peek(self.t_pv, '', name) is None:
                 self.store.create(self.t_pv, '', {
