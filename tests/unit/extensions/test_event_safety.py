@@ -48,9 +48,14 @@ def ansible_sees_a_template(text):
         from ansible._internal._templating._jinja_bits import is_possibly_template  # pylint: disable=import-outside-toplevel
         return is_possibly_template(text)
     except ImportError:  # 2.16 - 2.18
+        from ansible.errors import AnsibleError  # pylint: disable=import-outside-toplevel
         from ansible.template import Templar  # pylint: disable=import-outside-toplevel
         from ansible.parsing.dataloader import DataLoader  # pylint: disable=import-outside-toplevel
-        return Templar(loader=DataLoader()).is_possibly_template(text)
+        try:
+            return Templar(loader=DataLoader()).is_possibly_template(text)
+        except AnsibleError:
+            # a '#jinja2:' header it cannot parse: 2.16-2.18 read the string as a template (and fail on it)
+            return True
 
 
 def strings(value):
