@@ -518,13 +518,13 @@ def account_token(client, namespace, account):
 RBAC_KINDS = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings"}
 
 
-def _virt_api_rbac(client, binary):
-    """virt-api's ServiceAccount, ClusterRole, Role and bindings exactly as virt-operator installs them (KubeVirt's
-    GetAllApiServer, printed by kubevirt-manifests); returns a token of that account."""
+def apply_operator_rbac(client, binary, what):
+    """Apply the ServiceAccount, ClusterRole, Role and bindings that ``kubevirt-manifests -namespace kubevirt WHAT``
+    prints (virt-operator's own, e.g. ``rbac`` for virt-api, ``handler-rbac`` for virt-handler); returns the account."""
     import yaml  # pylint: disable=import-outside-toplevel
-    out = subprocess.run([binary, "-namespace", VIRT_API_NAMESPACE, "rbac"], capture_output=True, check=False)
+    out = subprocess.run([binary, "-namespace", VIRT_API_NAMESPACE, what], capture_output=True, check=False)
     if out.returncode != 0:
-        raise LabError("kubevirt-manifests rbac failed: " + out.stderr.decode(errors="replace")[-2000:])
+        raise LabError(f"kubevirt-manifests {what} failed: " + out.stderr.decode(errors="replace")[-2000:])
     account = None
     for doc in (d for d in yaml.safe_load_all(out.stdout) if d):
         meta = doc["metadata"]
@@ -536,7 +536,14 @@ def _virt_api_rbac(client, binary):
         else:
             client.apply(f"{RBAC_API}/{RBAC_KINDS[doc['kind']]}", doc)
     if account is None:
-        raise LabError("kubevirt-manifests rbac printed no ServiceAccount")
+        raise LabError(f"kubevirt-manifests {what} printed no ServiceAccount")
+    return account
+
+
+def _virt_api_rbac(client, binary):
+    """virt-api's ServiceAccount, ClusterRole, Role and bindings exactly as virt-operator installs them (KubeVirt's
+    GetAllApiServer, printed by kubevirt-manifests); returns a token of that account."""
+    account = apply_operator_rbac(client, binary, "rbac")
     # an earlier lab (same etcd data) bound this account to every rule: that binding must not survive
     client.request("DELETE", f"{RBAC_API}/clusterrolebindings/{account}-{VIRT_API_NAMESPACE}")
     client.request("DELETE", f"{RBAC_API}/clusterroles/{account}-{VIRT_API_NAMESPACE}")

@@ -372,22 +372,7 @@ HANDLER_POD = "virt-handler-" + NODE_NAME
 def _handler_rbac(lab, client, manifests):
     """virt-handler's ServiceAccount, ClusterRole, Role and bindings exactly as virt-operator installs them (KubeVirt's
     GetAllHandler, printed by kubevirt-manifests handler-rbac); returns a token of that account."""
-    import yaml  # pylint: disable=import-outside-toplevel
-    out = subprocess.run([manifests, "-namespace", lab.VIRT_API_NAMESPACE, "handler-rbac"], capture_output=True, check=False)
-    if out.returncode != 0:
-        raise NodeError("kubevirt-manifests handler-rbac failed: " + out.stderr.decode(errors="replace")[-2000:])
-    account = None
-    for doc in (d for d in yaml.safe_load_all(out.stdout) if d):
-        meta = doc["metadata"]
-        if doc["kind"] == "ServiceAccount":
-            account = meta["name"]
-            client.apply(f"/api/v1/namespaces/{meta['namespace']}/serviceaccounts", doc)
-        elif doc["kind"] in ("Role", "RoleBinding"):
-            client.apply(f"{lab.RBAC_API}/namespaces/{meta['namespace']}/{lab.RBAC_KINDS[doc['kind']]}", doc)
-        else:
-            client.apply(f"{lab.RBAC_API}/{lab.RBAC_KINDS[doc['kind']]}", doc)
-    if account is None:
-        raise NodeError("kubevirt-manifests handler-rbac printed no ServiceAccount")
+    account = lab.apply_operator_rbac(client, manifests, "handler-rbac")
     return account, lab.account_token(client, lab.VIRT_API_NAMESPACE, account)
 
 
