@@ -171,13 +171,18 @@ KUBE_LANE := tests/integration/test_kubevirt_real_controller.py $(filter-out tes
 integration: venv layout guest kube peers
 > @$(MAKE) --no-print-directory integration-run integration-kube-run
 
+# Each pytest tier writes JUnit XML into build/lanes (xunit1: each test names its file), which tools/lanes.py sums per test
+# file for the summary at the end of `make test` (build/lanes/summary.txt)
+JUNIT = -o junit_family=xunit1 --junitxml=$(BUILD)/lanes/junit-$(1).xml
 integration-run:
 > $(LAB_ENV) CONVERGE_VIRT_REQUIRE_PEERS=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=25 -n 2 --dist loadfile --no-loadscope-reorder \
+    $(call JUNIT,integration) \
     $(addprefix --ignore=,$(KUBE_LANE)) \
     tests/reliability/test_interrupt_libvirt.py tests/reliability/test_interrupt_libvirt_late.py tests/reliability tests/chaos tests/integration/test_cloud_image_journey.py tests/integration/test_golden_journey.py tests/integration
 
 integration-kube-run:
-> $(LAB_ENV) $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=10 -n 2 --dist loadfile --no-loadscope-reorder $(KUBE_LANE)
+> $(LAB_ENV) $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=10 -n 2 --dist loadfile --no-loadscope-reorder $(call JUNIT,integration-kube) \
+    $(KUBE_LANE)
 
 # a longer randomized chaos campaign (tests/chaos/campaign.py) on three private libvirt hosts: make chaos SEED=7 MINUTES=20
 # (the seed reproduces the declarations and faults; the history and the checker's verdict go to build/chaos/seed-<SEED>)
@@ -225,8 +230,15 @@ matrix-run:
 # The *-run targets are the tiers without their set-up (which `make test` does first, once): the integration tier
 # in one lane, molecule then the matrix in another, side by side (tools/lanes.py). Both lanes mostly wait on guests,
 # daemons and ansible processes, and each tier starts its own private network namespace, so they cannot meet.
-test: setup kube guest units sanity lint typecheck peers matrix-setup
-> $(PYTHON) -m tools.lanes --make $(MAKE) --log-dir $(BUILD)/lanes "integration-run" "molecule-run matrix-run integration-kube-run"
+# tools/lanes.py runs the set-up and the quick tiers first, one after the other (in this order: the unit tests read the
+# cloud-init .deb that `guest` downloads), and ends with a summary of every tier's wall time, each lane's total and the
+# slowest test files (build/lanes/summary.txt, from the tiers' JUnit files).
+TEST_FIRST := setup kube guest units sanity lint typecheck peers matrix-setup
+test:
+> @mkdir -p $(BUILD)/lanes
+> $(PYTHON) -m tools.lanes --make $(MAKE) --log-dir $(BUILD)/lanes --first "$(TEST_FIRST)" \
+    --junit '$(BUILD)/lanes/junit-*.xml' --junit '$(BUILD)/matrix/*/junit-*.xml' \
+    "integration-run" "molecule-run matrix-run integration-kube-run"
 > @echo "make test: all tiers passed"
 
 demo: setup guest

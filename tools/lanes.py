@@ -9,16 +9,23 @@ longer lane instead of the sum. Every lane's tiers start their own private netwo
 
 The first lane's output is streamed; every other lane's goes to ``<log-dir>/lane-N.log`` and is
 printed whole when that lane ends. A failed target ends its lane (the lane's later targets are
-skipped); the other lanes go on. At the end a table gives each target's wall time and result; the
-exit status is 1 when any target failed or was skipped.
+skipped); the other lanes go on. ``--first "units sanity"`` runs targets one after the other before
+the lanes start (a failure there skips everything after it). At the end a summary gives each
+target's wall time and result, each lane's total and the slowest test files (read from the JUnit
+XML files that the pytest tiers write, ``--junit GLOB``, counting only files written during this
+run); it is printed and written to ``<log-dir>/summary.txt``. The exit status is 1 when any target
+failed or was skipped.
 """
 
 import argparse
+import collections
+import glob
 import os
 import subprocess
 import sys
 import threading
 import time
+import xml.etree.ElementTree as ElementTree  # nosec B405 - reads only the JUnit files this run's pytest tiers wrote
 
 
 def run_lane(make, targets, output, results, index):
@@ -34,10 +41,61 @@ def run_lane(make, targets, output, results, index):
         failed = rc != 0
 
 
+def _module_path(classname):
+    """tests/a/test_b.py from a JUnit classname 'tests.a.test_b' or 'tests.a.test_b.TestClass'."""
+    parts = classname.split('.')
+    while len(parts) > 1 and parts[-1][:1].isupper():
+        parts.pop()
+    return '/'.join(parts) + '.py'
+
+
+def slowest_files(patterns, since, limit=10):
+    """[(seconds, file, tests, source)] of the ``limit`` test files with the most test time in the JUnit XML files matching
+    ``patterns`` written at or after ``since`` (time.time()); a file's seconds are the sum of its test cases' times (set-up,
+    call and tear-down), i.e. how long it kept one pytest worker busy."""
+    per_file = collections.defaultdict(lambda: [0.0, 0])
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern)):
+            try:
+                if os.path.getmtime(path) < since:
+                    continue
+                root = ElementTree.parse(path).getroot()  # nosec B314 - our own pytest's output
+            except (OSError, ElementTree.ParseError):
+                continue
+            source = os.path.relpath(path)
+            for case in root.iter('testcase'):
+                name = case.get('file') or _module_path(case.get('classname') or '')
+                entry = per_file[(name, source)]
+                entry[0] += float(case.get('time') or 0)
+                entry[1] += 1
+    rows = sorted(((seconds, name, count, source) for (name, source), (seconds, count) in per_file.items()), reverse=True)
+    return rows[:limit]
+
+
+def summary(lanes, results, first, wall, junit_rows):
+    """The run's timing summary, as lines."""
+    lines = ['lanes: %.0f s in all (wall, from the first target to the end of the last lane)' % wall]
+    # each lane's rows were appended in the order its targets ran: a stable sort by lane keeps it
+    rows = sorted(results, key=lambda row: -1 if row[0] == 'first' else row[0])
+    for lane, target, seconds, result in rows:
+        lines.append('  %-7s %-22s %7.0f s  %s' % ('first' if lane == 'first' else 'lane %d' % lane, target, seconds, result))
+    if first:
+        lines.append('  total of the targets run first: %.0f s' % sum(row[2] for row in results if row[0] == 'first'))
+    for index, targets in enumerate(lanes):
+        lines.append('  total of lane %d: %.0f s (%s)' % (index, sum(row[2] for row in results if row[0] == index), ' '.join(targets)))
+    if junit_rows:
+        lines.append('slowest test files (test time summed over their tests: set-up, call, tear-down):')
+        for seconds, name, count, source in junit_rows:
+            lines.append('  %7.0f s  %-60s %4d tests  (%s)' % (seconds, name, count, source))
+    return lines
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--make', default='make')
     parser.add_argument('--log-dir', default=os.path.join('build', 'lanes'))
+    parser.add_argument('--first', default='', help='make targets run one after the other before the lanes, separated by spaces')
+    parser.add_argument('--junit', action='append', default=[], help='a glob of JUnit XML files the tiers write (repeatable)')
     parser.add_argument('lanes', nargs='+', help='one argument per lane: its make targets, separated by spaces')
     args = parser.parse_args(argv)
     lanes = [lane.split() for lane in args.lanes]
@@ -65,17 +123,27 @@ def main(argv=None):
                 sys.stdout.write('===== end of lane %d =====\n' % index)
                 sys.stdout.flush()
 
-    started = time.monotonic()
-    for index, targets in enumerate(lanes):
-        thread = threading.Thread(target=lane_thread, args=(index, targets), name='lane-%d' % index)
-        thread.start()
-        threads.append(thread)
-    for thread in threads:
-        thread.join()
-    order = dict(((lane, target), position) for lane, targets in enumerate(lanes) for position, target in enumerate(targets))
-    print('\nlanes: %.0f s in all' % (time.monotonic() - started))
-    for lane, target, seconds, result in sorted(results, key=lambda row: (row[0], order[(row[0], row[1])])):
-        print('  lane %d  %-16s %7.0f s  %s' % (lane, target, seconds, result))
+    started, started_at = time.monotonic(), time.time()
+    first = args.first.split()
+    first_results = []
+    if first:
+        run_lane(args.make, first, None, first_results, 'first')
+    results.extend(first_results)
+    if all(row[3] == 'passed' for row in first_results):
+        for index, targets in enumerate(lanes):
+            thread = threading.Thread(target=lane_thread, args=(index, targets), name='lane-%d' % index)
+            thread.start()
+            threads.append(thread)
+        for thread in threads:
+            thread.join()
+    else:
+        results.extend((index, target, 0.0, 'skipped') for index, targets in enumerate(lanes) for target in targets)
+    lines = summary(lanes, results, first, time.monotonic() - started, slowest_files(args.junit, started_at))
+    text = '\n'.join(lines) + '\n'
+    with open(os.path.join(args.log_dir, 'summary.txt'), 'w', encoding='utf-8') as stream:
+        stream.write(text)
+    sys.stdout.write('\n' + text)
+    sys.stdout.flush()
     return 0 if all(row[3] == 'passed' for row in results) else 1
 
 

@@ -47,3 +47,43 @@ def test_lanes_pass_when_every_target_passes(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert _lanes().main(['--log-dir', str(tmp_path / 'logs'), 'fast', 'fast after']) == 0
     assert 'skipped' not in capsys.readouterr().out
+
+
+JUNIT = '''<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="4">
+<testcase classname="tests.a.test_slow" name="test_one" file="tests/a/test_slow.py" time="30.5"/>
+<testcase classname="tests.a.test_slow" name="test_two" file="tests/a/test_slow.py" time="12.0"/>
+<testcase classname="tests.b.test_quick.TestThing" name="test_x" time="3.25"/>
+<testcase classname="tests.b.test_mid" name="test_y" time="20"/>
+</testsuite></testsuites>'''
+
+
+def test_targets_run_first_and_the_summary_names_tiers_lanes_and_slowest_files(tmp_path, monkeypatch, capsys):
+    (tmp_path / 'Makefile').write_text(MAKEFILE + 'junit:\n> @cp given.xml junit-tier.xml\n', encoding='utf-8')
+    (tmp_path / 'given.xml').write_text(JUNIT, encoding='utf-8')
+    # a JUnit file of an earlier run (older than this one) is not counted
+    (tmp_path / 'junit-old.xml').write_text(JUNIT.replace('test_slow', 'test_stale'), encoding='utf-8')
+    os.utime(tmp_path / 'junit-old.xml', (1, 1))
+    monkeypatch.chdir(tmp_path)
+    rc = _lanes().main(['--log-dir', str(tmp_path / 'logs'), '--first', 'fast', '--junit', str(tmp_path / 'junit-*.xml'), 'slow junit', 'after'])
+    out = capsys.readouterr().out
+    assert rc == 0
+    # the first targets ran before any lane
+    assert (tmp_path / 'order').read_text(encoding='utf-8').split() == ['fast', 'after', 'slow']
+    summary = (tmp_path / 'logs' / 'summary.txt').read_text(encoding='utf-8')
+    assert summary in out
+    lines = summary.splitlines()
+    assert [line.split()[:3] for line in lines if line.startswith('  first ') or line.startswith('  lane ')] == [
+        ['first', 'fast', '0'], ['lane', '0', 'slow'], ['lane', '0', 'junit'], ['lane', '1', 'after']]
+    assert any(line.startswith('  total of lane 0: 1 s') for line in lines), summary
+    files = [line.split()[:3] for line in lines[lines.index(next(line for line in lines if line.startswith('slowest test files'))) + 1:]]
+    assert files == [['42', 's', 'tests/a/test_slow.py'], ['20', 's', 'tests/b/test_mid.py'], ['3', 's', 'tests/b/test_quick.py']]
+
+
+def test_a_failure_of_a_first_target_skips_the_lanes(tmp_path, monkeypatch, capsys):
+    (tmp_path / 'Makefile').write_text(MAKEFILE, encoding='utf-8')
+    monkeypatch.chdir(tmp_path)
+    assert _lanes().main(['--log-dir', str(tmp_path / 'logs'), '--first', 'broken fast', 'after']) == 1
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith(('  first ', '  lane '))]
+    assert [row[:2] for row in rows] == [['first', 'broken'], ['first', 'fast'], ['lane', '0']]
+    assert rows[0][4] == 'failed' and rows[1][-1] == 'skipped' and rows[2][-1] == 'skipped', rows
+    assert not (tmp_path / 'order').exists()
