@@ -46,7 +46,9 @@ NOT_IN_MATRIX = ('ansible-core', 'ansible-lint', 'molecule', 'antsibull-changelo
 UNIT_TESTS = ('tests/unit',)
 # in a private network namespace, two workers, whole files per worker, longest first
 INTEGRATION_TESTS = (
+    # the canary's two halves first, so that xdist's first round gives one to each worker
     'tests/reliability/test_secrets_canary.py',
+    'tests/reliability/test_secrets_canary_kubevirt.py',
     'tests/integration/test_inventory_kubevirt.py',
     'tests/integration/test_inventory_libvirt.py',
     # a representative subset of the modules: live migrations of two VMs placed over two targets, a volume's
@@ -167,14 +169,16 @@ def run_tests(version, python, tests=None):
         'RELIABILITY_FIGURES': os.path.join(home, 'reliability-figures.jsonl'),
         'RELIABILITY_REPORT': os.path.join(home, 'reliability.md'),
     })
-    pytest = [python, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-rfE']
+    pytest = [python, '-m', 'pytest', '-q', '-p', 'no:cacheprovider', '-rfE', '-o', 'junit_family=xunit1']
     netns = [sys.executable, '-m', 'tools.virtlab', 'netns', '--']
     if tests:
         runs = [netns + pytest + list(tests)]
     else:
         # each run in its own network namespace: two versions at once never meet on an address or a port
-        runs = [pytest + list(UNIT_TESTS),
-                netns + pytest + ['--durations=5', '-n', '2', '--dist', 'loadfile', '--no-loadscope-reorder'] + list(INTEGRATION_TESTS)]
+        # JUnit files for the summary of `make test` (tools/lanes.py --junit)
+        runs = [pytest + ['--junitxml=' + os.path.join(home, 'junit-units.xml')] + list(UNIT_TESTS),
+                netns + pytest + ['--durations=5', '-n', '2', '--dist', 'loadfile', '--no-loadscope-reorder',
+                                  '--junitxml=' + os.path.join(home, 'junit-integration.xml')] + list(INTEGRATION_TESTS)]
     log_path = os.path.join(home, 'tests.log')
     status = 0
     start = time.monotonic()
