@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-import xml.etree.ElementTree as ElementTree  # nosec B405 - reads only the JUnit files this run's pytest tiers wrote
+from xml.etree import ElementTree  # nosec B405 - reads only the JUnit files this run's pytest tiers wrote
 
 
 def run_lane(make, targets, output, results, index):
