@@ -118,7 +118,8 @@ lint: venv layout
 # (_common/driver, volume_driver, host_driver, migrate) must be annotated, and their bodies are checked; modules run on
 # Python 3.9 and later (tests/config.yml), so the check targets 3.9
 TYPED := $(addprefix -p ansible_collections.converge.virt.plugins.module_utils.,_base _phase) \
-         $(addprefix -m ansible_collections.converge.virt.plugins.module_utils._common.,driver volume_driver host_driver migrate)
+         $(addprefix -m ansible_collections.converge.virt.plugins.module_utils._common.,driver volume_driver host_driver migrate) \
+         $(addprefix -m ansible_collections.converge.virt.plugins.module_utils.,_common.snapshot_driver _common.provider _libvirt.provider)
 typecheck: venv layout
 > cd $(BUILD)/collections && $(VPY) -m mypy --python-version 3.9 --namespace-packages --explicit-package-bases --follow-imports=silent \
     --ignore-missing-imports --disallow-untyped-defs --disallow-incomplete-defs --no-implicit-optional --warn-unused-ignores \
@@ -230,13 +231,15 @@ matrix-run:
 # The *-run targets are the tiers without their set-up (which `make test` does first, once): the integration tier
 # in one lane, molecule then the matrix in another, side by side (tools/lanes.py). Both lanes mostly wait on guests,
 # daemons and ansible processes, and each tier starts its own private network namespace, so they cannot meet.
-# tools/lanes.py runs the set-up and the quick tiers first, one after the other (in this order: the unit tests read the
-# cloud-init .deb that `guest` downloads), and ends with a summary of every tier's wall time, each lane's total and the
-# slowest test files (build/lanes/summary.txt, from the tiers' JUnit files).
-TEST_FIRST := setup kube guest units sanity lint typecheck peers matrix-setup
+# tools/lanes.py runs the set-up and the quick tiers first: `setup`, then the Go builds of `make kube` (only the lanes need
+# the Kubernetes stack; cold 6-50 min, cached 0.4 s) beside the guests, units, sanity, lint, typecheck, peers and the matrix
+# virtualenvs one after the other (in this order: the unit tests read the cloud-init .deb that `guest` downloads), and ends
+# with a summary of every tier's wall time, each lane's total and the slowest test files (build/lanes/summary.txt, from the
+# tiers' JUnit files).
 test:
 > @mkdir -p $(BUILD)/lanes
-> $(PYTHON) -m tools.lanes --make $(MAKE) --log-dir $(BUILD)/lanes --first "$(TEST_FIRST)" \
+> $(PYTHON) -m tools.lanes --make $(MAKE) --log-dir $(BUILD)/lanes --first "setup" \
+    --first "guest units sanity lint typecheck peers matrix-setup | kube" \
     --junit '$(BUILD)/lanes/junit-*.xml' --junit '$(BUILD)/matrix/*/junit-*.xml' \
     "integration-run" "molecule-run matrix-run integration-kube-run"
 > @echo "make test: all tiers passed"

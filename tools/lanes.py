@@ -72,17 +72,23 @@ def slowest_files(patterns, since, limit=10):
     return rows[:limit]
 
 
-def summary(lanes, results, first, wall, junit_rows):
-    """The run's timing summary, as lines."""
+def summary(stages, results, wall, junit_rows):
+    """The run's timing summary, as lines; ``stages`` is [(name, [(label, targets)], wall seconds or None)]."""
     lines = ['lanes: %.0f s in all (wall, from the first target to the end of the last lane)' % wall]
-    # each lane's rows were appended in the order its targets ran: a stable sort by lane keeps it
-    rows = sorted(results, key=lambda row: -1 if row[0] == 'first' else row[0])
-    for lane, target, seconds, result in rows:
-        lines.append('  %-7s %-22s %7.0f s  %s' % ('first' if lane == 'first' else 'lane %d' % lane, target, seconds, result))
-    if first:
-        lines.append('  total of the targets run first: %.0f s' % sum(row[2] for row in results if row[0] == 'first'))
-    for index, targets in enumerate(lanes):
-        lines.append('  total of lane %d: %.0f s (%s)' % (index, sum(row[2] for row in results if row[0] == index), ' '.join(targets)))
+    by_label = collections.defaultdict(list)
+    for label, target, seconds, result in results:
+        by_label[label].append((target, seconds, result))
+    for name, lanes, stage_wall in stages:
+        for label, _targets in lanes:
+            # each lane's rows were appended in the order its targets ran
+            for target, seconds, result in by_label[label]:
+                lines.append('  %-13s %-22s %7.0f s  %s' % (label, target, seconds, result))
+        if name != 'lanes' and stage_wall is not None:
+            lines.append('  wall of %s: %.0f s (%s)' % (name, stage_wall, ' | '.join(' '.join(targets) for _label, targets in lanes)))
+    for name, lanes, _wall in stages:
+        if name == 'lanes':
+            for label, targets in lanes:
+                lines.append('  total of %s: %.0f s (%s)' % (label, sum(row[1] for row in by_label[label]), ' '.join(targets)))
     if junit_rows:
         lines.append('slowest test files (test time summed over their tests: set-up, call, tear-down):')
         for seconds, name, count, source in junit_rows:
@@ -90,55 +96,71 @@ def summary(lanes, results, first, wall, junit_rows):
     return lines
 
 
+def run_stage(make, lanes, log_dir, results, print_lock):
+    """Run ``lanes`` ([(label, targets, log name)]) side by side: the first lane's output is streamed, every other lane's
+    goes to its log file in ``log_dir`` and is printed whole when the lane ends. Return the stage's wall seconds."""
+    def lane_thread(position, label, targets, log_name):
+        if position == 0:
+            run_lane(make, targets, None, results, label)
+            return
+        path = os.path.join(log_dir, log_name)
+        with open(path, 'w+', encoding='utf-8') as log:
+            run_lane(make, targets, log, results, label)
+            log.seek(0)
+            with print_lock:
+                sys.stdout.flush()
+                sys.stdout.write('\n===== %s (%s), from %s =====\n' % (label, ' '.join(targets), path))
+                sys.stdout.write(log.read())
+                sys.stdout.write('===== end of %s =====\n' % label)
+                sys.stdout.flush()
+
+    started = time.monotonic()
+    threads = []
+    for position, (label, targets, log_name) in enumerate(lanes):
+        thread = threading.Thread(target=lane_thread, args=(position, label, targets, log_name), name=label)
+        thread.start()
+        threads.append(thread)
+    for thread in threads:
+        thread.join()
+    return time.monotonic() - started
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--make', default='make')
     parser.add_argument('--log-dir', default=os.path.join('build', 'lanes'))
-    parser.add_argument('--first', default='', help='make targets run one after the other before the lanes, separated by spaces')
+    parser.add_argument('--first', action='append', default=[],
+                        help='a stage run before the lanes (repeatable, in order): its make targets separated by spaces, run one '
+                             'after the other; " | " separates lanes of the stage that run side by side')
     parser.add_argument('--junit', action='append', default=[], help='a glob of JUnit XML files the tiers write (repeatable)')
     parser.add_argument('lanes', nargs='+', help='one argument per lane: its make targets, separated by spaces')
     args = parser.parse_args(argv)
     lanes = [lane.split() for lane in args.lanes]
-    if not all(lanes):
+    firsts = [[lane.split() for lane in stage.split('|')] for stage in args.first]
+    if not all(lanes) or not all(all(stage) for stage in firsts):
         parser.error('a lane has no target')
     os.makedirs(args.log_dir, exist_ok=True)
+    # [(stage name, [(label, targets, log file name)])]
+    plan = []
+    for number, stage in enumerate(firsts, 1):
+        name = 'first' if len(firsts) == 1 else 'first stage %d' % number
+        plan.append((name, [(name if len(stage) == 1 else '%s.%d' % (name.replace(' stage ', ' '), index), targets,
+                             '%s-lane-%d.log' % (name.replace(' ', '-'), index)) for index, targets in enumerate(stage)]))
+    plan.append(('lanes', [('lane %d' % index, targets, 'lane-%d.log' % index) for index, targets in enumerate(lanes)]))
     results = []
-    logs = {}
-    threads = []
     print_lock = threading.Lock()
-
-    def lane_thread(index, targets):
-        if index == 0:
-            run_lane(args.make, targets, None, results, index)
-            return
-        path = os.path.join(args.log_dir, 'lane-%d.log' % index)
-        logs[index] = path
-        with open(path, 'w+', encoding='utf-8') as log:
-            run_lane(args.make, targets, log, results, index)
-            log.seek(0)
-            with print_lock:
-                sys.stdout.flush()
-                sys.stdout.write('\n===== lane %d (%s), from %s =====\n' % (index, ' '.join(targets), path))
-                sys.stdout.write(log.read())
-                sys.stdout.write('===== end of lane %d =====\n' % index)
-                sys.stdout.flush()
-
+    stages = []
     started, started_at = time.monotonic(), time.time()
-    first = args.first.split()
-    first_results = []
-    if first:
-        run_lane(args.make, first, None, first_results, 'first')
-    results.extend(first_results)
-    if all(row[3] == 'passed' for row in first_results):
-        for index, targets in enumerate(lanes):
-            thread = threading.Thread(target=lane_thread, args=(index, targets), name='lane-%d' % index)
-            thread.start()
-            threads.append(thread)
-        for thread in threads:
-            thread.join()
-    else:
-        results.extend((index, target, 0.0, 'skipped') for index, targets in enumerate(lanes) for target in targets)
-    lines = summary(lanes, results, first, time.monotonic() - started, slowest_files(args.junit, started_at))
+    failed = False
+    for name, stage_lanes in plan:
+        if failed:
+            results.extend((label, target, 0.0, 'skipped') for label, targets, _log in stage_lanes for target in targets)
+            stages.append((name, [(label, targets) for label, targets, _log in stage_lanes], None))
+            continue
+        wall = run_stage(args.make, stage_lanes, args.log_dir, results, print_lock)
+        stages.append((name, [(label, targets) for label, targets, _log in stage_lanes], wall))
+        failed = any(row[3] != 'passed' for row in results)
+    lines = summary(stages, results, time.monotonic() - started, slowest_files(args.junit, started_at))
     text = '\n'.join(lines) + '\n'
     with open(os.path.join(args.log_dir, 'summary.txt'), 'w', encoding='utf-8') as stream:
         stream.write(text)

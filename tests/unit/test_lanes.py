@@ -87,3 +87,16 @@ def test_a_failure_of_a_first_target_skips_the_lanes(tmp_path, monkeypatch, caps
     assert [row[:2] for row in rows] == [['first', 'broken'], ['first', 'fast'], ['lane', '0']]
     assert rows[0][4] == 'failed' and rows[1][-1] == 'skipped' and rows[2][-1] == 'skipped', rows
     assert not (tmp_path / 'order').exists()
+
+
+def test_stages_run_in_order_and_a_stage_runs_its_lanes_side_by_side(tmp_path, monkeypatch, capsys):
+    (tmp_path / 'Makefile').write_text(MAKEFILE, encoding='utf-8')
+    monkeypatch.chdir(tmp_path)
+    rc = _lanes().main(['--log-dir', str(tmp_path / 'logs'), '--first', 'after', '--first', 'slow | fast', 'fast'])
+    out = capsys.readouterr().out
+    assert rc == 0
+    # stage 1, then stage 2's lanes side by side (fast ends before slow), then the lanes
+    assert (tmp_path / 'order').read_text(encoding='utf-8').split() == ['after', 'fast', 'slow', 'fast']
+    rows = [line.split()[:4] for line in out.splitlines() if line.startswith('  first') or line.startswith('  lane ')]
+    assert rows == [['first', 'stage', '1', 'after'], ['first', '2.0', 'slow', '1'], ['first', '2.1', 'fast', '0'], ['lane', '0', 'fast', '0']]
+    assert any(line.startswith('  wall of first stage 2: 1 s (slow | fast)') for line in out.splitlines()), out
