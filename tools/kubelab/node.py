@@ -249,9 +249,16 @@ def _host_pid_of_child(pid, timeout=10):
     raise NodeError(f"unshare (pid {pid}) started no node process within {timeout} s")
 
 
-def nodeexec_argv(init_pid, argv):
-    """The command line that runs ``argv`` inside the node whose PID 1 is ``init_pid`` (seen from here)."""
-    return [sys.executable, os.path.join(HERE, "nodeexec.py"), str(init_pid), "--"] + list(argv)
+def nodeexec_argv(init_pid, argv, root=None, binds=(), files=()):
+    """The command line that runs ``argv`` inside the node whose PID 1 is ``init_pid`` (seen from here); with ``root``
+    (an empty directory) in a root of its own holding the node's directories, ``binds`` ((src, /dst) pairs: new
+    top-level directories) and ``files`` ((src, dst) pairs: files bound over the root's own)."""
+    options = ["--root", root] if root else []
+    for source, target in binds:
+        options += ["--bind", f"{source}:{target}"]
+    for source, target in files:
+        options += ["--file", f"{source}:{target}"]
+    return [sys.executable, os.path.join(HERE, "nodeexec.py"), str(init_pid)] + options + ["--"] + list(argv)
 
 
 def _node_rbac(client, name):
@@ -434,7 +441,24 @@ def start_handler(lab, client, directory, state, ports):  # pylint: disable=too-
             "--client-cert-file", crt, "--client-key-file", key, "--tls-cert-file", crt, "--tls-key-file", key,
             "--migration-client-cert-file", crt, "--migration-client-key-file", key,
             "--vsock-client-cert-file", crt, "--vsock-client-key-file", key]
-    handler = lab._start(directory, "node-virt-handler", nodeexec_argv(init_pid, argv), state)  # pylint: disable=protected-access
+    # virt-handler's DaemonSet mounts the kubelet's pods directory at /pods (a built-in path: cmd-client finds the
+    # launcher's command socket and container-disk finds the kernel-boot/container-disk sockets under
+    # /pods/<pod uid>/volumes/kubernetes.io~empty-dir/); without it virt-handler reads the launcher as gone and fails
+    # the VMI on its first sync. Here it gets a root of its own with /pods, as its container has on a cluster
+    handler_root = os.path.join(node_dir, "handler-root")
+    os.makedirs(handler_root, exist_ok=True)
+    os.makedirs(os.path.join(node_dir, "kubelet", "pods"), exist_ok=True)
+    # virt-handler's image has the user qemu (uid 107, KubeVirt's non-root launcher user): it looks it up by name to
+    # hand the launcher its domain-notify socket ("failed to look up user qemu" without it)
+    passwd = os.path.join(node_dir, "handler-passwd")
+    with open("/etc/passwd", encoding="utf-8") as handle:
+        users = handle.read()
+    if not any(line.startswith("qemu:") for line in users.splitlines()):
+        users = users.rstrip("\n") + "\nqemu:x:107:107:qemu user (virt-handler image):/:/usr/sbin/nologin\n"
+    _write(passwd, users, 0o644)
+    handler_argv = nodeexec_argv(init_pid, argv, root=handler_root, binds=(("/var/lib/kubelet/pods", "/pods"),),
+                                 files=((passwd, "/etc/passwd"),))
+    handler = lab._start(directory, "node-virt-handler", handler_argv, state)  # pylint: disable=protected-access
 
     def schedulable():
         code, body = client.request("GET", f"/api/v1/nodes/{NODE_NAME}")
