@@ -55,8 +55,8 @@ def test_own_root_shows_the_binds_and_the_file_and_leaves_the_node_unchanged(tmp
     passwd.write_text('root:x:0:0:root:/root:/bin/sh\nqemu:x:107:107:qemu:/:/usr/sbin/nologin\n')
     root = tmp_path / 'root'
     root.mkdir()
-    node = subprocess.Popen(['unshare', '--pid', '--fork', '--kill-child', '--mount', '--propagation', 'private', '--mount-proc',  # pylint: disable=consider-using-with
-                             'sleep', '60'])
+    unshare = ['unshare', '--pid', '--fork', '--kill-child', '--mount', '--propagation', 'private', '--mount-proc']
+    node = subprocess.Popen(unshare + ['sleep', '60'])  # pylint: disable=consider-using-with
     try:
         deadline = time.monotonic() + 10
         child = None
