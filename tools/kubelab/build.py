@@ -85,7 +85,9 @@ class Part:  # pylint: disable=too-few-public-methods
 
     # pylint: disable-next=too-many-arguments,too-many-positional-arguments
     # pylint: disable-next=too-many-arguments,too-many-positional-arguments
-    def __init__(self, name, module_dir, version, packages, outputs, *, ldflags=(), after=None, cgo=False, local_modules=()):
+    def __init__(self, name, module_dir, version, packages, outputs, *, ldflags=(), after=None, cgo=False, local_modules=(),
+                 patches=()):
+        self.patches = list(patches)            # SourcePatch items laid over the module's files (go build -overlay)
         self.name = name
         self.module_dir = module_dir
         self.version = version
@@ -114,6 +116,8 @@ class Part:  # pylint: disable=too-few-public-methods
             digest.update(os.path.relpath(path, root).encode() + b"\0")
             with open(path, "rb") as handle:
                 digest.update(handle.read() + b"\0")
+        for patch in self.patches:
+            digest.update(repr((patch.module, patch.path, patch.old, patch.new)).encode() + b"\0")
         return digest.hexdigest()[:10]
 
     def directory(self, go_release, root=None):
@@ -134,6 +138,79 @@ def _cgo_inputs():
             raise BuildError(f"{' '.join(argv)} failed ({out.stderr.strip()}): the cgo builds need gcc, pkg-config and libvirt-dev (make apt)")
         found.append(f"{argv[0]}={out.stdout.strip()}")
     return " ".join(found)
+
+
+class SourcePatch:  # pylint: disable=too-few-public-methods
+    """A fix laid over one file of a pinned module at build time: the build uses a copy of the module (go.mod replace
+    through ``go build -modfile``; the module cache and the checkout's go.mod are untouched) in which ``old``, which
+    must occur exactly once in ``path``, is replaced by ``new``. Only for upstream fixes released after the pinned
+    version (``reason`` names the upstream change)."""
+
+    # pylint: disable-next=too-many-arguments,too-many-positional-arguments
+    def __init__(self, module, version, path, old, new, reason):
+        self.module, self.version, self.path, self.old, self.new, self.reason = module, version, path, old, new, reason
+
+
+def _patched_modfile(part, workdir):
+    """Copies of the patched modules under ``workdir`` and a go.mod/go.sum pair replacing them; returns the go.mod path."""
+    module_dir = os.path.join(GO_DIR, part.module_dir)
+    modfile = os.path.join(workdir, "go.mod")
+    shutil.copyfile(os.path.join(module_dir, "go.mod"), modfile)
+    shutil.copyfile(os.path.join(module_dir, "go.sum"), os.path.join(workdir, "go.sum"))
+    copies = {}
+    for patch in part.patches:
+        key = f"{patch.module}@{patch.version}"
+        if key not in copies:
+            out = subprocess.run([find_go(), "mod", "download", "-json", key], cwd=module_dir, env=go_env(),
+                                 capture_output=True, text=True, check=False)
+            try:
+                source = json.loads(out.stdout)["Dir"]
+            except (ValueError, KeyError) as exc:
+                raise BuildError(f"go mod download {key} failed: {(out.stderr or out.stdout).strip()[-2000:]}") from exc
+            copies[key] = os.path.join(workdir, "mod-" + re.sub(r"[^A-Za-z0-9.-]", "_", key))
+            shutil.copytree(source, copies[key])
+            for root, dirs, files in os.walk(copies[key]):       # the module cache's files are read-only
+                for name in dirs + files:
+                    os.chmod(os.path.join(root, name), 0o755 if name in dirs else 0o644)
+            replace = subprocess.run([find_go(), "mod", "edit", f"-modfile={modfile}", f"-replace={patch.module}={copies[key]}"],
+                                     cwd=module_dir, env=go_env(), capture_output=True, text=True, check=False)
+            if replace.returncode != 0:
+                raise BuildError(f"go mod edit -replace {patch.module} failed: {replace.stderr.strip()}")
+        path = os.path.join(copies[key], patch.path)
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        if text.count(patch.old) != 1:
+            raise BuildError(f"patch for {key} {patch.path} ({patch.reason}): the text to replace occurs "
+                             f"{text.count(patch.old)} times, not once")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text.replace(patch.old, patch.new))
+    return modfile
+
+
+def _emulation_cgroup_patch(kubevirt):
+    """KubeVirt v1.8.0's virt-handler fails every VMI under useEmulation when the launcher has no /dev/kvm (the launcher
+    pod asks for no kvm device then): generateDeviceRulesForVMI stats /dev/kvm unconditionally. Fixed upstream by
+    kubevirt/kubevirt PR #17251 (regression of PR #16836), backported to release-1.8 as PR #17324 (after v1.8.0):
+    the rule for a missing hypervisor device is skipped. Seen here: 'failed opening kvm for path root: /proc/N/root,
+    relative: /dev/kvm: no such file or directory', the VMI stuck in Scheduled."""
+    old = """	path, err := safepath.JoinNoFollow(mountRoot, fmt.Sprintf("/dev/%s", hypervisorDevice))
+	if err != nil {
+		return nil, err
+	}
+"""
+    new = """	path, err := safepath.JoinNoFollow(mountRoot, fmt.Sprintf("/dev/%s", hypervisorDevice))
+	if errors.Is(err, os.ErrNotExist) {
+		// kubelab: as kubevirt/kubevirt PR #17251 / #17324 - without the device (software emulation: the launcher
+		// pod asks for none) there is no rule to add
+		log.Log.V(loggingVerbosity).Infof("hypervisor device %s not present, no device rule for it", hypervisorDevice)
+		return vmiDeviceRules, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+"""
+    return SourcePatch("kubevirt.io/kubevirt", kubevirt, "pkg/virt-handler/cgroup/util.go", old, new,
+                       "kubevirt/kubevirt PR #17324, the release-1.8 backport of PR #17251")
 
 
 class CPart:  # pylint: disable=too-few-public-methods
@@ -212,7 +289,7 @@ def parts():
         # <linux/kvm.h>); the launcher image's static helpers; the pause and container-disk programs (C, gcc -static)
         Part("kubelet", "kube", k8s, ["./cmd/kubelet"], ["kubelet"], ldflags=kube_ldflags),
         Part("virt-handler", "kubevirt", kubevirt, ["./cmd/virt-handler", "./cmd/virt-launcher"], ["virt-handler", "virt-launcher"],
-             cgo=True, local_modules=["libnbd-unavailable"]),
+             cgo=True, local_modules=["libnbd-unavailable"], patches=[_emulation_cgroup_patch(kubevirt)]),
         Part("virt-launcher-tools", "kubevirt", kubevirt,
              ["./cmd/virt-chroot", "./cmd/virt-launcher-monitor", "./cmd/virt-probe", "./cmd/virt-tail", "./cmd/virt-freezer"],
              ["virt-chroot", "virt-launcher-monitor", "virt-probe", "virt-tail", "virt-freezer"], local_modules=["libnbd-unavailable"]),
@@ -283,6 +360,7 @@ def _build_part(part, go, version, root, log):
         return {"part": part.name, "cached": True, "dir": target}
     os.makedirs(os.path.dirname(target), exist_ok=True)
     tmpdir = tempfile.mkdtemp(prefix=f".{part.name}-", dir=os.path.dirname(target))
+    patch_dir = None
     try:
         started = time.monotonic()
         if isinstance(part, CPart):
@@ -292,8 +370,12 @@ def _build_part(part, go, version, root, log):
             tool = "gcc"
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         else:
+            overlay = []
+            if part.patches:
+                patch_dir = tempfile.mkdtemp(prefix=f".{part.name}-patched-", dir=os.path.dirname(target))
+                overlay = [f"-modfile={_patched_modfile(part, patch_dir)}"]
             cmd = ["nice", "-n", "10", go, "build", "-trimpath", "-o", tmpdir + os.sep,
-                   "-ldflags", " ".join(["-s", "-w"] + part.ldflags)] + part.packages
+                   "-ldflags", " ".join(["-s", "-w"] + part.ldflags)] + overlay + part.packages
             log(f"{part.name} {part.version}: building ({' '.join(part.packages)}{', cgo' if part.cgo else ''}) ...")
             tool = "go build"
             proc = subprocess.run(cmd, cwd=os.path.join(GO_DIR, part.module_dir), env=go_env(part.cgo), capture_output=True, text=True, check=False)
@@ -304,6 +386,7 @@ def _build_part(part, go, version, root, log):
             part.after(tmpdir, go_env())
         with open(os.path.join(tmpdir, "build.json"), "w", encoding="utf-8") as handle:
             json.dump({"part": part.name, "version": part.version, "go": version, "packages": getattr(part, "packages", [part.outputs[0]]),
+                       "patches": [f"{p.module}@{p.version} {p.path}: {p.reason}" for p in getattr(part, "patches", [])],
                        "seconds": round(elapsed, 1)}, handle, indent=2)
         os.chmod(tmpdir, 0o755)          # mkdtemp made it owner-only
         if os.path.isdir(target):        # incomplete leftover of an older run
@@ -314,6 +397,8 @@ def _build_part(part, go, version, root, log):
     finally:
         if os.path.isdir(tmpdir):
             shutil.rmtree(tmpdir, ignore_errors=True)
+        if patch_dir:
+            shutil.rmtree(patch_dir, ignore_errors=True)
 
 
 def build(only=None, root=None, log=None, node=False):
