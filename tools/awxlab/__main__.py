@@ -1,0 +1,54 @@
+"""Command line of tools.awxlab (run from the repository root).
+
+Usage::
+
+    python -m tools.awxlab build [--only PART ...]
+    python -m tools.awxlab up --dir DIR
+    python -m tools.awxlab status --dir DIR
+    python -m tools.awxlab down --dir DIR
+
+``build`` builds the missing parts into ~/.cache/converge-virt/awx (tools/awxlab/build.py); ``up`` starts the mesh
+(tools/awxlab/mesh.py) and keeps it running until ``down``.
+"""
+
+import argparse
+import json
+import sys
+
+from . import build
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog='python -m tools.awxlab', description='AWX-style jobs through a receptor mesh.')
+    sub = parser.add_subparsers(dest='action', required=True)
+    build_parser = sub.add_parser('build', help='build the missing parts into the cache')
+    build_parser.add_argument('--only', action='append', choices=[name for name, _ in build.STEPS])
+    for name in ('up', 'down', 'status'):
+        action = sub.add_parser(name, help=f"{name} the mesh in --dir")
+        action.add_argument('--dir', required=True)
+    return parser
+
+
+def main(argv=None):
+    """Entry point; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.action == 'build':
+            for name, directory, built, seconds in build.build(only=args.only):
+                print(json.dumps({'part': name, 'dir': directory, 'built': built, 'seconds': seconds}), flush=True)
+            return 0
+        from . import mesh  # pylint: disable=import-outside-toplevel
+        if args.action == 'up':
+            print(json.dumps(mesh.up(args.dir)))
+            return 0
+        if args.action == 'status':
+            return 0 if mesh.status(args.dir) else 3
+        mesh.down(args.dir)
+        return 0
+    except build.AwxlabError as exc:
+        print(f"awxlab: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
