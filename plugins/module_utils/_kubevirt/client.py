@@ -15,6 +15,7 @@ the token redacted.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -28,6 +29,7 @@ except ImportError:  # pragma: no cover
 
 from ansible_collections.converge.virt.plugins.module_utils._common import session
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.provider import CONNECTION_ARGS
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import kubeconfig as kubeconfig_fast
 from ansible_collections.converge.virt.plugins.module_utils._common.closing import ClosingConnection
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import BackendError, ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_text
@@ -91,6 +93,16 @@ def import_kubernetes():
         KUBERNETES_IMPORT_ERROR = traceback.format_exc()
         return None
     return kubernetes
+
+
+def kubernetes_available():
+    """True when the ``kubernetes`` package can be imported, without importing it (the fast path of
+    :mod:`.kubeconfig` never needs it); when it cannot, :data:`KUBERNETES_IMPORT_ERROR` says why."""
+    try:
+        spec = importlib.util.find_spec('kubernetes')
+    except (ImportError, ValueError):
+        spec = None
+    return spec is not None or import_kubernetes() is not None
 
 
 class ApiStatusError(BackendError):
@@ -229,6 +241,10 @@ def connection_params(params, environ=None):
     return result
 
 
+class _NeverRaised(Exception):
+    """Stands for the library's ApiException on the fast path, where requests answer every status."""
+
+
 def _has_credential(cfg):
     """True when requests of ``cfg`` carry a credential in a header (a bearer token, a refreshed token, a user's password)."""
     return bool(any((cfg.api_key or {}).values()) or getattr(cfg, 'refresh_api_key_hook', None) or
@@ -251,11 +267,56 @@ class KubeClient(ClosingConnection):
     nothing else was configured, or a credential goes to an ``http://`` API server.
     """
 
+    # the fast path's configuration and transport (kubeconfig.py), or the library's ApiClient: one of the two is set
+    fast = None
+    transport = None
+    api_client = None
+
     def __init__(self, kubeconfig=None, context=None, host=None, api_key=None, ca_cert=None, validate_certs=None, timeout=30):
         self.secrets = [api_key] if api_key else []
         self.timeout = timeout
         # what the user should know about this connection (modules pass them to module.warn, the inventory to display)
         self.warnings = []
+        if kubeconfig and not os.path.exists(os.path.expanduser(kubeconfig)):
+            raise BackendError('kubeconfig: file %s does not exist' % kubeconfig)
+        # the common kubeconfigs (and a bare host) without importing the kubernetes library (about 0.3 s of CPU a task)
+        fast = kubeconfig_fast.for_options(kubeconfig, context, host)
+        self.fast = fast
+        if fast is not None:
+            self._fast_overrides(fast, host, api_key, ca_cert, validate_certs)
+            self.config = fast
+            self.host = fast.host
+            credential = bool(fast.authorization)
+            self.transport = kubeconfig_fast.Transport(fast)
+        else:
+            cfg = self._library_config(kubeconfig, context, host, api_key, ca_cert, validate_certs)
+            self.config = cfg
+            self.host = cfg.host
+            credential = _has_credential(cfg)
+        if (self.host or '').lower().startswith('http://') and credential:
+            self.warnings.append('the API server %s is reached over plain http://: the credential (bearer token or password) is sent '
+                                 'unencrypted; use https://' % self.host)
+
+    def _fast_overrides(self, fast, host, api_key, ca_cert, validate_certs):
+        """The module's options over what the kubeconfig said (as :meth:`_library_config` applies them)."""
+        if host:
+            fast.host = host.rstrip('/')
+        if api_key:
+            fast.token = api_key
+            fast.authorization = 'Bearer ' + api_key
+        if ca_cert:
+            fast.ssl_ca_cert = os.path.expanduser(ca_cert)
+            fast.ca_data = None
+        if validate_certs is not None:
+            fast.verify_ssl = bool(validate_certs)
+        if fast.token:
+            self.secrets.append(fast.token)
+        if fast.authorization:
+            self.secrets.append(fast.authorization.split(' ', 1)[-1])
+
+    def _library_config(self, kubeconfig, context, host, api_key, ca_cert, validate_certs):
+        """kubernetes' Configuration for what the fast path leaves to the library (exec and auth-provider credentials,
+        several kubeconfig files, in-cluster configuration, and every configuration error's wording)."""
         kubernetes = import_kubernetes()
         if kubernetes is None:
             raise BackendError('the kubernetes Python library is required for backend kubevirt', exception=KUBERNETES_IMPORT_ERROR)
@@ -264,8 +325,6 @@ class KubeClient(ClosingConnection):
         cfg = client.Configuration()
         try:
             if kubeconfig or not host:
-                if kubeconfig and not os.path.exists(os.path.expanduser(kubeconfig)):
-                    raise BackendError('kubeconfig: file %s does not exist' % kubeconfig)
                 try:
                     config.load_kube_config(config_file=os.path.expanduser(kubeconfig) if kubeconfig else None, context=context,
                                             client_configuration=cfg)
@@ -292,16 +351,12 @@ class KubeClient(ClosingConnection):
         for value in (cfg.api_key or {}).values():
             if value:
                 self.secrets.append(value.split(' ', 1)[-1])
-        self.config = cfg
-        self.host = cfg.host
-        if (self.host or '').lower().startswith('http://') and _has_credential(cfg):
-            self.warnings.append('the API server %s is reached over plain http://: the credential (bearer token or password) is sent '
-                                 'unencrypted; use https://' % self.host)
         self.api_client = client.ApiClient(cfg)
+        return cfg
 
     def closable(self):
-        """The API client (:meth:`close` releases its connection pool, errors ignored)."""
-        return self.api_client
+        """The API client or the fast path's transport (:meth:`close` releases the connection pool, errors ignored)."""
+        return self.transport if self.transport is not None else self.api_client
 
     # -------------------------------------------------------------- secrets
     def redact(self, text):
@@ -310,6 +365,13 @@ class KubeClient(ClosingConnection):
 
     def _headers(self, content_type=None, accept='application/json'):
         cfg = self.config
+        if self.fast is not None:
+            headers = {'Accept': accept, 'User-Agent': 'converge.virt'}
+            if cfg.authorization:
+                headers['authorization'] = cfg.authorization
+            if content_type:
+                headers['Content-Type'] = content_type
+            return headers
         if getattr(cfg, 'refresh_api_key_hook', None):
             cfg.refresh_api_key_hook(cfg)
         headers = {'Accept': accept, 'User-Agent': 'converge.virt'}
@@ -340,12 +402,16 @@ class KubeClient(ClosingConnection):
             content_type = 'application/json'
         for attempt in (1, 2):
             try:
+                if self.transport is not None:
+                    response = self.transport.request(method, url, self._headers(content_type, accept), body=body, timeout=self.timeout)
+                    status, data = response.status, response.data
+                    break
                 response = self.api_client.rest_client.request(method, url, headers=self._headers(content_type, accept), body=body,
                                                                _request_timeout=self.timeout)
                 status = response.status
                 data = response.data if getattr(response, 'data', None) is not None else response.read()
                 break
-            except self.exceptions.ApiException as exc:
+            except self._api_exception() as exc:
                 status, data = exc.status, exc.body
                 break
             except ConvergeError:
@@ -445,6 +511,20 @@ class KubeClient(ClosingConnection):
         what = '%s of %s %s/%s' % (action, plural.rstrip('s'), namespace, name)
         return retry_unavailable(lambda: self.request('PUT', path, body=body or {}, what=what), deadline, done)
 
+    def _api_exception(self):
+        """The library's ApiException class (the fast path has none: a class nothing raises)."""
+        return self.exceptions.ApiException if self.api_client is not None else _NeverRaised
+
+    def _library_stream(self, url, timeout):
+        """(response, status, None) of a streaming GET through the library's REST client."""
+        rest = self.api_client.rest_client
+        try:
+            # kubernetes < 35: a streaming response only when asked for; >= 35 always streams (no such argument)
+            response = rest.request('GET', url, headers=self._headers(), _preload_content=False, _request_timeout=timeout)
+        except TypeError:
+            response = rest.request('GET', url, headers=self._headers(), _request_timeout=timeout)
+        return response, response.status, None
+
     def list_with_version(self, api, namespace, plural):
         """(every object of ``plural`` in ``namespace``, the list's resourceVersion): where a watch starts."""
         data = self.request('GET', self.path(api, namespace, plural), what='list %s in %s' % (plural, namespace))
@@ -460,15 +540,13 @@ class KubeClient(ClosingConnection):
         url = self.host + self.path(api, namespace, plural) + '?' + urlencode(query)
         what = 'watch %s in %s' % (plural, namespace)
         timeout = (self.timeout, timeout_seconds + self.timeout)
-        rest = self.api_client.rest_client
         try:
-            try:
-                # kubernetes < 35: a streaming response only when asked for; >= 35 always streams (no such argument)
-                response = rest.request('GET', url, headers=self._headers(), _preload_content=False, _request_timeout=timeout)
-            except TypeError:
-                response = rest.request('GET', url, headers=self._headers(), _request_timeout=timeout)
-            status, body = response.status, None
-        except self.exceptions.ApiException as exc:
+            if self.transport is not None:
+                response, body = self.transport.request('GET', url, self._headers(), timeout=timeout, stream=True), None
+                status = response.status
+            else:
+                response, status, body = self._library_stream(url, timeout)
+        except self._api_exception() as exc:
             status, body = exc.status, exc.body
         except Exception as exc:  # pylint: disable=broad-except
             raise BackendError(self.redact('%s: cannot reach the Kubernetes API at %s: %s' % (what, self.host, exc)))
@@ -516,7 +594,8 @@ class ModuleSession(session.ModuleSession):
     """
 
     def __init__(self, module):
-        super().__init__(module, import_kubernetes() is not None, 'kubernetes', KUBERNETES_IMPORT_ERROR)
+        available = kubernetes_available()
+        super().__init__(module, available, 'kubernetes', KUBERNETES_IMPORT_ERROR)
         self.client = None
         self.secrets = [module.params.get('api_key'), os.environ.get('K8S_AUTH_API_KEY')]
 

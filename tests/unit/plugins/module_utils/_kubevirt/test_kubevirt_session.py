@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from ansible_collections.converge.virt.tests.unit.plugins.module_utils._common.fake_module import Failed, FakeModule
@@ -58,7 +60,8 @@ def test_the_environment_key_is_redacted_too(module, monkeypatch):
 
 
 def test_missing_kubernetes_fails_before_anything(monkeypatch):
-    monkeypatch.setattr(kclient, 'import_kubernetes', lambda: None)
+    # a package that cannot be imported (as where it is not installed); the availability check must not import it
+    monkeypatch.setitem(sys.modules, 'kubernetes', None)
     module = FakeModule({'api_key': None})
     with pytest.raises(Failed):
         kclient.ModuleSession(module)
