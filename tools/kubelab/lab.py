@@ -647,7 +647,7 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None, nodes=None
             crt, key = pki.ensure_leaf(pki_dir, "virt-api", pki.ensure_ca(pki_dir, "ca", "converge-virt-kubelab-ca"), "virt-api",
                                        server=True, client=True, dns=VIRT_API_NAMES, addresses=("127.0.0.1",))
             _kubevirt_cr(client, feature_gates)
-            _handler_identity(client, pki_dir)
+            handler_client_crt, handler_client_key = _handler_identity(client, pki_dir)
             # virt-api acts as KubeVirt's own kubevirt:kubevirt-apiserver account, with exactly the rules virt-operator gives
             # it: its webhooks let only KubeVirt's accounts change a VMI (a stop with a grace period patches the VMI:
             # refused when virt-api ran as the admin)
@@ -656,7 +656,8 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None, nodes=None
             _kubeconfig(api_kubeconfig, server, paths["ca"], f"system:serviceaccount:{VIRT_API_NAMESPACE}:{api_account}", api_token)
             _start_listening(directory, "virt-api", lambda p: [
                 binaries["virt-api"], "--kubeconfig", api_kubeconfig, "--listen", "127.0.0.1", "--port", str(p["virt-api"]),
-                "--tls-cert-file", crt, "--tls-key-file", key, "--handler-cert-file", crt, "--handler-key-file", key,
+                "--tls-cert-file", crt, "--tls-key-file", key,
+                "--handler-cert-file", handler_client_crt, "--handler-key-file", handler_client_key,
                 "--console-server-port", str(p["virt-handler"])], ("virt-api",), state,
                 lambda: _virt_api_healthy(ports["virt-api"], paths["ca"]))
             client.apply("/api/v1/namespaces/kubevirt/services", {
@@ -686,18 +687,25 @@ def up(directory, virt_api=False, feature_gates=(), controllers=None, nodes=None
 # ---------------------------------------------------------------- where virt-api reaches virt-handler
 
 HANDLER_CN = "kubevirt.io:system:node:virt-handler"     # what virt-api's client TLS config requires of a handler
+# what a real virt-handler's server requires of its clients (pkg/util/tls verifyPeerCert: 'kubevirt.io:system:client:'
+# + 'virt-handler'; virt-operator's kubevirt-virt-handler-certs secret): with virt-api's own certificate a real
+# handler refuses pause/unpause with 'remote error: tls: bad certificate' (issue 34, real node)
+HANDLER_CLIENT_CN = "kubevirt.io:system:client:virt-handler"
 
 
 def _handler_identity(client, pki_dir):
     """What virt-api needs to talk to a virt-handler: the ``kubevirt-ca`` ConfigMap (the CA it verifies handlers
-    against) and a serving certificate with virt-handler's common name signed by it (pki/virt-handler.crt)."""
+    against) and a serving certificate with virt-handler's common name signed by it (pki/virt-handler.crt). Returns
+    virt-api's client certificate and key for virt-handler (pki/virt-handler-client.crt, HANDLER_CLIENT_CN)."""
     ca = pki.ensure_ca(pki_dir, "ca", "converge-virt-kubelab-ca")
     pki.ensure_leaf(pki_dir, "virt-handler", ca, HANDLER_CN, server=True, client=True, addresses=("127.0.0.1",))
+    client_pair = pki.ensure_leaf(pki_dir, "virt-handler-client", ca, HANDLER_CLIENT_CN, client=True)
     with open(os.path.join(pki_dir, "ca.crt"), encoding="utf-8") as handle:
         bundle = handle.read()
     client.apply(f"/api/v1/namespaces/{VIRT_API_NAMESPACE}/configmaps", {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kubevirt-ca", "namespace": VIRT_API_NAMESPACE},
         "data": {"ca-bundle": bundle}})
+    return client_pair
 
 
 def handler_endpoint(directory):
