@@ -4,25 +4,25 @@
 """What the snapshot module does the same on every backend: its options, the pure checks and plans, the fleet form.
 
 The runners of snapshot and snapshot_info are here, written once (:func:`run_snapshot`, :func:`run_snapshot_info`).
-The backends' modules (``_libvirt/snapshot_runs.py``, ``_kubevirt/snapshot_runs.py``) give ``converge(connection,
-params, check_mode)`` (one VM: observe, plan with ``_phase.snapshots``, execute; the result dict), which
-:func:`run_module` runs for ``vm`` or for each VM of ``vms``, and ``info(connection, params)`` (snapshot_info's
-result). Imports no backend.
+The backends' modules (``_libvirt/snapshot_runs.py``, ``_kubevirt/snapshot_runs.py``) give ``snapshots(connection,
+params)`` (one VM's :class:`~._common.snapshot_driver.SnapshotBackend`, its names checked), whose loop
+:func:`~._common.snapshot_driver.converge_snapshot` owns and :func:`run_module` runs for ``vm`` or for each VM of
+``vms``, and ``info(connection, params)`` (snapshot_info's result). Imports no backend.
 """
 
 from __future__ import annotations
 
 import datetime
-import re
-import time
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.fleet import fleet_failure
+from ansible_collections.converge.virt.plugins.module_utils._common.snapshot_driver import converge_snapshot
+# re-exported: the snapshot module and the backends' snapshot_runs name them here
+from ansible_collections.converge.virt.plugins.module_utils._common.snapshot_driver import (  # noqa: F401 pylint: disable=unused-import
+    add_older_than, parse_older_than, predicted_names)
 from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as phase
 
 MAX_WAIT = 86400
-DURATION = re.compile(r'^\s*(\d+)\s*([smhdw]?)\s*$')
-UNIT_SECONDS = {'': 1, 's': 1, 'm': 60, 'h': 3600, 'd': 86400, 'w': 604800}
 
 
 def argument_spec(shared):
@@ -66,51 +66,6 @@ def safety_name(name, now=None, kubernetes=False):
         suffix = '-before-restore-%s' % now.strftime('%Y%m%d%H%M%S')
         return name[:253 - len(suffix)] + suffix
     return '%s-before-restore-%s' % (name, now.strftime('%Y%m%dT%H%M%SZ'))
-
-
-def parse_older_than(value, field='older_than'):
-    """Seconds of an ``older_than`` duration (``7d``, ``12h``, ``30m``, ``90s``, ``2w``, a bare number of seconds); None when unset."""
-    if value is None:
-        return None
-    match = DURATION.match(str(value))
-    if not match or int(match.group(1)) < 1:
-        raise InvalidDeclaration(field, 'must be a duration of 1 or more with unit s, m, h, d or w (such as 7d or 12h), got %r' % value)
-    return int(match.group(1)) * UNIT_SECONDS[match.group(2)]
-
-
-def add_older_than(steps, snapshots, declared, now=None):
-    """``steps`` plus a delete step for each other snapshot taken more than ``older_than`` ago, oldest first (pure).
-
-    Only snapshots observed now are named (each in the plan before anything is deleted); the declared one and those the
-    plan deletes already are skipped."""
-    seconds = parse_older_than(declared.get('older_than'))
-    if seconds is None:
-        return steps
-    if declared['state'] != 'present':
-        raise InvalidDeclaration('older_than', 'applies with state=present only')
-    now = time.time() if now is None else now
-    deleting = set(step.name for step in steps if step.op == phase.DELETE)
-    reason = 'older_than %s' % declared['older_than']
-    extra = [phase.SnapshotStep(phase.DELETE, snap.name, (('children', False), ('reason', reason)))
-             for snap in phase.age_order(snapshots)
-             if snap.name != declared['name'] and snap.name not in deleting and snap.created is not None and now - snap.created > seconds]
-    return list(steps) + extra
-
-
-def predicted_names(names, steps):
-    """Snapshot names once ``steps`` ran (for check mode and the diff)."""
-    result = set(names)
-    for step in steps:
-        if step.op == phase.CREATE:
-            result.add(step.name)
-        elif step.op == phase.DELETE:
-            result.discard(step.name)
-    return sorted(result)
-
-
-def operations_of(steps):
-    """The planned operations of ``steps`` (what check mode reports)."""
-    return [dict([('op', step.op), ('snapshot', step.name)] + list(step.detail)) for step in steps]
 
 
 def check_fleet(params):
@@ -172,10 +127,18 @@ def run_module(module, session, runner):
     module.exit_json(**session.redact_result(result))
 
 
+def converge_with(backend):
+    """One VM's runner ``(connection, params, check_mode) -> result`` of a backend's snapshot module: the driver's loop on
+    ``backend.snapshots(connection, params)``."""
+    def converge(connection, params, check_mode):
+        return converge_snapshot(backend.snapshots(connection, params), params, check_mode)
+    return converge
+
+
 def run_snapshot(module, provider, backend):
-    """snapshot, on every backend: ``backend.converge`` for ``vm`` or for each VM of ``vms``."""
+    """snapshot, on every backend: the driver's loop on ``backend.snapshots`` for ``vm`` or for each VM of ``vms``."""
     with provider.session(module) as session:
-        run_module(module, session, backend.converge)
+        run_module(module, session, converge_with(backend))
 
 
 def run_snapshot_info(module, provider, backend):

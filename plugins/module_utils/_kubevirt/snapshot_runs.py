@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The KubeVirt snapshot module (the runners of snapshot and snapshot_info: _common/snapshot_run.py)."""
+"""The KubeVirt snapshot module: the snapshot protocol on a VirtualMachine (its loop: _common/snapshot_driver.py; the runners
+of snapshot and snapshot_info: _common/snapshot_run.py)."""
 
 from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._common import snapshot_run as common
+from ansible_collections.converge.virt.plugins.module_utils._common.snapshot_driver import SnapshotBackend, converge_snapshot
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kubevirt_client
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import snapshots as backend
@@ -43,12 +45,68 @@ def check_kubernetes_name(field, value):
                                         'starting and ending with a letter or digit, at most 253 characters)' % value)
 
 
-def converge(client, params, check_mode, now=None):  # pylint: disable=too-many-locals
-    """One VM of the snapshot module: observe, plan, refuse or execute; return the result dict."""
-    namespace = params['namespace']
+class KubevirtSnapshots(SnapshotBackend):  # pylint: disable=too-many-instance-attributes
+    """The VirtualMachineSnapshots of one VirtualMachine: the hooks of _common/snapshot_driver.converge_snapshot."""
+
+    def __init__(self, client, params, target, failure_deadline, now=None):  # pylint: disable=too-many-arguments
+        self.vm = params['vm']
+        self.namespace = params['namespace']
+        self.target = target
+        self.failure_deadline = failure_deadline
+        self.now = now
+        self.observer = backend.SnapshotObserver(client, self.namespace, self.vm)
+        self.objects = {}
+
+    def check_task_free(self):
+        backend.check_task_free(self.observer)
+
+    def declared(self, params):
+        return dict(params, memory=None)
+
+    def safety_name(self, declared):
+        if declared['state'] == 'restored' and declared['safety_snapshot'] and self.target is None:
+            return common.safety_name(declared['name'], now=self.now, kubernetes=True)
+        return None
+
+    def plan(self, declared, safety):
+        if self.target is None:
+            return backend.refuse_or_plan(self.observer, declared, safety)
+        return backend.plan_restore_into_new_vm(self.observer, declared['name'], self.target)
+
+    def clear_stale_task(self, check_mode):
+        return backend.clear_stale_snapshot_task(self.observer, check_mode)
+
+    def execute(self, steps, declared, names_before):
+        runner = backend.Runner(self.observer, wait_timeout=declared.get('wait_timeout') or 300, deletion_policy=declared.get('deletion_policy'),
+                                failure_deadline=self.failure_deadline)
+        operations = runner.run(steps)
+        if declared['state'] == 'present' and declared['name'] in names_before:
+            # taken by an earlier run that stopped waiting (wait_timeout): KubeVirt is still at it, so this run waits (or
+            # fails with KubeVirt's error when it failed; a failed snapshot is deleted with state absent and taken again)
+            runner.await_ready(declared['name'])
+        return operations
+
+    def after(self, name):
+        objects = self.observer.objects()
+        found = objects.get(name)
+        return sorted(objects), None if found is None else backend.public_snapshot(found)
+
+    def pending(self, declared):
+        return {'name': declared['name'], 'vm': self.vm, 'namespace': self.namespace, 'phase': phase.PENDING, 'memory': False,
+                'kind': 'VirtualMachineSnapshot', 'consistency': phase.CRASH_CONSISTENT, 'deletion_policy': declared.get('deletion_policy')}
+
+    def shows_restored(self, check_mode, steps):
+        return not (check_mode and steps)
+
+    def result_extra(self):
+        return {} if self.target is None else {'target_vm': self.target}
+
+
+def snapshots(client, params, now=None):
+    """The snapshot module's backend for VirtualMachine ``vm`` (its names and durations checked first; the VM must exist)."""
     check_kubernetes_name('vm', params['vm'])
     check_kubernetes_name('name', params['name'])
-    check_kubernetes_name('namespace', namespace)
+    check_kubernetes_name('namespace', params['namespace'])
     common.parse_older_than(params.get('older_than'))
     failure_deadline = common.parse_older_than(params.get('failure_deadline'), field='failure_deadline')
     target = params.get('target_vm')
@@ -58,45 +116,9 @@ def converge(client, params, check_mode, now=None):  # pylint: disable=too-many-
             raise InvalidDeclaration('target_vm', 'applies with state=restored only')
         if target == params['vm']:
             target = None
-    observer = backend.SnapshotObserver(client, namespace, params['vm'])
-    backend.check_task_free(observer)
-    safety = None
-    if params['state'] == 'restored' and params['safety_snapshot'] and target is None:
-        safety = common.safety_name(params['name'], now=now, kubernetes=True)
-    if target is None:
-        steps, before = backend.refuse_or_plan(observer, dict(params, memory=None), safety)
-    else:
-        steps, before = backend.plan_restore_into_new_vm(observer, params['name'], target)
-    steps = common.add_older_than(steps, before, params)
-    names_before = sorted(snap.name for snap in before)
-    operations = common.operations_of(steps)
-    # a killed run's step had finished in KubeVirt: nothing to do but the task it left on the VM
-    cleared = None if steps else backend.clear_stale_snapshot_task(observer, check_mode)
-    if not check_mode:
-        runner = backend.Runner(observer, wait_timeout=params.get('wait_timeout') or 300, deletion_policy=params.get('deletion_policy'),
-                                failure_deadline=failure_deadline)
-        operations = runner.run(steps)
-        if params['state'] == 'present' and params['name'] in names_before:
-            # taken by an earlier run that stopped waiting (wait_timeout): KubeVirt is still at it, so this run waits (or
-            # fails with KubeVirt's error when it failed; a failed snapshot is deleted with state absent and taken again)
-            runner.await_ready(params['name'])
-    if cleared:
-        operations.append(cleared)
-    objects = observer.objects()
-    names_after = common.predicted_names(names_before, steps) if check_mode else sorted(objects)
-    found = objects.get(params['name'])
-    snapshot = {'phase': phase.ABSENT}
-    if found is not None and not (check_mode and params['state'] == 'absent'):
-        snapshot = backend.public_snapshot(found)
-        if params['state'] == 'restored' and not (check_mode and steps):
-            snapshot['phase'] = phase.RESTORED
-    elif check_mode and params['state'] == 'present':
-        snapshot = {'name': params['name'], 'vm': params['vm'], 'namespace': namespace, 'phase': phase.PENDING, 'memory': False,
-                    'kind': 'VirtualMachineSnapshot', 'consistency': phase.CRASH_CONSISTENT, 'deletion_policy': params.get('deletion_policy')}
-    result = {'changed': bool(steps) or bool(cleared), 'operations': operations, 'snapshots': names_after, 'snapshot': snapshot,
-              'diff': {'before': {'snapshots': names_before}, 'after': {'snapshots': names_after}}}
-    if safety:
-        result['safety_snapshot'] = safety
-    if target is not None:
-        result['target_vm'] = target
-    return result
+    return KubevirtSnapshots(client, params, target, failure_deadline, now=now)
+
+
+def converge(client, params, check_mode, now=None):
+    """One VM of the snapshot module: the driver's loop on :func:`snapshots` (the result dict; ``now``: the safety snapshot's time)."""
+    return converge_snapshot(snapshots(client, params, now=now), params, check_mode)

@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: converge.virt contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The libvirt snapshot module (the runners of snapshot and snapshot_info: _common/snapshot_run.py)."""
+"""The libvirt snapshot module: the snapshot protocol on a domain (its loop: _common/snapshot_driver.py; the runners of
+snapshot and snapshot_info: _common/snapshot_run.py)."""
 
 from __future__ import annotations
 
 from ansible_collections.converge.virt.plugins.module_utils._common import snapshot_run as common
+from ansible_collections.converge.virt.plugins.module_utils._common.snapshot_driver import SnapshotBackend, converge_snapshot
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import snapshots as backend
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import taskstore
 from ansible_collections.converge.virt.plugins.module_utils._phase import snapshots as phase
@@ -32,42 +34,54 @@ def info(connection, params):
     return report(connection, params['vm'], params['name'])
 
 
-def converge(connection, params, check_mode):
-    """One VM of the snapshot module: observe, plan, refuse or execute; return the result dict."""
+class LibvirtSnapshots(SnapshotBackend):
+    """The snapshots of one domain: the hooks of _common/snapshot_driver.converge_snapshot."""
+
+    def __init__(self, connection, vm):
+        self.vm = vm
+        self.observer = backend.SnapshotObserver(connection, vm)
+
+    def check_task_free(self):
+        backend.check_task_free(self.observer)
+
+    def declared(self, params):
+        memory = params['memory']
+        if memory is None:
+            memory = self.observer.power_state() in (states.RUNNING, states.PAUSED)
+        return dict(params, memory=memory)
+
+    def safety_name(self, declared):
+        return common.safety_name(declared['name']) if declared['state'] == 'restored' and declared['safety_snapshot'] else None
+
+    def plan(self, declared, safety):
+        steps, before, _current = backend.refuse_or_plan(self.observer, declared, safety)
+        return steps, before
+
+    def clear_stale_task(self, check_mode):
+        return backend.clear_stale_snapshot_task(self.observer, check_mode)
+
+    def execute(self, steps, declared, names_before):
+        del declared, names_before
+        return backend.execute_plan(self.observer, steps)
+
+    def after(self, name):
+        after, current = self.observer.snapshots()
+        found = [snap for snap in after if snap.name == name]
+        return sorted(snap.name for snap in after), backend.public_snapshot(found[0], self.vm, current) if found else None
+
+    def pending(self, declared):
+        return {'name': declared['name'], 'vm': self.vm, 'phase': phase.PENDING, 'memory': declared['memory'],
+                'consistency': phase.CRASH_CONSISTENT}
+
+
+def snapshots(connection, params):
+    """The snapshot module's backend for VM ``vm`` (its names checked first; the VM must exist)."""
     common.check_name('vm', params['vm'])
     common.check_name('name', params['name'])
     common.parse_older_than(params.get('older_than'))
-    observer = backend.SnapshotObserver(connection, params['vm'])
-    backend.check_task_free(observer)
-    memory = params['memory']
-    if memory is None:
-        memory = observer.power_state() in (states.RUNNING, states.PAUSED)
-    declared = dict(params, memory=memory)
-    safety = common.safety_name(params['name']) if params['state'] == 'restored' and params['safety_snapshot'] else None
-    steps, before, _current = backend.refuse_or_plan(observer, declared, safety)
-    steps = common.add_older_than(steps, before, declared)
-    names_before = sorted(snap.name for snap in before)
-    operations = common.operations_of(steps)
-    cleared = None
-    if not steps:
-        # a killed run's step had finished in libvirtd: nothing to do but the task it left on the VM
-        cleared = backend.clear_stale_snapshot_task(observer, check_mode)
-    if not check_mode:
-        operations = backend.execute_plan(observer, steps)
-    if cleared:
-        operations.append(cleared)
-    after, current = observer.snapshots()
-    names_after = common.predicted_names(names_before, steps) if check_mode else sorted(snap.name for snap in after)
-    found = [snap for snap in after if snap.name == params['name']]
-    snapshot = {'phase': phase.ABSENT}
-    if found and not (check_mode and params['state'] == 'absent'):
-        snapshot = backend.public_snapshot(found[0], params['vm'], current)
-        if params['state'] == 'restored' and not check_mode:
-            snapshot['phase'] = phase.RESTORED
-    elif check_mode and params['state'] == 'present':
-        snapshot = {'name': params['name'], 'vm': params['vm'], 'phase': phase.PENDING, 'memory': memory, 'consistency': phase.CRASH_CONSISTENT}
-    result = {'changed': bool(steps) or bool(cleared), 'operations': operations, 'snapshots': names_after, 'snapshot': snapshot,
-              'diff': {'before': {'snapshots': names_before}, 'after': {'snapshots': names_after}}}
-    if safety:
-        result['safety_snapshot'] = safety
-    return result
+    return LibvirtSnapshots(connection, params['vm'])
+
+
+def converge(connection, params, check_mode):
+    """One VM of the snapshot module: the driver's loop on :func:`snapshots` (the result dict)."""
+    return converge_snapshot(snapshots(connection, params), params, check_mode)

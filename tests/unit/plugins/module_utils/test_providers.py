@@ -17,12 +17,14 @@ import pytest
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.converge.virt.plugins.module_utils import _providers
-from ansible_collections.converge.virt.plugins.module_utils._common import registry, vm_run, volume_run
+from ansible_collections.converge.virt.plugins.module_utils._common import registry, snapshot_run, vm_run, volume_run
 from ansible_collections.converge.virt.plugins.module_utils._common.provider import RESOURCES, OptionGroup, Provider
 from ansible_collections.converge.virt.plugins.module_utils._phase import states as s
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 from ansible_collections.converge.virt.plugins.module_utils._providers import migration, reconcile, snapshot, vm, vm_info, volume
+from ansible_collections.converge.virt.tests.unit.plugins.module_utils._common.inmemory_snapshots import snapshots_of
 from ansible_collections.converge.virt.tests.unit.plugins.module_utils._skeleton import provider as skeleton
+from ansible_collections.converge.virt.tests.unit.plugins.module_utils._skeleton import snapshot_runs as skeleton_snapshot
 from ansible_collections.converge.virt.tests.unit.plugins.module_utils._skeleton import vm_converge as skeleton_vm
 from ansible_collections.converge.virt.tests.unit.plugins.module_utils._skeleton import volume_runs as skeleton_volume
 
@@ -34,7 +36,7 @@ INTERFACES = {
     'migration': (migration.LOADERS, ('migration', 'migration_info', 'host'),
                   ('session', 'options_from', 'connect', 'migrate_many', 'label', 'migration', 'migrations', 'check_host', 'host',
                    'host_errors')),
-    'snapshot': (snapshot.LOADERS, ('snapshot', 'snapshot_info'), ('converge', 'info')),
+    'snapshot': (snapshot.LOADERS, ('snapshot', 'snapshot_info'), ('snapshots', 'info')),
     'reconcile': (reconcile.LOADERS, ('reconcile',), ('readings', 'fix')),
 }
 
@@ -125,6 +127,7 @@ PROVIDERS = dict(_providers.PROVIDERS, memory=skeleton.PROVIDER)
 DEFINITIONS = dict((name, p.vm_definition) for name, p in PROVIDERS.items())
 VM_LOADERS = dict(vm.LOADERS, memory=lambda: skeleton_vm)
 VOLUME_LOADERS = dict(volume.LOADERS, memory=lambda: skeleton_volume)
+SNAPSHOT_LOADERS = dict(snapshot.LOADERS, memory=lambda: skeleton_snapshot)
 
 
 def validated(spec, params):
@@ -149,6 +152,23 @@ def run_volume(world_name, **params):
     module = Module(validated(spec, dict(params, backend='memory', world=world_name)))
     with pytest.raises(SystemExit):
         registry.run(PROVIDERS, 'volume', module, VOLUME_LOADERS, volume_run.run_volume)
+    return module
+
+
+def run_snapshot(world_name, check_mode=False, **params):
+    """A snapshot task with backend memory, through the registry and the shared runner (as plugins/modules/snapshot.py runs)."""
+    spec = snapshot_run.argument_spec(registry.argument_spec(PROVIDERS, 'libvirt'))
+    module = Module(validated(spec, dict(params, backend='memory', world=world_name)), check_mode)
+    with pytest.raises(SystemExit):
+        registry.run(PROVIDERS, 'snapshot', module, SNAPSHOT_LOADERS, snapshot_run.run_snapshot, check=snapshot_run.check)
+    return module
+
+
+def run_snapshot_info(world_name, **params):
+    spec = registry.argument_spec(PROVIDERS, 'libvirt', vm=dict(type='str'), name=dict(type='list', elements='str'))
+    module = Module(validated(spec, dict(params, backend='memory', world=world_name)))
+    with pytest.raises(SystemExit):
+        registry.run(PROVIDERS, 'snapshot_info', module, SNAPSHOT_LOADERS, snapshot_run.run_snapshot_info)
     return module
 
 
@@ -261,3 +281,85 @@ def test_a_definition_option_of_another_backend_is_refused_by_the_runner(world, 
     module = run_vm('lab', state='running', **params)
     assert (module.failed['field'], module.failed['msg']) == (field, '%s: %s' % (field, reason))
     assert world.calls == [] and world.guests == {}
+
+
+# ------------------------------------------------------------ snapshot scenarios (the driver: _common/snapshot_driver.py)
+def snapshot_calls(world):
+    return [call for call in world.calls if len(call) == 3]
+
+
+def test_snapshot_create(world):
+    world.add('web', power_state=s.RUNNING, definition={'vcpus': 1}, record=TaskRecord(vm_state=s.ACTIVE))
+    module = run_snapshot('lab', vm='web', name='s1', description='before upgrade')
+    assert module.result['changed'] is True, module.failed
+    assert [op['op'] for op in module.result['operations']] == ['create_snapshot']
+    assert module.result['snapshots'] == ['s1'] and module.result['diff'] == {'before': {'snapshots': []}, 'after': {'snapshots': ['s1']}}
+    assert module.result['snapshot']['phase'] == 'Ready' and module.result['snapshot']['memory'] is True  # a running guest: memory by default
+    assert snapshots_of(world, 'web')['s1'].vm_state_at_snapshot == 'running' and guest(world, 'web').store.load()[0].idle()
+    again = run_snapshot('lab', vm='web', name='s1')
+    assert (again.result['changed'], again.result['operations']) == (False, []) and snapshot_calls(world) == [('web', 'create_snapshot', 's1')]
+    info = run_snapshot_info('lab', vm='web')
+    assert [(snap['name'], snap['exists']) for snap in info.result['snapshots']] == [('s1', True)]
+
+
+def test_snapshot_create_in_check_mode_changes_nothing(world):
+    world.add('web', definition={'vcpus': 1}, record=TaskRecord(vm_state=s.STOPPED))
+    module = run_snapshot('lab', check_mode=True, vm='web', name='s1')
+    assert module.result['changed'] is True and module.result['snapshot'] == {'name': 's1', 'vm': 'web', 'phase': 'Pending', 'memory': False}
+    assert module.result['snapshots'] == ['s1'] and snapshots_of(world, 'web') == {} and snapshot_calls(world) == []
+
+
+def test_snapshot_restore_takes_a_safety_snapshot_first(world):
+    world.add('web', power_state=s.RUNNING, definition={'vcpus': 1}, record=TaskRecord(vm_state=s.ACTIVE))
+    snapshots_of(world, 'web')['s1'] = skeleton_snapshot_done('s1')  # taken while the guest was shut off
+    module = run_snapshot('lab', vm='web', name='s1', state='restored')
+    assert module.result['changed'] is True, module.failed
+    safety = module.result['safety_snapshot']
+    assert safety.startswith('s1-before-restore-') and snapshots_of(world, 'web')[safety].vm_state_at_snapshot == 'running'
+    assert snapshot_calls(world) == [('web', 'create_snapshot', safety), ('web', 'restore_snapshot', 's1')]
+    assert module.result['snapshot']['phase'] == 'Restored' and guest(world, 'web').power_state == s.SHUTDOWN
+    assert sorted(module.result['snapshots']) == sorted(['s1', safety]) and guest(world, 'web').store.load()[0].idle()
+
+
+def test_snapshot_delete(world):
+    world.add('web', definition={'vcpus': 1}, record=TaskRecord(vm_state=s.STOPPED))
+    run_snapshot('lab', vm='web', name='s1')
+    module = run_snapshot('lab', vm='web', name='s1', state='absent')
+    assert module.result['changed'] is True and module.result['snapshot'] == {'phase': 'absent'}
+    assert snapshots_of(world, 'web') == {} and snapshot_calls(world)[-1] == ('web', 'delete_snapshot', 's1')
+    again = run_snapshot('lab', vm='web', name='s1', state='absent')
+    assert again.result['changed'] is False and len(snapshot_calls(world)) == 2
+
+
+def test_a_snapshot_refused_while_another_run_holds_the_vm(world):
+    held = TaskRecord(vm_state=s.STOPPED, task_state='STARTING', task_id='theirs', action='start', owner='other-run', lease_until=time.time() + 600)
+    world.add('web', definition={'vcpus': 1}, record=held)
+    for check_mode in (True, False):  # refused before any step, check mode too
+        module = run_snapshot('lab', check_mode=check_mode, vm='web', name='s1')
+        assert module.result is None and "VM 'web' is busy: task theirs (task_state STARTING)" in module.failed['msg']
+    assert snapshot_calls(world) == [] and guest(world, 'web').store.load()[0].task_id == 'theirs'
+
+
+def test_a_stale_snapshot_task_is_cleared_when_nothing_is_left_to_do(world):
+    left = TaskRecord(vm_state=s.STOPPED, task_state='IMAGE_SNAPSHOT', task_id='old', action='snapshot', owner='dead-run',
+                      lease_until=time.time() + 600)
+    world.add('web', definition={'vcpus': 1}, record=left)
+    snapshots_of(world, 'web')['s1'] = skeleton_snapshot_done('s1')
+    world.dead.add('dead-run')
+    module = run_snapshot('lab', vm='web', name='s1')
+    assert module.result['changed'] is True and snapshot_calls(world) == []
+    assert module.result['operations'] == [{'op': 'clear_stale_task', 'task_state': 'IMAGE_SNAPSHOT', 'task_id': 'old'}]
+    assert guest(world, 'web').store.load()[0] == TaskRecord(vm_state=s.STOPPED)
+
+
+def test_a_failed_snapshot_step_leaves_the_vm_free_and_fails_the_run(world):
+    world.add('web', definition={'vcpus': 1}, record=TaskRecord(vm_state=s.STOPPED))
+    world.fail[('web', 'create_snapshot')] = 'disk full'
+    module = run_snapshot('lab', vm='web', name='s1')
+    assert module.result is None and 'disk full' in module.failed['msg']
+    assert snapshots_of(world, 'web') == {} and guest(world, 'web').store.load()[0] == TaskRecord(vm_state=s.STOPPED)
+
+
+def skeleton_snapshot_done(name):
+    from ansible_collections.converge.virt.plugins.module_utils._phase.snapshots import ActualSnapshot  # pylint: disable=import-outside-toplevel
+    return ActualSnapshot(name, 1.0, None, (), 'shutoff', False, None)
