@@ -18,8 +18,10 @@ Each provider (``_<backend>/provider.py``, see _common/provider.py) declares its
 time: a loader per resource keeps each module's payload to its own resource's code, and a libvirt task never compiles
 the KubeVirt backend).
 
-Adding a backend: its folder with a ``provider.py`` (``PROVIDER``) and its resource modules, one line in :data:`PROVIDERS`,
-one line per ``LOADERS`` of this package, and its options in the converge.virt.backend documentation fragment.
+Adding a backend, by hand: its folder with a ``provider.py`` (``PROVIDER``) and its resource modules, one line in
+:data:`PROVIDERS`, and its options in the converge.virt.backend documentation fragment (two files outside the folder).
+The six ``<resource>.LOADERS`` maps of this package are generated from :data:`PROVIDERS` by ``python tools/providers_gen.py``
+(tests/unit/test_providers_gen.py fails while they are stale).
 """
 
 from __future__ import annotations

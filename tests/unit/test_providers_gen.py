@@ -1,0 +1,86 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""tools/providers_gen.py (issue 35 item 2): the loader maps of plugins/module_utils/_providers are the render of the
+registry (this test fails while they are stale), a third backend gets a loader for each module its folder has, and
+AnsiballZ's own dependency finder sees in each map only its group's module of each backend (the payload stays per resource)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+import shutil
+
+from ansible.executor.module_common import ModuleDepFinder
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _gen():
+    spec = importlib.util.spec_from_file_location('converge_virt_providers_gen', os.path.join(ROOT, 'tools', 'providers_gen.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GEN = _gen()
+
+
+def test_the_loader_maps_are_the_render_of_the_registry():
+    stale = GEN.stale(ROOT)
+    assert not stale, 'stale loader maps (run python tools/providers_gen.py): %s' % ', '.join(sorted(os.path.relpath(p, ROOT) for p in stale))
+
+
+def test_the_registry_names_are_read_from_providers():
+    assert GEN.backend_names(ROOT) == ['libvirt', 'kubevirt']
+
+
+def _copy(tmp_path):
+    """A repository copy with _providers and both backends' folder listings (empty module files)."""
+    root = tmp_path / 'repo'
+    shutil.copytree(os.path.join(ROOT, 'plugins', 'module_utils', '_providers'), str(root / 'plugins' / 'module_utils' / '_providers'))
+    for name in ('libvirt', 'kubevirt'):
+        folder = root / 'plugins' / 'module_utils' / ('_' + name)
+        folder.mkdir(parents=True)
+        for module, _resources in GEN.GROUPS.values():
+            (folder / (module + '.py')).write_text('')
+    return root
+
+
+def _loaders(text):
+    """(LOADERS keys, the modules the map imports) of a rendered map."""
+    tree = ast.parse(text)
+    keys = [node.value.keys for node in tree.body if isinstance(node, ast.Assign) and node.targets[0].id == 'LOADERS'][0]
+    imports = sorted('%s.%s' % (node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                     and node.module != '__future__' for alias in node.names)
+    return [key.value for key in keys], imports
+
+
+def test_a_third_backend_gets_a_loader_for_each_module_of_its_folder(tmp_path):
+    root = _copy(tmp_path)
+    init = root / 'plugins' / 'module_utils' / '_providers' / '__init__.py'
+    init.write_text(init.read_text().replace("    'kubevirt': KUBEVIRT,\n", "    'kubevirt': KUBEVIRT,\n    'proxmox': PROXMOX,\n"))
+    folder = root / 'plugins' / 'module_utils' / '_proxmox'
+    folder.mkdir()
+    (folder / 'vm_converge.py').write_text('')
+    (folder / 'snapshot_runs.py').write_text('')
+    assert GEN.backend_names(str(root)) == ['libvirt', 'kubevirt', 'proxmox']
+    assert sorted(os.path.basename(path) for path in GEN.stale(str(root))) == ['snapshot.py', 'vm.py']
+    assert GEN.main(['--check', '--root', str(root)]) == 1
+    assert GEN.stale(str(root)), '--check wrote files'
+    assert GEN.main(['--root', str(root)]) == 0 and GEN.stale(str(root)) == {}
+    keys, imports = _loaders((root / 'plugins' / 'module_utils' / '_providers' / 'vm.py').read_text())
+    assert keys == ['libvirt', 'kubevirt', 'proxmox']
+    assert imports == ['%s._%s.vm_converge' % (GEN.PACKAGE, name) for name in ('kubevirt', 'libvirt', 'proxmox')]
+    keys, _imports = _loaders((root / 'plugins' / 'module_utils' / '_providers' / 'volume.py').read_text())
+    assert keys == ['libvirt', 'kubevirt'], 'a backend without a volume module got a volume loader'
+
+
+def test_ansiballz_sees_only_the_groups_module_of_each_backend_in_each_map():
+    for group, (module, _resources) in GEN.GROUPS.items():
+        path = os.path.join(ROOT, GEN.PROVIDERS_DIR, group + '.py')
+        with open(path, encoding='utf-8') as handle:
+            tree = ast.parse(handle.read())
+        finder = ModuleDepFinder('%s._providers.%s' % (GEN.PACKAGE, group), tree)
+        found = sorted('.'.join(mod) for mod in finder.submodules)
+        assert found == ['%s._%s.%s' % (GEN.PACKAGE, name, module) for name in sorted(GEN.backend_names(ROOT))], group
