@@ -118,7 +118,8 @@ lint: venv layout
 # (_common/driver, volume_driver, host_driver, migrate) must be annotated, and their bodies are checked; modules run on
 # Python 3.9 and later (tests/config.yml), so the check targets 3.9
 TYPED := $(addprefix -p ansible_collections.converge.virt.plugins.module_utils.,_base _phase) \
-         $(addprefix -m ansible_collections.converge.virt.plugins.module_utils._common.,driver volume_driver host_driver migrate)
+         $(addprefix -m ansible_collections.converge.virt.plugins.module_utils._common.,driver volume_driver host_driver migrate) \
+         $(addprefix -m ansible_collections.converge.virt.plugins.module_utils.,_common.snapshot_driver _common.provider _libvirt.provider)
 typecheck: venv layout
 > cd $(BUILD)/collections && $(VPY) -m mypy --python-version 3.9 --namespace-packages --explicit-package-bases --follow-imports=silent \
     --ignore-missing-imports --disallow-untyped-defs --disallow-incomplete-defs --no-implicit-optional --warn-unused-ignores \

@@ -15,6 +15,8 @@ registered provider (to build the argument spec and refuse another backend's opt
 
 from __future__ import annotations
 
+from typing import Any, Dict, Iterable, Mapping, Optional
+
 # How a resource words the refusal of another backend's option ({key}, {owner}: the backend owning it, {backend}: the selected one).
 NOT_SUPPORTED = '{key}: is a {owner} option and is not supported with backend {backend}'
 NOT_USED = '{key}: is a {owner} connection option and is not used with backend {backend}'
@@ -35,8 +37,9 @@ class OptionGroup:  # pylint: disable=too-few-public-methods
     ``item_owns``: options owned both at the top and in each item of the list option ``items`` (named ``items[i].key``).
     """
 
-    def __init__(self, owns, refusal=NOT_SUPPORTED, field=True, unset=None, wording=None,  # pylint: disable=too-many-arguments
-                 required=(), item_owns=(), items=None):
+    def __init__(self, owns: Iterable[str], refusal: str = NOT_SUPPORTED, field: bool = True,  # pylint: disable=too-many-arguments
+                 unset: Optional[Mapping[str, Any]] = None, wording: Optional[Mapping[str, str]] = None,
+                 required: Iterable[str] = (), item_owns: Iterable[str] = (), items: Optional[str] = None) -> None:
         self.owns = tuple(owns)
         self.required = tuple(required)
         self.item_owns = tuple(item_owns)
@@ -46,14 +49,15 @@ class OptionGroup:  # pylint: disable=too-few-public-methods
         self.field = field
         self.unset = dict(unset or {})
 
-    def given(self, params):
+    def given(self, params: Mapping[str, Any]) -> Optional[str]:
         """The first owned option set in ``params``, or None."""
         for key in self.owns:
             value = params.get(key)
             if value is not None and (key not in self.unset or value != self.unset[key]):
                 return key
         if self.item_owns:
-            items = [('', params)] + [('%s[%d].' % (self.items, index), item) for index, item in enumerate(params.get(self.items) or [])]
+            listed = params.get(self.items) if self.items else None
+            items = [('', params)] + [('%s[%d].' % (self.items, index), item) for index, item in enumerate(listed or [])]
             for prefix, item in items:
                 for key in self.item_owns:
                     if item.get(key) is not None:
@@ -70,7 +74,9 @@ class VmDefinition:  # pylint: disable=too-few-public-methods
     fragments of the options it adds to the vm module (top level, per disk, per interface).
     """
 
-    def __init__(self, top=(), disk_keys=(), iface_keys=(), refusal='', args=None, disk_args=None, iface_args=None):  # pylint: disable=too-many-arguments
+    def __init__(self, top: Iterable[str] = (), disk_keys: Iterable[str] = (),  # pylint: disable=too-many-arguments
+                 iface_keys: Iterable[str] = (), refusal: str = '', args: Optional[Mapping[str, Any]] = None,
+                 disk_args: Optional[Mapping[str, Any]] = None, iface_args: Optional[Mapping[str, Any]] = None) -> None:
         self.top = tuple(top)
         self.disk_keys = tuple(disk_keys)
         self.iface_keys = tuple(iface_keys)
@@ -89,11 +95,11 @@ class Provider:  # pylint: disable=too-few-public-methods
     """
 
     name = ''
-    connection_args = {}
-    options = {}
+    connection_args: Dict[str, Dict[str, Any]] = {}
+    options: Dict[str, OptionGroup] = {}
     vm_definition = VmDefinition()
-    volume_args = {}
+    volume_args: Dict[str, Dict[str, Any]] = {}
 
-    def session(self, module):
+    def session(self, module: Any) -> Any:
         """The module session (a ``_common.session.ModuleSession``) of a run of this backend."""
         raise NotImplementedError

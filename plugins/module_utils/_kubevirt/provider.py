@@ -9,6 +9,8 @@ backend at import time.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible_collections.converge.virt.plugins.module_utils._common.provider import NOT_USED, SET_BACKEND, OptionGroup, Provider, VmDefinition
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_options import ACCESS_MODES, VOLUME_MODES
 
@@ -70,7 +72,7 @@ class KubevirtProvider(Provider):  # pylint: disable=too-few-public-methods
                                  iface_args=INTERFACE_ARGS)
     volume_args = VOLUME_ARGS
 
-    def session(self, module):
+    def session(self, module: Any) -> Any:
         from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import ModuleSession  # pylint: disable=import-outside-toplevel
         return ModuleSession(module)
 

@@ -9,12 +9,14 @@ at import time.
 
 from __future__ import annotations
 
+from typing import Any, Dict
+
 from ansible_collections.converge.virt.plugins.module_utils._common.provider import NOT_USED, OptionGroup, Provider, VmDefinition
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import LIBVIRT_DEFINITION_KEYS
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_options import LIBVIRT_ONLY
 
 # Argument spec of the libvirt connection (documented by the converge.virt.backend fragment).
-CONNECTION_ARGS = dict(
+CONNECTION_ARGS: Dict[str, Dict[str, Any]] = dict(
     uri=dict(type='str', fallback=(lambda: None, [])),
     username=dict(type='str'),
     password=dict(type='str', no_log=True),
@@ -44,7 +46,7 @@ class LibvirtProvider(Provider):  # pylint: disable=too-few-public-methods
     }
     vm_definition = VmDefinition(top=LIBVIRT_DEFINITION_KEYS, refusal='is a libvirt option and is not supported with backend {backend}')
 
-    def session(self, module):
+    def session(self, module: Any) -> Any:
         from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import ModuleSession  # pylint: disable=import-outside-toplevel
         return ModuleSession(module)
 
