@@ -3,7 +3,7 @@ against the Kubernetes API test server (tests/kubeapi: by default the lab's kube
 
 The unit file runs them through the real runners on the in-memory backend and a skeleton third backend; here the same
 scenarios, with the same expected outcome (steps, operations, records), run through the ansible CLI and the KubeVirt
-provider: create and its idempotence, check mode, start, stop (with a grace), delete, a task held by another run, a
+provider: create and its idempotence, check mode, start, pause, stop (with a grace), delete, a task held by another run, a
 stale task, snapshot create / restore (a safety snapshot first) / delete, a snapshot refused while another run holds the
 VM and a stale snapshot task cleared. Kept to four tests (one fresh server each) for the KubeVirt lane's time (the file
 name matches the lane's tests/integration/test_kubevirt_*.py).
@@ -64,7 +64,7 @@ def actions(result):
     return [step['action'] for step in result['steps']]
 
 
-def test_create_check_mode_start_stop_delete(kube_server):
+def test_create_check_mode_start_pause_stop_delete(kube_server):
     srv = kube_server
     planned = ok(run_module('vm', vm_args(srv, 'web', state='running', vcpus=2), check=True))
     assert planned['changed'] and vm_obj(srv, 'web') is None  # check mode changes nothing
@@ -77,8 +77,10 @@ def test_create_check_mode_start_stop_delete(kube_server):
     started = ok(run_module('vm', vm_args(srv, 'web', state='running', vcpus=2)))
     assert started['changed'] and actions(started) == ['start'] and started['vm']['vm_state'] == 'ACTIVE'
     assert not record(srv, 'web')['task_state'] and record(srv, 'web')['vm_state'] == 'ACTIVE'
+    paused = ok(run_module('vm', vm_args(srv, 'web', state='paused', vcpus=2)))
+    assert actions(paused) == ['pause'] and paused['vm']['vm_state'] == 'PAUSED'
     stopped = ok(run_module('vm', vm_args(srv, 'web', state='stopped', vcpus=2, shutdown_timeout=45)))
-    assert actions(stopped) == ['stop'] and stopped['vm']['vm_state'] == 'STOPPED'
+    assert actions(stopped) == ['unpause', 'stop'] and stopped['vm']['vm_state'] == 'STOPPED'
     assert vm_obj(srv, 'web')['spec']['runStrategy'] == 'Halted' and not record(srv, 'web')['task_state']
 
     deleted = ok(run_module('vm', vm_args(srv, 'web', state='absent')))
