@@ -6,7 +6,7 @@ images are not built); run inside ``python -m tools.virtlab netns -- ...``. One 
 
 The VM is the project's test guest (tools/virtlab/guest.py: kernel + initramfs) as a kernel-boot container
 (``spec.domain.firmware.kernelBoot.container``), run under TCG (the KubeVirt CR's useEmulation: KVM does not boot an
-OS kernel on this machine). ONE guest boot for the file. Every phase of the VMI below is written by KubeVirt's
+OS kernel on this machine). Every phase of the VMI below is written by KubeVirt's
 virt-handler from the domain libvirt runs in the launcher pod; the boot marker is the guest's own line on its serial
 console, read from the launcher pod's ``guest-console-log`` container (virt-tail of the serial console log) through
 the kubelet's log file of that container (DIR/node/pod-logs/...).
@@ -14,6 +14,8 @@ the kubelet's log file of that container (DIR/node/pod-logs/...).
 While the collection runs, the differential sampler of test_kubevirt_real_controller.py reads the VM and VMI: every
 settled observation's status word (ours, from the objects) must equal virt-controller's printableStatus and our phase
 the VMI's phase; the modules' own results are compared too (vm.status, vm_info status/phase).
+
+Boots: three for the file (the first test one; the crash test two: the first boot and virt-controller's restart).
 """
 
 # pylint: disable=missing-function-docstring,redefined-outer-name
@@ -198,3 +200,64 @@ def test_a_guest_boots_and_pauses_and_powers_off_under_virt_handler(nodelab):  #
     elapsed = time.monotonic() - started
     print('\nreal node: one TCG boot, marker %.1f s after the VMI was Running; scenario %.1f s' % (boot_seconds, elapsed))
     judge('real node: vm running/paused/stopped', nodelab, sampler, module_checks, elapsed, {'Running', 'Paused', 'Stopped'})
+
+
+def _qemu_pids(name):
+    """PIDs (as seen from here: the node's PID namespace is a child of ours) of the QEMU running domain NS_name."""
+    found = []
+    for entry in os.listdir('/proc'):
+        if not entry.isdigit():
+            continue
+        try:
+            with open('/proc/%s/cmdline' % entry, 'rb') as handle:
+                argv = handle.read().split(b'\0')
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]).startswith(b'qemu-system') and ('guest=%s_%s' % (NS, name)).encode() in b' '.join(argv):
+            found.append(int(entry))
+    return found
+
+
+def test_a_crashed_guest_fails_and_virt_controller_starts_it_again(nodelab):
+    """Kill the guest's QEMU (SIGKILL): virt-handler reads the domain crashed and fails the VMI, virt-controller (runStrategy
+    Always) creates a new one, which boots again. Two TCG boots."""
+    client = nodelab['client']
+    module_checks = []
+
+    def printable():
+        return ((get(nodelab, API + 'virtualmachines/' + VM) or {}).get('status') or {}).get('printableStatus')
+
+    started = time.monotonic()
+    with Sampler(client, interval=0.2) as sampler, Console(nodelab) as console:
+        result = ok(run_module('vm', vm_args(nodelab, 'running')))
+        module_checks.append(('vm running: status', result['vm']['status'], printable()))
+        first = get(nodelab, API + 'virtualmachineinstances/' + VM)
+        wait_for('the boot marker', lambda: guest.READY_MARKER in console.read(), timeout=BOOT_TIMEOUT)
+        pids = wait_for('the guest QEMU process', lambda: _qemu_pids(VM), timeout=30)
+        assert len(pids) == 1, pids
+        os.kill(pids[0], 9)
+
+        def failed():
+            vmi = get(nodelab, API + 'virtualmachineinstances/' + VM)
+            seen = [o for o in sampler.trail if o['vmi_phase'] == 'Failed']
+            return seen or (vmi and vmi['metadata']['uid'] != first['metadata']['uid'] and vmi)
+        wait_for('the VMI Failed (or already replaced)', failed, timeout=120)
+
+        def restarted():
+            vmi = get(nodelab, API + 'virtualmachineinstances/' + VM)
+            return vmi if vmi and vmi['metadata']['uid'] != first['metadata']['uid'] and vmi['status'].get('phase') == 'Running' else None
+        second = wait_for('a new VMI Running (virt-controller restarts an Always VM)', restarted, timeout=BOOT_TIMEOUT)
+        assert second['status']['nodeName'] == node.NODE_NAME
+        wait_for('the boot marker of the second boot', lambda: console.read().count(guest.READY_MARKER) >= 2, timeout=BOOT_TIMEOUT)
+        with open(os.path.join(nodelab['dir'], 'logs', 'node-virt-handler.log'), encoding='utf-8', errors='replace') as handle:
+            handler_log = handle.read()
+        # virt-handler read the domain crashed (libvirt's reason for a QEMU that died), not shut down or destroyed
+        assert 'Domain is in state Shutoff reason Crashed' in handler_log or 'reason: Crashed' in handler_log, handler_log[-3000:]
+        found = ok(run_module('vm_info', dict(backend='kubevirt', kubeconfig=nodelab['kubeconfig'], namespace=NS, name=VM)))  # pylint: disable=use-dict-literal
+        module_checks.append(('vm_info after the restart: status', found['vms'][0]['status'], printable()))
+        ok(run_module('vm', vm_args(nodelab, 'absent')))
+        wait_for('the VM gone', lambda: get(nodelab, API + 'virtualmachines/' + VM) is None, timeout=120)
+    elapsed = time.monotonic() - started
+    print('\nreal node: a crash (SIGKILL to QEMU) and a restart: %s' % sorted({o['vmi_phase'] for o in sampler.trail if o['vmi_phase']}))
+    assert any(o['vmi_phase'] == 'Failed' for o in sampler.trail), sampler.trail
+    judge('real node: a crashed guest restarted', nodelab, sampler, module_checks, elapsed, {'Running'})
