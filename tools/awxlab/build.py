@@ -1,5 +1,5 @@
 """Build what an AWX-style run needs, into a cache outside the checkout (``$CONVERGE_VIRT_AWX_CACHE`` or
-``${XDG_CACHE_HOME:-~/.cache}/converge-virt/awx``).
+``~/.cache/converge-virt/awx``).
 
 Parts, each in ``<cache>/<part>-<hash>/`` (the hash covers the part's inputs; a part is built in a temporary directory
 and renamed into place only when complete, so an unchanged part is never rebuilt):
@@ -68,8 +68,8 @@ def cache_root():
     explicit = os.environ.get('CONVERGE_VIRT_AWX_CACHE')
     if explicit:
         return os.path.abspath(explicit)
-    base = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
-    return os.path.join(base, 'converge-virt', 'awx')
+    # not XDG_CACHE_HOME: the tests set it to build/cache, and the EE (podman's storage) is the machine's anyway
+    return os.path.join(os.path.expanduser('~'), '.cache', 'converge-virt', 'awx')
 
 
 def _run(argv, *, cwd=None, env=None, log=None, what=None):

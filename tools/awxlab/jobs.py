@@ -38,6 +38,7 @@ def submit(directory, node, private_data_dir, **kwargs):
     """Transmit the job in ``private_data_dir`` (runner kwargs: playbook, or binary and cmdline; container settings)
     and submit it to ``node``; return the work unit id."""
     private_data_dir = os.path.abspath(private_data_dir)
+    kwargs.setdefault('ident', os.path.basename(private_data_dir))
     spec = os.path.join(private_data_dir + '.transmit.json')
     payload = private_data_dir + '.payload'
     with open(spec, 'w', encoding='utf-8') as handle:
@@ -57,18 +58,25 @@ def submit(directory, node, private_data_dir, **kwargs):
 
 def work_status(directory, unit):
     """The work unit's status as receptor reports it (a dict: State, StateName, Detail, ...)."""
-    return json.loads(mesh.receptorctl(directory, 'work', 'status', unit))
+    listed = json.loads(mesh.receptorctl(directory, 'work', 'list', '--unit_id', unit))
+    return listed[unit] if unit in listed else listed
 
 
-def finish(directory, unit, private_data_dir, timeout=900):
-    """Stream the unit's results into ``ansible-runner process``; return (runner status, rc, receptor work status)."""
+def finish(directory, unit, private_data_dir, ident=None, timeout=900):
+    """Stream the unit's results into ``ansible-runner process`` (the job's ``ident``: by default the private data
+    dir's name, as ``submit`` gives it); return ({status, rc, explanation}, receptor work status)."""
     results = os.path.abspath(private_data_dir) + '.results'
     with open(results, 'wb') as handle:
-        subprocess.run([build.venv_bin('receptorctl'), '--socket', os.path.join(directory, 'control.sock'), 'work',
-                        'results', unit], stdout=handle, stderr=subprocess.PIPE, timeout=timeout, check=False)
+        try:
+            subprocess.run([build.venv_bin('receptorctl'), '--socket', os.path.join(directory, 'control.sock'), 'work',
+                            'results', unit], stdout=handle, stderr=subprocess.PIPE, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise mesh.MeshError(f'work unit {unit}: no complete results within {timeout} s '
+                                 f'(receptor: {work_status(directory, unit)})') from exc
     state = work_status(directory, unit)
     try:
-        processed = json.loads(_stream('process', os.path.abspath(private_data_dir), results, timeout=timeout))
+        processed = json.loads(_stream('process', os.path.abspath(private_data_dir),
+                                           ident or os.path.basename(os.path.abspath(private_data_dir)), results, timeout=timeout))
     except (mesh.MeshError, ValueError) as exc:
         processed = {'status': 'error', 'rc': None, 'error': str(exc)}
     finally:
@@ -80,7 +88,7 @@ def finish(directory, unit, private_data_dir, timeout=900):
 def run(directory, node, private_data_dir, timeout=900, **kwargs):
     """submit then finish; returns (runner status dict, receptor work status)."""
     unit = submit(directory, node, private_data_dir, **kwargs)
-    return finish(directory, unit, private_data_dir, timeout=timeout)
+    return finish(directory, unit, private_data_dir, ident=kwargs.get('ident'), timeout=timeout)
 
 
 def events(private_data_dir):
