@@ -34,9 +34,9 @@ def test_usage_errors_are_refused_naming_the_option():
                        (['nodeexec.py', '1', '--root', '/r', '--other', 'x', '--', 'ls'], 'unknown option')):
         with pytest.raises(ValueError, match=word):
             nodeexec._parse(argv)  # pylint: disable=protected-access
-    assert nodeexec._parse(['nodeexec.py', '7', '--root', '/r', '--bind', '/k/pods:/pods', '--file', '/p:/etc/passwd',  # pylint: disable=protected-access
-                            '--', 'cat', '--', 'x']) == (7, '/r', [('/k/pods', '/pods', False), ('/p', '/etc/passwd', True)],
-                                                        ['cat', '--', 'x'])
+    argv = ['nodeexec.py', '7', '--root', '/r', '--bind', '/k/pods:/pods', '--file', '/p:/etc/passwd', '--', 'cat', '--', 'x']
+    expected = (7, '/r', [('/k/pods', '/pods', False), ('/p', '/etc/passwd', True)], ['cat', '--', 'x'])
+    assert nodeexec._parse(argv) == expected  # pylint: disable=protected-access
 
 
 def _can_unshare():

@@ -193,22 +193,24 @@ def _emulation_cgroup_patch(kubevirt):
     kubevirt/kubevirt PR #17251 (regression of PR #16836), backported to release-1.8 as PR #17324 (after v1.8.0):
     the rule for a missing hypervisor device is skipped. Seen here: 'failed opening kvm for path root: /proc/N/root,
     relative: /dev/kvm: no such file or directory', the VMI stuck in Scheduled."""
-    old = """	path, err := safepath.JoinNoFollow(mountRoot, fmt.Sprintf("/dev/%s", hypervisorDevice))
-	if err != nil {
-		return nil, err
-	}
-"""
-    new = """	path, err := safepath.JoinNoFollow(mountRoot, fmt.Sprintf("/dev/%s", hypervisorDevice))
-	if errors.Is(err, os.ErrNotExist) {
-		// kubelab: as kubevirt/kubevirt PR #17251 / #17324 - without the device (software emulation: the launcher
-		// pod asks for none) there is no rule to add
-		log.Log.V(loggingVerbosity).Infof("hypervisor device %s not present, no device rule for it", hypervisorDevice)
-		return vmiDeviceRules, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-"""
+    old = "\n".join([
+        '\tpath, err := safepath.JoinNoFollow(mountRoot, fmt.Sprintf("/dev/%s", hypervisorDevice))',
+        '\tif err != nil {',
+        '\t\treturn nil, err',
+        '\t}',
+        ""])
+    new = "\n".join([
+        '\tpath, err := safepath.JoinNoFollow(mountRoot, fmt.Sprintf("/dev/%s", hypervisorDevice))',
+        '\tif errors.Is(err, os.ErrNotExist) {',
+        '\t\t// kubelab: as kubevirt/kubevirt PR #17251 / #17324 - without the device (software emulation: the launcher',
+        '\t\t// pod asks for none) there is no rule to add',
+        '\t\tlog.Log.V(loggingVerbosity).Infof("hypervisor device %s not present, no device rule for it", hypervisorDevice)',
+        '\t\treturn vmiDeviceRules, nil',
+        '\t}',
+        '\tif err != nil {',
+        '\t\treturn nil, err',
+        '\t}',
+        ""])
     return SourcePatch("kubevirt.io/kubevirt", kubevirt, "pkg/virt-handler/cgroup/util.go", old, new,
                        "kubevirt/kubevirt PR #17324, the release-1.8 backport of PR #17251")
 
