@@ -22,7 +22,7 @@ def _parser():
     parser = argparse.ArgumentParser(prog='python -m tools.awxlab', description='AWX-style jobs through a receptor mesh.')
     sub = parser.add_subparsers(dest='action', required=True)
     build_parser = sub.add_parser('build', help='build the missing parts into the cache')
-    build_parser.add_argument('--only', action='append', choices=[name for name, _ in build.STEPS])
+    build_parser.add_argument('--only', action='append', choices=[step[0] for step in build.STEPS])
     for name in ('up', 'down', 'status'):
         action = sub.add_parser(name, help=f"{name} the mesh in --dir")
         action.add_argument('--dir', required=True)

@@ -39,6 +39,8 @@ RECEPTOR_VERSION = 'v1.4.4'
 # the lab's own virtualenv (pinned: the cache key is this list)
 VENV_REQUIREMENTS = ('receptorctl==1.4.4', 'ansible-runner==2.4.0', 'ansible-builder==3.1.0')
 # what the EE gets besides the collection's requirements.txt: the job runner's half inside the container and ansible
+
+
 class AwxlabError(Exception):
     """Anything awxlab cannot do; the message says what and why."""
 
@@ -265,7 +267,8 @@ def _collection_tarball_inputs():
 
 
 def ee_dir():
-    return os.path.join(cache_root(), f"ee-{_digest(base_image(), os.path.basename(wheelhouse_dir()), _file_digest(_collection_tarball_inputs()), VENV_REQUIREMENTS)}")
+    key = _digest(base_image(), os.path.basename(wheelhouse_dir()), _file_digest(_collection_tarball_inputs()), VENV_REQUIREMENTS)
+    return os.path.join(cache_root(), f"ee-{key}")
 
 
 def ee_image():
@@ -310,7 +313,8 @@ def build_ee():
         os.makedirs(work)
         # the collection as ansible-galaxy builds it (what a job template's EE installs)
         galaxy = os.path.join(os.path.dirname(sys.executable), 'ansible-galaxy')
-        _run([galaxy if os.path.exists(galaxy) else 'ansible-galaxy', 'collection', 'build', '--output-path', work, ROOT], log=log, what='ansible-galaxy collection build')
+        _run([galaxy if os.path.exists(galaxy) else 'ansible-galaxy', 'collection', 'build', '--output-path', work, ROOT], log=log,
+             what='ansible-galaxy collection build')
         tarball = os.path.basename(glob.glob(os.path.join(work, '*.tar.gz'))[0])
         shutil.copytree(wheelhouse_dir(), os.path.join(work, 'wheelhouse'), ignore=shutil.ignore_patterns('build.log'))
         definition = os.path.join(work, 'execution-environment.yml')

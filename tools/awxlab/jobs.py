@@ -75,8 +75,8 @@ def finish(directory, unit, private_data_dir, ident=None, timeout=900):
                                  f'(receptor: {work_status(directory, unit)})') from exc
     state = work_status(directory, unit)
     try:
-        processed = json.loads(_stream('process', os.path.abspath(private_data_dir),
-                                           ident or os.path.basename(os.path.abspath(private_data_dir)), results, timeout=timeout))
+        ident = ident or os.path.basename(os.path.abspath(private_data_dir))
+        processed = json.loads(_stream('process', os.path.abspath(private_data_dir), ident, results, timeout=timeout))
     except (mesh.MeshError, ValueError) as exc:
         processed = {'status': 'error', 'rc': None, 'error': str(exc)}
     finally:

@@ -35,7 +35,7 @@ def _pipe(src, dst):
 
 def _serve(listener, connect):
     while True:
-        client, _ = listener.accept()
+        client = listener.accept()[0]
         try:
             upstream = connect()
         except OSError:
