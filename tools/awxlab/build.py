@@ -130,9 +130,23 @@ def _in_place(final, build_into):
 
 # --- receptor -----------------------------------------------------------------------------------------------------------
 
+# receptor v1.4.4's netceptor delivers each packet for a local service with a blocking channel send
+# (pkg/netceptor/netceptor.go, handleMessageData: ``case pc.recvChan <- md:``); a PacketConn whose reader has gone
+# (short-lived control-service connections: the remote unit's status polls and its release) but whose context is
+# not done blocks the whole backend connection's reader: the link then times out idle, is never redialed, and the
+# next job to that node stays Pending. Seen here 2026-11-28 (a goroutine dump of the control receptor, the socket
+# in CLOSE-WAIT with 55-68 kB unread) within 1-4 jobs; with the packet dropped after a second instead (QUIC, which
+# netceptor's streams run on, sends it again), 16 of 16 jobs with release passed. Applied to the module's copy.
+NETCEPTOR_PATCH = ('pkg/netceptor/netceptor.go',
+                   """\t\tcase pc.recvChan <- md:\n\t\t}\n""",
+                   """\t\tcase pc.recvChan <- md:\n\t\tcase <-time.After(time.Second):\n"""
+                   """\t\t\t// awxlab: a PacketConn nobody reads must not stall the whole backend connection\n\t\t}\n""")
+
+
 def receptor_dir():
     go_version = _run([_go(), 'env', 'GOVERSION']).strip()
-    return os.path.join(cache_root(), f"receptor-{RECEPTOR_VERSION}-{_digest(RECEPTOR_MODULE, RECEPTOR_VERSION, go_version)}")
+    key = _digest(RECEPTOR_MODULE, RECEPTOR_VERSION, go_version, NETCEPTOR_PATCH)
+    return os.path.join(cache_root(), f"receptor-{RECEPTOR_VERSION}-{key}")
 
 
 def build_receptor():
@@ -149,6 +163,13 @@ def build_receptor():
             for name in dirs + files:
                 os.chmod(os.path.join(base, name), 0o755 if name in dirs else 0o644)
         os.chmod(source, 0o755)
+        path, old, new = NETCEPTOR_PATCH
+        with open(os.path.join(source, path), encoding='utf-8') as handle:
+            text = handle.read()
+        if text.count(old) != 1:
+            raise AwxlabError(f"receptor {RECEPTOR_VERSION} {path}: the text the netceptor patch replaces occurs {text.count(old)} times, not once")
+        with open(os.path.join(source, path), 'w', encoding='utf-8') as handle:
+            handle.write(text.replace(old, new))
         _run(NICE + [_go(), 'build', '-o', os.path.join(tmp, 'receptor'), './cmd/receptor-cl'], cwd=source, env=_go_env(),
              log=log, what='go build receptor')
         shutil.rmtree(source)
