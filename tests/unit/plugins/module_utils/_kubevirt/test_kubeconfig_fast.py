@@ -165,6 +165,14 @@ def test_a_module_process_on_the_fast_path_never_imports_kubernetes(tmp_path):
             'assert client.kubernetes_available()\n'
             'c = client.KubeClient(kubeconfig=sys.argv[1])\n'
             'print(c.fast is not None, "kubernetes" in sys.modules)\n')
-    answers = [subprocess.run([sys.executable, '-c', code, path], capture_output=True, text=True, check=True, env=dict(os.environ)).stdout.split()
-               for path in (token_config, exec_config)]
+    # the directory holding ansible_collections/ (pytest's and ansible-test's layouts differ), first on the child's path
+    root = os.path.abspath(kclient.__file__)
+    for _level in range(7):
+        root = os.path.dirname(root)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root] + [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p]))
+    answers = []
+    for path in (token_config, exec_config):
+        proc = subprocess.run([sys.executable, '-c', code, path], capture_output=True, text=True, check=False, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        answers.append(proc.stdout.split())
     assert answers == [['True', 'False'], ['False', 'True']]
