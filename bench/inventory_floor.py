@@ -116,6 +116,8 @@ def interleaved(runs, repeat):
     """Run each (label, callable returning a dict with 'seconds' and 'cpu_seconds') ``repeat`` times, round robin, so
     that a change of load hits every label alike; returns label -> {'median_seconds', 'min_seconds', 'runs',
     'median_cpu_seconds'} plus the first run's other keys, and the load averages seen."""
+    if repeat < 1 or repeat % 2 == 0:
+        raise SystemExit('--repeat must be an odd number (a median of an even count is not one of the runs), got %d' % repeat)
     raw = dict((label, []) for label, _call in runs)
     loads = []
     for _attempt in range(repeat):
