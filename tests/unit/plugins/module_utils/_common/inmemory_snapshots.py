@@ -5,7 +5,7 @@
 :class:`~.inmemory_backend.World`: no libvirt, no Kubernetes.
 
 It implements only the hooks, as the real backends do: the driver plans, refuses and builds the result. A guest's
-snapshots live in ``SNAPSHOTS[id(world)][vm]`` (name -> :class:`~._phase.snapshots.ActualSnapshot`); every step taken
+snapshots live in ``world.snapshots_by_vm[vm]`` (name -> :class:`~._phase.snapshots.ActualSnapshot`); every step taken
 is noted in ``world.calls`` as ``(vm, op, snapshot)``; ``world.fail[(vm, op)]`` makes that step fail.
 """
 
@@ -25,12 +25,14 @@ from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
 AT_SNAPSHOT = {s.RUNNING: 'running', s.PAUSED: 'paused', s.SHUTDOWN: 'shutoff'}
 POWER_OF = dict((value, key) for key, value in AT_SNAPSHOT.items())
 # world id -> vm -> snapshot name -> ActualSnapshot
-SNAPSHOTS = {}
 
 
 def snapshots_of(world, vm):
-    """The snapshots of guest ``vm`` (a dict a test may set up)."""
-    return SNAPSHOTS.setdefault(id(world), {}).setdefault(vm, {})
+    """The snapshots of guest ``vm`` (a dict a test may set up), kept on the world itself: a table keyed by id(world)
+    handed a new world the snapshots of a collected one whose id it reused (seen as a flaky test_snapshot_delete)."""
+    if not hasattr(world, 'snapshots_by_vm'):
+        world.snapshots_by_vm = {}
+    return world.snapshots_by_vm.setdefault(vm, {})
 
 
 class InMemorySnapshots(SnapshotBackend):
