@@ -57,7 +57,8 @@ def run_playbook(uri, work, inventory, *extra):
         out = json.loads(proc.stdout)
     except ValueError:
         raise AssertionError('ansible-playbook printed no JSON (rc %d):\n%s\n%s' % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
-    failures = [(t['task']['name'], h, r.get('msg')) for p in out['plays'] for t in p['tasks'] for h, r in t['hosts'].items() if r.get('failed')]
+    failures = [(t['task']['name'], h, r.get('msg')) for p in out['plays'] for t in p['tasks'] for h, r in t['hosts'].items()
+                if r.get('failed') or r.get('unreachable')]
     assert proc.returncode == 0 and not failures, '\n'.join('%s [%s]: %s' % failure for failure in failures) + '\n' + proc.stderr[-2000:]
     return out
 
@@ -75,63 +76,64 @@ def test_cloud_image_to_configured_guests(libvirt_hosts, image, tmp_path):  # py
     host = libvirt_hosts[0]
     work = str(tmp_path / 'cloud')
     inventory = os.path.join(work, 'guests.converge_libvirt.yml')
-    out = run_playbook(host.uri, work, inventory, '-e', json.dumps({'keep_guests': True}))
-
-    provision = play_tasks(out, 0)
-    volumes = provision['Import the golden image once; an overlay on it for cloud-web-1, a full copy of it for cloud-web-2, both grown']
-    by_name = dict((v['name'], v) for v in volumes['localhost']['volumes'])
-    assert by_name['golden.qcow2']['format'] == 'qcow2' and by_name['golden.qcow2']['capacity'] == image['virtual_size'], by_name
-    overlay, copy = by_name['cloud-web-1-vda.qcow2'], by_name['cloud-web-2-vda.qcow2']
-    assert overlay['capacity'] == copy['capacity'] == GIB3, by_name
-    assert overlay['backing_chain'][0]['volume'] == '%s/golden.qcow2' % POOL, overlay
-    assert not copy.get('backing_chain'), copy  # a full copy: nothing under it
-    started = provision['Start both VMs from their own disks with their cloud-init seeds, and wait until port 22 of each answers']['localhost']
-    results = dict((r['name'], r) for r in started['results'])
-    assert {n: (r['changed'], r['readiness']) for n, r in results.items()} == {n: (True, 'port') for n in NAMES}, results
-    addresses = {n: r['address'] for n, r in results.items()}
-    assert addresses['cloud-web-2'] == STATIC, addresses
-    assert ipaddress.ip_address(addresses['cloud-web-1']) in ipaddress.ip_network('192.168.233.0/24') and addresses['cloud-web-1'] != STATIC
-
-    # inside the guests (play 2 asserted the same; here from the registered results, so a weakened playbook fails here too)
-    guests = play_tasks(out, 1)
-    assert sorted(guests['Check what the guest says']) == NAMES and not any(r.get('failed') for r in guests['Check what the guest says'].values())
-    assert {h: r['stdout'] for h, r in guests['Host name'].items()} == {n: n for n in NAMES}
-    assert {h: (r['stat']['mode'], r['stat']['pw_name']) for h, r in guests['The write_files file'].items()} == {n: ('0640', 'root') for n in NAMES}
-    assert {h: base64.b64decode(r['content']).decode() for h, r in guests["The write_files file's content"].items()} == {
-        n: 'written by cloud-init on %s\n' % n for n in NAMES}
-    assert {h: r['stdout'].split(':')[0] for h, r in guests['The user cloud-init made'].items()} == {n: 'converge' for n in NAMES}
-    with open(os.path.join(work, 'id_ed25519.pub'), encoding='utf-8') as handle:
-        public_key = handle.read().strip()
-    assert all(public_key in base64.b64decode(r['content']).decode() for r in guests['Its authorized keys'].values())
-    assert {h: base64.b64decode(r['content']).decode() for h, r in guests['The output of runcmd'].items()} == {
-        n: 'runcmd ran on %s\n' % n for n in NAMES}
-    inet = {h: [line.split()[3] for line in r['stdout_lines']] for h, r in guests['IPv4 addresses'].items()}
-    assert inet == {n: [addresses[n] + '/24'] for n in NAMES}, inet
-    assert all(' dynamic ' in line for line in guests['IPv4 addresses']['cloud-web-1']['stdout_lines'])  # DHCP
-    assert not any(' dynamic ' in line for line in guests['IPv4 addresses']['cloud-web-2']['stdout_lines'])  # static
-    sizes = {h: dict(line.split(' ', 1) for line in r['stdout_lines'][:4]) for h, r in
-             guests['The disk, the root partition and the root file system, in bytes (root partition from its declared size)'].items()}
-    assert {h: r['stdout_lines'][4] for h, r in
-            guests['The disk, the root partition and the root file system, in bytes (root partition from its declared size)'].items()} == {
-        n: '/dev/vda1' for n in NAMES}  # the guest runs from its own disk
-    for name in NAMES:
-        size = sizes[name]
-        # growpart: to the disk's end but for the few sectors it keeps free (33 with sfdisk on MBR)
-        assert int(size['disk']) == GIB3 and GIB3 - 1024 * 1024 < int(size['partition_end']) <= GIB3, size
-        assert int(size['partition']) - 4096 < int(size['filesystem']) <= int(size['partition']), size  # resize2fs filled it
-        assert int(size['filesystem']) > 2 * image['virtual_size'], size  # grown from the image's size
-    status = {h: r['stdout_lines'] for h, r in guests["The status cloud-init reports"].items()}
-    assert all(r['rc'] == 0 for r in guests["The status cloud-init reports"].values()) and all('status: done' in lines for lines in status.values()), status
-    result = {h: json.loads(base64.b64decode(r['content']))['v1'] for h, r in guests["The result cloud-init wrote"].items()}
-    assert {h: (r['errors'], 'DataSourceNoCloud' in r['datasource']) for h, r in result.items()} == {n: ([], True) for n in NAMES}, result
-    kept = play_tasks(out, 2)
-    assert 'failed' not in kept['The guests wrote only to their own volumes']['localhost']
-    assert kept['Remove the VMs (their cloud-init seeds go with them)']['localhost'].get('skipped'), kept
-    golden_path = os.path.join(work, 'pool', 'golden.qcow2')
-    assert sha256(golden_path) == image['sha256']
-
     conn = libvirt.open(host.uri)
     try:
+        out = run_playbook(host.uri, work, inventory, '-e', json.dumps({'keep_guests': True}))
+
+        provision = play_tasks(out, 0)
+        volumes = provision['Import the golden image once; an overlay on it for cloud-web-1, a full copy of it for cloud-web-2, both grown']
+        by_name = dict((v['name'], v) for v in volumes['localhost']['volumes'])
+        assert by_name['golden.qcow2']['format'] == 'qcow2' and by_name['golden.qcow2']['capacity'] == image['virtual_size'], by_name
+        overlay, copy = by_name['cloud-web-1-vda.qcow2'], by_name['cloud-web-2-vda.qcow2']
+        assert overlay['capacity'] == copy['capacity'] == GIB3, by_name
+        assert overlay['backing_chain'][0]['volume'] == '%s/golden.qcow2' % POOL, overlay
+        assert not copy.get('backing_chain'), copy  # a full copy: nothing under it
+        started = provision['Start both VMs from their own disks with their cloud-init seeds, and wait until port 22 of each answers']['localhost']
+        results = dict((r['name'], r) for r in started['results'])
+        assert {n: (r['changed'], r['readiness']) for n, r in results.items()} == {n: (True, 'port') for n in NAMES}, results
+        addresses = {n: r['address'] for n, r in results.items()}
+        assert addresses['cloud-web-2'] == STATIC, addresses
+        assert ipaddress.ip_address(addresses['cloud-web-1']) in ipaddress.ip_network('192.168.233.0/24') and addresses['cloud-web-1'] != STATIC
+
+        # inside the guests (play 2 asserted the same; here from the registered results, so a weakened playbook fails here too)
+        guests = play_tasks(out, 1)
+        assert sorted(guests['Check what the guest says']) == NAMES and not any(r.get('failed') for r in guests['Check what the guest says'].values())
+        assert {h: r['stdout'] for h, r in guests['Host name'].items()} == {n: n for n in NAMES}
+        assert {h: (r['stat']['mode'], r['stat']['pw_name']) for h, r in guests['The write_files file'].items()} == {n: ('0640', 'root') for n in NAMES}
+        assert {h: base64.b64decode(r['content']).decode() for h, r in guests["The write_files file's content"].items()} == {
+            n: 'written by cloud-init on %s\n' % n for n in NAMES}
+        assert {h: r['stdout'].split(':')[0] for h, r in guests['The user cloud-init made'].items()} == {n: 'converge' for n in NAMES}
+        with open(os.path.join(work, 'id_ed25519.pub'), encoding='utf-8') as handle:
+            public_key = handle.read().strip()
+        assert all(public_key in base64.b64decode(r['content']).decode() for r in guests['Its authorized keys'].values())
+        assert {h: base64.b64decode(r['content']).decode() for h, r in guests['The output of runcmd'].items()} == {
+            n: 'runcmd ran on %s\n' % n for n in NAMES}
+        inet = {h: [line.split()[3] for line in r['stdout_lines']] for h, r in guests['IPv4 addresses'].items()}
+        assert inet == {n: [addresses[n] + '/24'] for n in NAMES}, inet
+        assert all(' dynamic ' in line for line in guests['IPv4 addresses']['cloud-web-1']['stdout_lines'])  # DHCP
+        assert not any(' dynamic ' in line for line in guests['IPv4 addresses']['cloud-web-2']['stdout_lines'])  # static
+        sizes = {h: dict(line.split(' ', 1) for line in r['stdout_lines'][:4]) for h, r in
+                 guests['The disk, the root partition and the root file system, in bytes (root partition from its declared size)'].items()}
+        assert {h: r['stdout_lines'][4] for h, r in
+                guests['The disk, the root partition and the root file system, in bytes (root partition from its declared size)'].items()} == {
+            n: '/dev/vda1' for n in NAMES}  # the guest runs from its own disk
+        for name in NAMES:
+            size = sizes[name]
+            # growpart: to the disk's end but for the few sectors it keeps free (33 with sfdisk on MBR)
+            assert int(size['disk']) == GIB3 and GIB3 - 1024 * 1024 < int(size['partition_end']) <= GIB3, size
+            assert int(size['partition']) - 4096 < int(size['filesystem']) <= int(size['partition']), size  # resize2fs filled it
+            assert int(size['filesystem']) > 2 * image['virtual_size'], size  # grown from the image's size
+        status = {h: r['stdout_lines'] for h, r in guests["The status cloud-init reports"].items()}
+        assert all(r['rc'] == 0 for r in guests["The status cloud-init reports"].values()) and all('status: done' in lines for lines in status.values()), status
+        result = {h: json.loads(base64.b64decode(r['content']))['v1'] for h, r in guests["The result cloud-init wrote"].items()}
+        assert {h: (r['errors'], 'DataSourceNoCloud' in r['datasource']) for h, r in result.items()} == {n: ([], True) for n in NAMES}, result
+        kept = play_tasks(out, 2)
+        assert 'failed' not in kept['The guests wrote only to their own volumes']['localhost']
+        assert kept['Remove the VMs (their cloud-init seeds go with them)']['localhost'].get('skipped'), kept
+        golden_path = os.path.join(work, 'pool', 'golden.qcow2')
+        assert sha256(golden_path) == image['sha256']
+
+
         # user data cloud-init's schema rejects: refused before anything changes, naming the field
         pool = conn.storagePoolLookupByName(POOL)
         pool.refresh(0)
@@ -162,6 +164,6 @@ def test_cloud_image_to_configured_guests(libvirt_hosts, image, tmp_path):  # py
         pool.destroy()
         pool.undefine()
     finally:
-        for name in set(NAMES) & set(dom.name() for dom in conn.listAllDomains(0)):  # only after a failure above
+        for name in set(NAMES) & set(dom.name() for dom in conn.listAllDomains(0)):  # only after a failure above (run 1 keeps them)
             run_module('vm', {'uri': host.uri, 'name': name, 'state': 'absent', 'shutdown_timeout': 1})
         conn.close()

@@ -109,6 +109,20 @@ def test_guest_image_is_built_from_debian_packages(guest_image):
     assert again.initrd == guest_image.initrd and os.path.getmtime(again.initrd) == mtime
 
 
+def guest_qemu(host, name):
+    """The host's qemu processes that run the domain called name (libvirt names it on qemu's command line)."""
+    mine = []
+    for pid in virtlab_hosts.host_processes(host)["qemu"]:
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except OSError:
+            continue
+        if any(arg == b"guest=" + name.encode() or arg.startswith(b"guest=" + name.encode() + b",") for arg in argv):
+            mine.append(pid)
+    return mine
+
+
 def test_diskless_guest_lifecycle_and_live_migration(libvirt_hosts, host_conns):
     """Start, pause, resume, managed live migration 1 -> 2, then peer-to-peer live migration back."""
     src_conn, dst_conn = host_conns
@@ -135,9 +149,10 @@ def test_diskless_guest_lifecycle_and_live_migration(libvirt_hosts, host_conns):
         assert on_dest.isPersistent()
         assert dom.state() == [libvirt.VIR_DOMAIN_SHUTOFF, libvirt.VIR_DOMAIN_SHUTOFF_MIGRATED]
         assert dom.isPersistent()
-        # qemu now runs on the destination host only.
-        assert virtlab_hosts.host_processes(libvirt_hosts[1])["qemu"]
-        assert not virtlab_hosts.host_processes(libvirt_hosts[0])["qemu"]
+        # this guest's qemu now runs on the destination host only (other tests on this worker may keep guests of
+        # their own on these hosts: only this domain's qemu counts)
+        assert guest_qemu(libvirt_hosts[1], name)
+        assert not guest_qemu(libvirt_hosts[0], name)
 
         # And back, peer to peer: the destination's libvirtd drives it over TCP.
         start = time.monotonic()
