@@ -133,7 +133,6 @@ def test_cloud_image_to_configured_guests(libvirt_hosts, image, tmp_path):  # py
         golden_path = os.path.join(work, 'pool', 'golden.qcow2')
         assert sha256(golden_path) == image['sha256']
 
-
         # user data cloud-init's schema rejects: refused before anything changes, naming the field
         pool = conn.storagePoolLookupByName(POOL)
         pool.refresh(0)
