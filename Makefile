@@ -119,9 +119,10 @@ lint: venv layout
 # Python 3.9 and later (tests/config.yml), so the check targets 3.9
 TYPED := $(addprefix -p ansible_collections.converge.virt.plugins.module_utils.,_base _phase) \
          $(addprefix -m ansible_collections.converge.virt.plugins.module_utils._common.,driver volume_driver host_driver migrate) \
-         $(addprefix -m ansible_collections.converge.virt.plugins.module_utils.,_common.snapshot_driver _common.provider _libvirt.provider)
+         $(addprefix -m ansible_collections.converge.virt.plugins.module_utils.,_common.snapshot_driver _common.provider _libvirt.provider) \
+         -m ansible_collections.converge.virt.plugins.module_utils._kubevirt.provider -p ansible_collections.converge.virt.plugins.module_utils._providers
 typecheck: venv layout
-> cd $(BUILD)/collections && $(VPY) -m mypy --python-version 3.9 --namespace-packages --explicit-package-bases --follow-imports=silent \
+> cd $(BUILD)/collections && $(VPY) -m mypy --config-file $(ROOT)/tests/mypy.ini --python-version 3.9 --namespace-packages --explicit-package-bases --follow-imports=silent \
     --ignore-missing-imports --disallow-untyped-defs --disallow-incomplete-defs --no-implicit-optional --warn-unused-ignores \
     --cache-dir $(BUILD)/mypy-cache $(TYPED)
 

@@ -51,7 +51,8 @@ def backend_names(root=ROOT):
     with open(path, encoding='utf-8') as handle:
         tree = ast.parse(handle.read(), path)
     for node in tree.body:
-        if isinstance(node, ast.Assign) and [getattr(target, 'id', None) for target in node.targets] == ['PROVIDERS']:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if [getattr(target, 'id', None) for target in targets] == ['PROVIDERS']:  # PROVIDERS = {...} or PROVIDERS: ... = {...}
             keys = node.value.keys if isinstance(node.value, ast.Dict) else None
             if keys is None or not all(isinstance(key, ast.Constant) and isinstance(key.value, str) for key in keys):
                 raise SystemExit('%s: PROVIDERS must be a dict literal with string keys' % path)
@@ -75,14 +76,17 @@ def render(group, names, root=ROOT):
              '',
              'from __future__ import annotations',
              '',
+             'from types import ModuleType',
+             'from typing import Callable, Dict',
+             '',
              '# pylint: disable=import-outside-toplevel',
              '']
     for name in present:
-        lines += ['', 'def _%s():' % name,
+        lines += ['', 'def _%s() -> ModuleType:' % name,
                   '    from %s._%s import %s' % (PACKAGE, name, module),
                   '    return %s' % module, '']
     lines += ['', '# backend name -> the function that imports its module (a name missing here fails naming the backend: _common.registry.load)',
-              'LOADERS = {']
+              'LOADERS: Dict[str, Callable[[], ModuleType]] = {']
     lines += ["    '%s': _%s," % (name, name) for name in present]
     lines += ['}', '']
     return '\n'.join(lines)

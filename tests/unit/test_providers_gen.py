@@ -50,9 +50,9 @@ def _copy(tmp_path):
 def _loaders(text):
     """(LOADERS keys, the modules the map imports) of a rendered map."""
     tree = ast.parse(text)
-    keys = [node.value.keys for node in tree.body if isinstance(node, ast.Assign) and node.targets[0].id == 'LOADERS'][0]
-    imports = sorted('%s.%s' % (node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                     and node.module != '__future__' for alias in node.names)
+    keys = [node.value.keys for node in tree.body if isinstance(node, ast.AnnAssign) and node.target.id == 'LOADERS'][0]
+    imports = sorted('%s.%s' % (node.module, alias.name) for function in tree.body if isinstance(function, ast.FunctionDef)
+                     for node in ast.walk(function) if isinstance(node, ast.ImportFrom) for alias in node.names)
     return [key.value for key in keys], imports
 
 

@@ -9,13 +9,13 @@ backend at import time.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Dict
 
 from ansible_collections.converge.virt.plugins.module_utils._common.provider import NOT_USED, SET_BACKEND, OptionGroup, Provider, VmDefinition
 from ansible_collections.converge.virt.plugins.module_utils._common.volume_options import ACCESS_MODES, VOLUME_MODES
 
 # Argument spec of the KubeVirt connection (documented by the converge.virt.backend fragment).
-CONNECTION_ARGS = dict(
+CONNECTION_ARGS: Dict[str, Dict[str, Any]] = dict(
     kubeconfig=dict(type='path'),
     context=dict(type='str'),
     host=dict(type='str'),
@@ -38,7 +38,7 @@ DISK_ARGS = dict(name=dict(type='str'), image=dict(type='str'), claim=dict(type=
 INTERFACE_ARGS = dict(name=dict(type='str'))
 
 # the volume module's options only KubeVirt takes (top level and per item; the parser checks the choices again)
-VOLUME_ARGS = dict(
+VOLUME_ARGS: Dict[str, Dict[str, Any]] = dict(
     data_volume=dict(type='bool'),
     clone_from_datasource=dict(type='str'),
     storage_class=dict(type='str'),
@@ -47,7 +47,7 @@ VOLUME_ARGS = dict(
 )
 
 # namespace: default is the option's default, so it counts as not given
-NAMESPACE = dict(unset={'namespace': 'default'}, wording={'namespace': '{key}: is a {owner} option and is not used with backend {backend}'})
+NAMESPACE: Dict[str, Any] = dict(unset={'namespace': 'default'}, wording={'namespace': '{key}: is a {owner} option and is not used with backend {backend}'})
 
 
 class KubevirtProvider(Provider):  # pylint: disable=too-few-public-methods

@@ -27,35 +27,37 @@ The six ``<resource>.LOADERS`` maps of this package are generated from :data:`PR
 from __future__ import annotations
 
 import functools
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
+from ansible_collections.converge.virt.plugins.module_utils._common.provider import Provider, VmDefinition
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.provider import PROVIDER as KUBEVIRT
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.provider import PROVIDER as LIBVIRT
 
 # backend name -> provider, in the order refusals are checked (and the backend option's choices are listed)
-PROVIDERS = {
+PROVIDERS: Dict[str, Provider] = {
     'libvirt': LIBVIRT,
     'kubevirt': KUBEVIRT,
 }
 DEFAULT_BACKEND = 'libvirt'
 
 
-def argument_spec(**own):
+def argument_spec(**own: Any) -> Dict[str, Any]:
     """``backend``, every registered backend's connection options, then the module's own options."""
     return registry.argument_spec(PROVIDERS, DEFAULT_BACKEND, **own)
 
 
-def refused_option(resource, params):
+def refused_option(resource: str, params: Mapping[str, Any]) -> Optional[Tuple[str, str, bool]]:
     """See :func:`_common.registry.refused_option`."""
     return registry.refused_option(PROVIDERS, resource, params)
 
 
-def refuse_other_backend(resource, params):
+def refuse_other_backend(resource: str, params: Mapping[str, Any]) -> None:
     """See :func:`_common.registry.refuse_other_backend`."""
     registry.refuse_other_backend(PROVIDERS, resource, params)
 
 
-def vm_definitions():
+def vm_definitions() -> Dict[str, VmDefinition]:
     """backend name -> its :class:`~._common.provider.VmDefinition`."""
     return dict((name, provider.vm_definition) for name, provider in PROVIDERS.items())
 
