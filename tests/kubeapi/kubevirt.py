@@ -318,7 +318,7 @@ class Controller:  # pylint: disable=too-many-instance-attributes,too-many-publi
                     return i
         raise RuntimeError('controller emulation did not settle in %d passes' % max_passes)
 
-    def wait_for(self, predicate, timeout=10.0, interval=0.01):
+    def wait_for(self, predicate, timeout=10.0, interval=0.05):
         """Poll ``predicate()`` until true (background thread keeps running)."""
         end = time.time() + timeout
         while time.time() < end:

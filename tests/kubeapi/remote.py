@@ -22,13 +22,12 @@ How the writes map onto the real API:
 # pylint: disable=consider-using-f-string
 
 import copy
+import http.client
 import json
 import logging
 import ssl
 import threading
-import urllib.error
 import urllib.parse
-import urllib.request
 
 from .store import ApiError, ResourceType
 
@@ -75,6 +74,12 @@ class RemoteStore:
         self.timeout = timeout
         self.retries = retries
         self.context = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
+        parsed = urllib.parse.urlsplit(self.server)
+        self._address = (parsed.hostname, parsed.port or 443)
+        self._prefix = parsed.path.rstrip('/')
+        # one keep-alive connection per thread: the controller polls several lists a few times a second, and a TLS
+        # handshake per request (urllib's way) cost both this process and the API server more CPU than the requests
+        self._local = threading.local()
         self.lock = threading.RLock()
         self.admission = []
         self.listeners = []
@@ -86,27 +91,52 @@ class RemoteStore:
 
     # HTTP ------------------------------------------------------------------------------------------
     def request(self, method, path, body=None, query=None):
-        """Parsed JSON answer of one request; raises ``ApiError`` (from the server's Status) on HTTP >= 400."""
-        url = self.server + path + ('?' + urllib.parse.urlencode(query) if query else '')
+        """Parsed JSON answer of one request; raises ``ApiError`` (from the server's Status) on HTTP >= 400.
+
+        Sent on this thread's keep-alive connection; a connection the server closed while idle is opened again once
+        (only a reused one: a request that failed on a fresh connection fails)."""
+        target = self._prefix + path + ('?' + urllib.parse.urlencode(query) if query else '')
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(url, data=data, method=method)
-        req.add_header('Authorization', 'Bearer ' + self.token)
-        req.add_header('Accept', 'application/json')
+        headers = {'Authorization': 'Bearer ' + self.token, 'Accept': 'application/json'}
         if data is not None:
-            req.add_header('Content-Type', 'application/json')
+            headers['Content-Type'] = 'application/json'
         self.requests += 1
-        try:
-            with urllib.request.urlopen(req, context=self.context, timeout=self.timeout) as resp:
+        while True:
+            conn = getattr(self._local, 'conn', None)
+            reused = conn is not None
+            if conn is None:
+                conn = self._local.conn = http.client.HTTPSConnection(*self._address, timeout=self.timeout, context=self.context)
+            try:
+                conn.request(method, target, body=data, headers=headers)
+                resp = conn.getresponse()
                 raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                self._local.conn = None
+                if reused and isinstance(exc, (ConnectionError, http.client.RemoteDisconnected, http.client.CannotSendRequest)):
+                    continue
+                if isinstance(exc, OSError):
+                    raise
+                raise OSError('%s %s: %s' % (method, path, exc)) from exc
+            if resp.will_close:
+                conn.close()
+                self._local.conn = None
+            break
+        if resp.status >= 400:
             try:
                 status = json.loads(raw)
             except ValueError:
                 status = {}
-            raise ApiError(exc.code, status.get('reason') or 'Unknown', status.get('message') or raw.decode(errors='replace')[:500],
+            raise ApiError(resp.status, status.get('reason') or 'Unknown', status.get('message') or raw.decode(errors='replace')[:500],
                            status.get('details')) from None
         return json.loads(raw) if raw else {}
+
+    def close(self):
+        """Close this thread's connection (other threads' connections close with their threads' ends or on error)."""
+        conn = getattr(self._local, 'conn', None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
 
     def _discover(self):
         """Resource types (kind, scope, status subresource) as the server lists them."""
