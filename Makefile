@@ -247,7 +247,7 @@ test:
 
 demo: setup guest
 > $(LAB_ENV) $(NETNS) $(VENV)/bin/ansible-playbook -i playbooks/inventory/localhost.yml playbooks/demo.yml
-> @mkdir -p $(BUILD)/demo-cloud
+> @mkdir -p $(BUILD)/demo-cloud && printf 'all: {}\n' > $(BUILD)/demo-cloud/guests.converge_libvirt.yml
 > $(LAB_ENV) $(NETNS) $(VENV)/bin/ansible-playbook -i playbooks/inventory/localhost.yml -i $(BUILD)/demo-cloud/guests.converge_libvirt.yml playbooks/demo_cloud.yml
 
 # Benchmarks run side by side with the peer collections (the `ansible` package
