@@ -170,6 +170,13 @@ KUBE_LANE := tests/integration/test_kubevirt_real_controller.py $(filter-out tes
     tests/integration/test_evacuate_role_kubevirt.py tests/integration/test_forged_records_kubevirt.py tests/integration/test_reconcile_kubevirt.py \
     tests/integration/test_lifecycle_rollback_kubevirt.py tests/integration/test_inventory_kubevirt.py tests/chaos/test_campaign_kubevirt.py \
     tests/kubeapi_tests
+# the real node's files (KubeVirt's own virt-handler and virt-launcher booting TCG guests under a real kubelet): not in
+# make test (CPU-heavy on 2 cores; make test's CI run must stay inside its limit); they skip there, naming this target
+.PHONY: test-real-node
+test-real-node: venv layout guest kube kube-node
+> $(LAB_ENV) CONVERGE_VIRT_REAL_NODE=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=10 \
+    tests/integration/test_kubevirt_real_node.py tests/integration/test_kubevirt_real_node_vm.py
+
 integration: venv layout guest kube peers
 > @$(MAKE) --no-print-directory integration-run integration-kube-run
 
