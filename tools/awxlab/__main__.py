@@ -3,11 +3,13 @@
 Usage::
 
     python -m tools.awxlab build [--only PART ...]
+    python -m tools.awxlab packages [--missing]
     python -m tools.awxlab up --dir DIR
     python -m tools.awxlab status --dir DIR
     python -m tools.awxlab down --dir DIR
 
-``build`` builds the missing parts into ~/.cache/converge-virt/awx (tools/awxlab/build.py); ``up`` starts the mesh
+``packages`` prints the host's Debian packages the build and the mesh need (with ``--missing``: those not
+installed), one a line; ``build`` checks them, then builds the missing parts into ~/.cache/converge-virt/awx (tools/awxlab/build.py); ``up`` starts the mesh
 (tools/awxlab/mesh.py) and keeps it running until ``down``.
 """
 
@@ -23,6 +25,8 @@ def _parser():
     sub = parser.add_subparsers(dest='action', required=True)
     build_parser = sub.add_parser('build', help='build the missing parts into the cache')
     build_parser.add_argument('--only', action='append', choices=[step[0] for step in build.STEPS])
+    packages_parser = sub.add_parser('packages', help="the host's Debian packages the build and the mesh need")
+    packages_parser.add_argument('--missing', action='store_true', help='only those not installed')
     for name in ('up', 'down', 'status'):
         action = sub.add_parser(name, help=f"{name} the mesh in --dir")
         action.add_argument('--dir', required=True)
@@ -33,6 +37,10 @@ def main(argv=None):
     """Entry point; returns the exit status."""
     args = _parser().parse_args(argv)
     try:
+        if args.action == 'packages':
+            for package in build.missing_packages() if args.missing else build.APT_PACKAGES:
+                print(package)
+            return 0
         if args.action == 'build':
             for name, directory, built, seconds in build.build(only=args.only):
                 print(json.dumps({'part': name, 'dir': directory, 'built': built, 'seconds': seconds}), flush=True)

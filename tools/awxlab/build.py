@@ -63,6 +63,11 @@ MIRROR = 'http://deb.debian.org/debian'
 BASE_IMAGE = 'localhost/converge-virt-awx-base'
 EE_IMAGE = 'localhost/converge-virt-ee'
 NICE = ['nice', '-n', '10']
+# the host's Debian packages the build and the mesh need (installed by `make awx`, which asks
+# `python -m tools.awxlab packages` which are missing): podman runs the EE (runc: crun refuses this machine's hybrid
+# cgroup layout; buildah, uidmap, slirp4netns and fuse-overlayfs are podman's storage, user-namespace and network helpers),
+# mmdebstrap makes the base image's root file system. Go is not among them: the kube set-up installs it.
+APT_PACKAGES = ('podman', 'buildah', 'runc', 'uidmap', 'slirp4netns', 'fuse-overlayfs', 'mmdebstrap')
 
 
 def cache_root():
@@ -360,8 +365,28 @@ STEPS = (('receptor', build_receptor), ('venv', build_venv), ('wheelhouse', buil
          ('ee', build_ee))
 
 
+def missing_packages():
+    """The names of APT_PACKAGES that dpkg does not list as installed, in APT_PACKAGES' order."""
+    missing = []
+    for package in APT_PACKAGES:
+        out = subprocess.run(['dpkg-query', '-W', '-f=${Status}', package], check=False, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
+        if out.returncode != 0 or not out.stdout.endswith('ok installed'):
+            missing.append(package)
+    return missing
+
+
+def check_packages():
+    """Raise AwxlabError naming the missing Debian packages and how to install them; nothing is built then."""
+    missing = missing_packages()
+    if missing:
+        raise AwxlabError(f"Debian packages missing: {' '.join(missing)} (make awx installs them: "
+                          f"apt-get install --no-install-recommends {' '.join(missing)})")
+
+
 def build(only=None):
-    """Build the missing parts; return [(name, directory, built, seconds)]."""
+    """Build the missing parts; return [(name, directory, built, seconds)]. The Debian packages are checked first."""
+    check_packages()
     results = []
     for name, step in STEPS:
         if only and name not in only:
