@@ -13,7 +13,7 @@
   the node's link: a relay from that port to the unix socket ``link-<node>.sock``.
 
 So the mesh's only addresses are loopback addresses of the caller's namespace and of the nodes' own; no interface
-joins two namespaces (a link is a unix socket; :func:`cut` and :func:`restore` stop and restart its relay).
+joins two namespaces (a link is a unix socket: stopping a relay cuts it; no function here does that yet).
 ``state.json`` records the processes; ``down`` stops them and the hosts.  Commands run with argument lists only.
 """
 
