@@ -173,6 +173,8 @@ class KubeCampaign(lcampaign.Campaign):  # pylint: disable=too-many-instance-att
             if outcome == 'failed':
                 fails = rl.failures(data) if data else [('no output', rc)]
                 entry['error'] = str(fails)[:300]
+            if outcome == 'ok':  # a declaration already held changes nothing and takes no task (nothing to journal)
+                entry['changed'] = any(res.get('changed') for _name, res in rl.task_results(data)) if data else None
             if 'node' in fields:
                 self.world.track(fields['node'], outcome)
             with self.lock:

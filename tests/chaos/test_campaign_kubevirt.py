@@ -31,5 +31,10 @@ def test_bounded_kubevirt_chaos_campaign_is_legal(tmp_path):
     failures = [(d['id'], d['fields'], d.get('error')) for d in history['declarations'] if d['outcome'] == 'failed']
     assert len(history['declarations']) >= 3 and numbers['outcomes'].get('ok', 0) >= 1, (numbers, failures)
     assert any(f['fault'] != 'kill' for f in history['faults']), numbers
-    assert numbers['journal_intervals'] >= numbers['outcomes'].get('ok', 0) // 2, numbers
+    # VM tasks journaled: at least half as many task intervals as acknowledged declarations that changed a VM's power or
+    # node (an acknowledged declaration already held, or one of a volume or snapshot, takes no VM task: the CI run of
+    # 2026-11-29 had 4 acknowledged declarations and 1 journaled task at load 12-17, so counting every 'ok' failed)
+    vm_changes = [d['id'] for d in history['declarations'] if d['outcome'] == 'ok' and d.get('changed') and
+                  ('power' in d['fields'] or 'node' in d['fields'])]
+    assert numbers['journal_intervals'] >= len(vm_changes) // 2, (numbers, vm_changes)
     assert history['final']['final_converge']['rc'] == 0, history['final']['final_converge']

@@ -20,10 +20,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-# pylint: disable=wrong-import-position,unused-import
-# the private libvirt host fixtures come from the root conftest (pytest_plugins): importing them here again would
-# define a second session-scoped libvirt_hosts that starts hosts on the same addresses as the first one
-from tests.kubeapi.fixtures import kube_api, kube_dyn, kube_real_stack, kube_server, kube_server_session, serving  # noqa: E402,F401
+# pylint: disable=wrong-import-position
+# the private libvirt host fixtures and the Kubernetes ones (kube_server, kube_api, kube_dyn, kube_real_stack ...) come
+# from the root conftest (pytest_plugins): importing a fixture here again would define a second session-scoped copy of
+# it for this folder - a second libvirt_hosts on the same addresses, a second kube_real_stack (another kube-apiserver,
+# etcd and virt-api) on every worker that also runs the KubeVirt files of tests/integration
+from tests.kubeapi.fixtures import serving  # noqa: E402
 from tests.reliability import figures  # noqa: E402
 
 
