@@ -35,10 +35,10 @@ from tools.awxlab import build as awx_build
 from tools.virtlab import hosts as virtlab_hosts
 
 if os.environ.get('CONVERGE_VIRT_AWX_MESH') != '1':
-    pytest.skip('the AWX mesh test runs by hand (not in make test yet): CONVERGE_VIRT_AWX_MESH=1 after python -m tools.awxlab build',
+    pytest.skip('the AWX mesh test runs with `make test-awx` (CONVERGE_VIRT_AWX_MESH=1 after make awx), not in make test',
                 allow_module_level=True)
 if not awx_build.built():
-    pytest.skip('the AWX execution environment and receptor are not built: python -m tools.awxlab build',
+    pytest.skip('the AWX execution environment and receptor are not built: make awx',
                 allow_module_level=True)
 
 from tools.awxlab import jobs, mesh  # noqa: E402 pylint: disable=wrong-import-position
