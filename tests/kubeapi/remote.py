@@ -131,13 +131,6 @@ class RemoteStore:
                            status.get('details')) from None
         return json.loads(raw) if raw else {}
 
-    def close(self):
-        """Close this thread's connection (other threads' connections close with their threads' ends or on error)."""
-        conn = getattr(self._local, 'conn', None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
-
     def _discover(self):
         """Resource types (kind, scope, status subresource) as the server lists them."""
         by_gv = {}
