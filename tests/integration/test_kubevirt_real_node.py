@@ -23,20 +23,10 @@ import time
 
 import pytest
 
-from tools.kubelab import build, images, lab, node
+from tests.integration.kubevirt_real_node_gate import require_real_node
+from tools.kubelab import lab, node
 
-# The real node (kubelet, containerd, virt-handler, TCG guests) is heavy on 2 cores: its files run with `make test-real-node`
-# (CONVERGE_VIRT_REAL_NODE=1), not in make test, whose CI run must stay inside its time limit (README, "What make test costs")
-if os.environ.get('CONVERGE_VIRT_REAL_NODE') != '1':
-    pytest.skip('the real-node tests run with `make test-real-node` (CONVERGE_VIRT_REAL_NODE=1), not in make test',
-                allow_module_level=True)
-
-try:
-    build.locate(build.REAL_NODE)
-    images.locate_images()
-except build.KubelabError as exc:
-    # the real node is built by `make kube-node`, not (yet) by `make kube`: without it this file has nothing to run on
-    pytest.skip(f'the real node is not built ({exc}); run `make kube-node`', allow_module_level=True)
+require_real_node()
 
 NS = 'default'
 PODS = '/api/v1/namespaces/%s/pods' % NS

@@ -30,20 +30,11 @@ import pytest
 
 from tests.integration.ansible_run import run_module
 from tests.integration.test_kubevirt_real_controller import Sampler, judge
-from tools.kubelab import build, images, lab, node
+from tests.integration.kubevirt_real_node_gate import require_real_node
+from tools.kubelab import lab, node
 from tools.virtlab import guest
 
-# The real node (kubelet, containerd, virt-handler, TCG guests) is heavy on 2 cores: its files run with `make test-real-node`
-# (CONVERGE_VIRT_REAL_NODE=1), not in make test, whose CI run must stay inside its time limit (README, "What make test costs")
-if os.environ.get('CONVERGE_VIRT_REAL_NODE') != '1':
-    pytest.skip('the real-node tests run with `make test-real-node` (CONVERGE_VIRT_REAL_NODE=1), not in make test',
-                allow_module_level=True)
-
-try:
-    build.locate(build.REAL_NODE)
-    images.locate_images()
-except build.KubelabError as exc:
-    pytest.skip(f'the real node is not built ({exc}); run `make kube-node`', allow_module_level=True)
+require_real_node()
 
 NS = 'default'
 API = '/apis/kubevirt.io/v1/namespaces/%s/' % NS
