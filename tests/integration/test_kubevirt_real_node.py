@@ -19,10 +19,10 @@ import ipaddress
 import json
 import os
 import subprocess
-import time
 
 import pytest
 
+from tests.integration.kubevirt_real_node_fixtures import lab_up, wait_for
 from tests.integration.kubevirt_real_node_gate import require_real_node
 from tools.kubelab import lab, node
 
@@ -43,30 +43,14 @@ def _read_tunables():
 
 @pytest.fixture(scope='module')
 def real_node(tmp_path_factory):
-    directory = str(tmp_path_factory.mktemp('kubelab-node'))
-    before = _read_tunables()
-    started = time.monotonic()
-    info = lab.up(directory, nodes='real')
-    info['up_seconds'] = round(time.monotonic() - started, 1)
-    state = lab._load_state(directory)  # pylint: disable=protected-access
-    with open(os.path.join(directory, 'pki', 'admin.token'), encoding='utf-8') as handle:
-        token = handle.read().strip()
-    info.update(client=lab.Client(state['server'], state['ca_file'], token), dir=directory, node=state['node'], tunables_before=before)
-    try:
+    before = _read_tunables()   # read before the node starts: the test below compares
+    with lab_up(tmp_path_factory, 'kubelab-node', nodes='real') as info:
+        info['tunables_before'] = before
         yield info
-    finally:
-        lab.down(directory)
 
 
 def _wait(what, check, timeout=120):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f'{what} within {timeout} s (last: {last!r})')
+    return wait_for(what, check, timeout=timeout)
 
 
 def _count(quantity):
@@ -177,12 +161,9 @@ def test_down_removes_the_node_bridge_and_cgroups(tmp_path_factory, real_node): 
 def test_kubevirt_virt_handler_makes_the_node_schedulable_for_vms(tmp_path_factory):
     # a lab with KubeVirt's own virt-api and virt-controller: `--nodes real` then also runs KubeVirt's own virt-handler
     # inside the node (milestone M4 of issue 34); its device plugins register with the real kubelet
-    directory = str(tmp_path_factory.mktemp('kubelab-node-handler'))
-    lab.up(directory, controllers='real', nodes='real')
-    try:
+    with lab_up(tmp_path_factory, 'kubelab-node-handler', controllers='real', nodes='real') as handler_lab:
+        client, directory = handler_lab['client'], handler_lab['dir']
         state = lab._load_state(directory)  # pylint: disable=protected-access
-        with open(os.path.join(directory, 'pki', 'admin.token'), encoding='utf-8') as handle:
-            client = lab.Client(state['server'], state['ca_file'], handle.read().strip())
         code, body = client.request('GET', '/api/v1/nodes/' + node.NODE_NAME)
         assert code == 200, body
         assert body['metadata']['labels'].get('kubevirt.io/schedulable') == 'true', body['metadata']['labels']
@@ -199,5 +180,3 @@ def test_kubevirt_virt_handler_makes_the_node_schedulable_for_vms(tmp_path_facto
         assert lab._is_ours(record, state['boot_id'])  # pylint: disable=protected-access
         with open(record['log'], encoding='utf-8', errors='replace') as handle:
             assert '"component":"virt-handler"' in handle.read()
-    finally:
-        lab.down(directory)

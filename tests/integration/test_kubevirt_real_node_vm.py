@@ -21,134 +21,34 @@ Boots: three for the file (the first test one; the crash test two: the first boo
 
 # pylint: disable=missing-function-docstring,redefined-outer-name
 
-import glob
 import os
-import threading
 import time
-
-import pytest
 
 from tests.integration.ansible_run import run_module
 from tests.integration.test_kubevirt_real_controller import Sampler, judge
 from tests.integration.kubevirt_real_node_gate import require_real_node
-from tools.kubelab import lab, node
+# nodelab: the module's lab (a fixture: pytest finds it by its name here)
+from tests.integration.kubevirt_real_node_fixtures import nodelab  # pylint: disable=unused-import
+from tests.integration.kubevirt_real_node_fixtures import (API, BOOT_TIMEOUT, NS, VM, Console, get, info_checks, ok, printable,
+                                                           qemu_pids, read_handler_log, vm_args, wait_for)
+from tools.kubelab import node
 from tools.virtlab import guest
 
 require_real_node()
-
-NS = 'default'
-API = '/apis/kubevirt.io/v1/namespaces/%s/' % NS
-VM = 'tcg1'
-BOOT_TIMEOUT = 300      # a TCG boot of the test guest on 2 loaded cores (tens of seconds when idle)
-
-
-@pytest.fixture(scope='module')
-def nodelab(tmp_path_factory):
-    directory = str(tmp_path_factory.mktemp('kubelab-node-vm'))
-    started = time.monotonic()
-    info = lab.up(directory, controllers='real', nodes='real')
-    info['up_seconds'] = time.monotonic() - started
-    state = lab._load_state(directory)  # pylint: disable=protected-access
-    with open(os.path.join(directory, 'pki', 'admin.token'), encoding='utf-8') as handle:
-        info['client'] = lab.Client(state['server'], state['ca_file'], handle.read().strip())
-    info.update(dir=directory, node=state['node'])
-    try:
-        yield info
-    finally:
-        lab.down(directory)
-
-
-def get(nodelab, path):
-    code, body = nodelab['client'].request('GET', path)
-    return body if code == 200 else None
-
-
-def wait_for(what, check, timeout=60):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError('%s not within %d s (last: %r)' % (what, timeout, last))
-
-
-def vm_args(nodelab, state, **args):
-    kernel_boot = {'kernelArgs': guest.KERNEL_CMDLINE,
-                   'container': {'image': nodelab['node']['images']['guest'], 'imagePullPolicy': 'Never',
-                                 'kernelPath': '/boot/vmlinuz', 'initrdPath': '/boot/initrd.img'}}
-    template = {'template': {'spec': {
-        'nodeSelector': {'kubernetes.io/hostname': node.NODE_NAME}, 'terminationGracePeriodSeconds': 60,
-        'domain': {'devices': {'autoattachPodInterface': False}, 'firmware': {'kernelBoot': kernel_boot}}}}}
-    base = dict(backend='kubevirt', kubeconfig=nodelab['kubeconfig'], namespace=NS, name=VM, state=state,  # pylint: disable=use-dict-literal
-                vcpus=1, memory='256Mi', disks=[], spec=template, wait_timeout=BOOT_TIMEOUT)
-    base.update(args)
-    return base
-
-
-def ok(result):
-    assert result['_rc'] == 0 and not result.get('failed'), result.get('msg') or result
-    return result
-
-
-class Console:
-    """The guest's serial console as the launcher pod's guest-console-log container logged it (the kubelet's log files
-    of that container), read every 0.2 s in a thread and kept: the kubelet removes a pod's logs with the pod, so what
-    the guest printed while it powered off is gone once the VMI is."""
-
-    def __init__(self, nodelab):
-        self.pattern = os.path.join(nodelab['dir'], 'node', 'pod-logs', '%s_virt-launcher-%s-*' % (NS, VM), 'guest-console-log', '*.log')
-        self.seen = {}
-        self.stop_event = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def read(self):
-        for path in sorted(glob.glob(self.pattern)):
-            try:
-                with open(path, encoding='utf-8', errors='replace') as handle:
-                    text = handle.read()
-            except OSError:
-                continue
-            if len(text) > len(self.seen.get(path, '')):
-                self.seen[path] = text
-        return ''.join(self.seen[path] for path in sorted(self.seen))
-
-    def _run(self):
-        while not self.stop_event.is_set():
-            self.read()
-            self.stop_event.wait(0.2)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop_event.set()
-        self.thread.join(5)
 
 
 def test_a_guest_boots_and_pauses_and_powers_off_under_virt_handler(nodelab):  # pylint: disable=too-many-locals,too-many-statements
     client = nodelab['client']
     module_checks = []
 
-    def printable():
-        return ((get(nodelab, API + 'virtualmachines/' + VM) or {}).get('status') or {}).get('printableStatus')
-
     def step(state, **args):
         result = ok(run_module('vm', vm_args(nodelab, state, **args)))
         if state != 'absent':
-            module_checks.append(('vm %s: status' % state, result['vm']['status'], printable()))
+            module_checks.append(('vm %s: status' % state, result['vm']['status'], printable(nodelab)))
         return result
 
     def info_check(what):
-        found = ok(run_module('vm_info', dict(backend='kubevirt', kubeconfig=nodelab['kubeconfig'], namespace=NS, name=VM)))  # pylint: disable=use-dict-literal
-        vm = get(nodelab, API + 'virtualmachines/' + VM)
-        vmi = get(nodelab, API + 'virtualmachineinstances/' + VM)
-        item = found['vms'][0] if 'vms' in found else found['vm']
-        module_checks.append(('vm_info %s: status' % what, item['status'], (vm.get('status') or {}).get('printableStatus')))
-        if vmi is not None:
-            module_checks.append(('vm_info %s: phase' % what, item['phase'], vmi['status'].get('phase')))
+        module_checks.extend(info_checks(nodelab, what))
 
     started = time.monotonic()
     with Sampler(client, interval=0.2) as sampler, Console(nodelab) as console:
@@ -187,8 +87,7 @@ def test_a_guest_boots_and_pauses_and_powers_off_under_virt_handler(nodelab):  #
         step('stopped')
         assert guest.POWEROFF_MARKER in console.read(), console.read()[-2000:]
         # virt-handler saw the domain shut down (not destroyed after the grace period)
-        with open(os.path.join(nodelab['dir'], 'logs', 'node-virt-handler.log'), encoding='utf-8', errors='replace') as handle:
-            handler_log = handle.read()
+        handler_log = read_handler_log(nodelab)
         assert 'Domain is in state Shutoff reason Shutdown' in handler_log or 'reason: Shutdown' in handler_log, handler_log[-3000:]
         assert get(nodelab, API + 'virtualmachineinstances/' + VM) is None or \
             get(nodelab, API + 'virtualmachineinstances/' + VM)['metadata']['uid'] != uid
@@ -200,38 +99,19 @@ def test_a_guest_boots_and_pauses_and_powers_off_under_virt_handler(nodelab):  #
     judge('real node: vm running/paused/stopped', nodelab, sampler, module_checks, elapsed, {'Running', 'Paused', 'Stopped'})
 
 
-def _qemu_pids(name):
-    """PIDs (as seen from here: the node's PID namespace is a child of ours) of the QEMU running domain NS_name."""
-    found = []
-    for entry in os.listdir('/proc'):
-        if not entry.isdigit():
-            continue
-        try:
-            with open('/proc/%s/cmdline' % entry, 'rb') as handle:
-                argv = handle.read().split(b'\0')
-        except OSError:
-            continue
-        if argv and os.path.basename(argv[0]).startswith(b'qemu-system') and ('guest=%s_%s' % (NS, name)).encode() in b' '.join(argv):
-            found.append(int(entry))
-    return found
-
-
 def test_a_crashed_guest_fails_and_virt_controller_starts_it_again(nodelab):
     """Kill the guest's QEMU (SIGKILL): virt-handler reads the domain crashed and fails the VMI, virt-controller (runStrategy
     Always) creates a new one, which boots again. Two TCG boots."""
     client = nodelab['client']
     module_checks = []
 
-    def printable():
-        return ((get(nodelab, API + 'virtualmachines/' + VM) or {}).get('status') or {}).get('printableStatus')
-
     started = time.monotonic()
     with Sampler(client, interval=0.2) as sampler, Console(nodelab) as console:
         result = ok(run_module('vm', vm_args(nodelab, 'running')))
-        module_checks.append(('vm running: status', result['vm']['status'], printable()))
+        module_checks.append(('vm running: status', result['vm']['status'], printable(nodelab)))
         first = get(nodelab, API + 'virtualmachineinstances/' + VM)
         wait_for('the boot marker', lambda: guest.READY_MARKER in console.read(), timeout=BOOT_TIMEOUT)
-        pids = wait_for('the guest QEMU process', lambda: _qemu_pids(VM), timeout=30)
+        pids = wait_for('the guest QEMU process', lambda: qemu_pids(VM), timeout=30)
         assert len(pids) == 1, pids
         os.kill(pids[0], 9)
 
@@ -247,12 +127,10 @@ def test_a_crashed_guest_fails_and_virt_controller_starts_it_again(nodelab):
         second = wait_for('a new VMI Running (virt-controller restarts an Always VM)', restarted, timeout=BOOT_TIMEOUT)
         assert second['status']['nodeName'] == node.NODE_NAME
         wait_for('the boot marker of the second boot', lambda: console.read().count(guest.READY_MARKER) >= 2, timeout=BOOT_TIMEOUT)
-        with open(os.path.join(nodelab['dir'], 'logs', 'node-virt-handler.log'), encoding='utf-8', errors='replace') as handle:
-            handler_log = handle.read()
+        handler_log = read_handler_log(nodelab)
         # virt-handler read the domain crashed (libvirt's reason for a QEMU that died), not shut down or destroyed
         assert 'Domain is in state Shutoff reason Crashed' in handler_log or 'reason: Crashed' in handler_log, handler_log[-3000:]
-        found = ok(run_module('vm_info', dict(backend='kubevirt', kubeconfig=nodelab['kubeconfig'], namespace=NS, name=VM)))  # pylint: disable=use-dict-literal
-        module_checks.append(('vm_info after the restart: status', found['vms'][0]['status'], printable()))
+        module_checks.extend(info_checks(nodelab, 'after the restart'))
         ok(run_module('vm', vm_args(nodelab, 'absent')))
         wait_for('the VM gone', lambda: get(nodelab, API + 'virtualmachines/' + VM) is None, timeout=120)
     elapsed = time.monotonic() - started
