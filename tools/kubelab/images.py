@@ -16,6 +16,12 @@ store (imagePullPolicy Never or IfNotPresent).
                    virt-probe, virt-tail, virt-freezer, container-disk, node-labeller.sh; /etc/libvirt/qemu.conf and
                    virtqemud.conf, the qemu hook, the qemu user and group (107), /var/run -> ../run. Adapted for Debian
                    12 (see LAUNCHER_ADAPTATIONS).
+``cloud-disk``     the golden image of tools/virtlab/cloudimage.py (a bootable Debian cloud disk with Debian's cloud-init
+                   22.4) as a KubeVirt containerDisk: the qcow2 at ``/disk/debian-cloud.qcow2``, owned by uid/gid 107 (the
+                   qemu user of a non-root launcher) and readable by all, as KubeVirt's containerDisk documentation builds
+                   one (``ADD --chown=107:107 image.qcow2 /disk/``). Keyed by the qcow2's sha256 (from the golden image's
+                   manifest) and this file. Built by ``build_images`` (``make kube-node``), not imported at node start
+                   (``start_node`` imports pause, guest and virt-launcher): a test that boots it imports it (``import_argv``).
 
 Standard library only.
 """
@@ -37,8 +43,10 @@ REGISTRY = "kubelab.local"
 EPOCH = 0
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # the Debian packages of the launcher image (their dependencies come along; no Recommends)
+# xorriso: virt-launcher writes a cloudInitNoCloud/configDrive volume's ISO with xorrisofs (pkg/cloud-init, defaultIsoFunc);
+# without it the VMI fails at its first sync ("exec: \"xorrisofs\": executable file not found in $PATH")
 LAUNCHER_PACKAGES = ("libvirt-daemon", "libvirt-daemon-driver-qemu", "libvirt-clients", "qemu-system-x86", "qemu-utils",
-                     "procps", "iproute2", "util-linux")
+                     "procps", "iproute2", "util-linux", "xorriso")
 # What the Debian 12 launcher image changes against KubeVirt's own (and why): each is a file of LAUNCHER_FILES
 LAUNCHER_ADAPTATIONS = {
     "/usr/sbin/virtqemud": "Debian 12's libvirt 9.0.0 has no modular daemons (libvirt-daemon ships libvirtd, virtlockd, "
@@ -63,11 +71,11 @@ class ImageError(build.KubelabError):
 
 # ---------------------------------------------------------------- OCI archives
 
-def _tar_info(name, size=0, mode=0o644, kind=tarfile.REGTYPE, link=""):
+def _tar_info(name, size=0, mode=0o644, kind=tarfile.REGTYPE, link="", owner=0):
     info = tarfile.TarInfo(name)
     info.size, info.mode, info.type, info.linkname = size, mode, kind, link
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
+    info.uid = info.gid = owner
+    info.uname = info.gname = "root" if owner == 0 else ""
     info.mtime = EPOCH
     return info
 
@@ -105,6 +113,17 @@ def layer_from_files(entries, xattrs=None):
                                         for key, value in xattrs[name].items()}
                 tar.addfile(info, io.BytesIO(content))
     return buf.getvalue()
+
+
+def layer_from_file(out, target, source, mode=0o444, owner=0):
+    """Write an uncompressed layer tar to ``out`` holding one file ``target`` (its parent directories owned by root,
+    0755) with the bytes of ``source``, streamed (a disk image is not read into memory), owned by uid/gid ``owner``."""
+    parts = target.strip("/").split("/")
+    with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
+        for depth in range(1, len(parts)):
+            tar.addfile(_tar_info("/".join(parts[:depth]), mode=0o755, kind=tarfile.DIRTYPE))
+        with open(source, "rb") as handle:
+            tar.addfile(_tar_info("/".join(parts), size=os.fstat(handle.fileno()).st_size, mode=mode, owner=owner), handle)
 
 
 def _digest_file(path):
@@ -173,6 +192,7 @@ class Image:  # pylint: disable=too-few-public-methods
         self.name = f"{REGISTRY}/{kind}:{key}"
         self.directory = os.path.join(root or build.cache_root(), f"image-{kind}-{key}")
         self.archive = os.path.join(self.directory, "image.tar")
+        self.source = None      # cloud-disk: the golden image's manifest
 
     def built(self):
         """Whether the archive exists."""
@@ -218,7 +238,17 @@ def _module_file(module_dir, module, version, path):
 
 
 KINDS = ("pause", "guest", "virt-launcher")
-PARTS = {"pause": ("pause",), "guest": (), "virt-launcher": ("virt-handler", "virt-launcher-tools", "container-disk")}
+# what build_images (make kube-node) builds: KINDS, which every real node imports, and the golden image's containerDisk
+BUILT_KINDS = KINDS + ("cloud-disk",)
+PARTS = {"pause": ("pause",), "guest": (), "virt-launcher": ("virt-handler", "virt-launcher-tools", "container-disk"), "cloud-disk": ()}
+CLOUD_DISK_PATH = "/disk/debian-cloud.qcow2"
+QEMU_UID = 107
+
+
+def _cloud_image():
+    """The golden image's manifest (tools/virtlab/cloudimage.py: built by ``make guest``; reused when cached)."""
+    from ..virtlab import cloudimage  # pylint: disable=import-outside-toplevel
+    return cloudimage.build_cloud_image()
 
 
 def images(guest_dir=None, root=None, kinds=KINDS):
@@ -235,6 +265,11 @@ def images(guest_dir=None, root=None, kinds=KINDS):
         kubevirt = build.versions()["virt-handler"]
         found["virt-launcher"] = Image("virt-launcher", _hash("virt-launcher", _launcher_inputs(binaries, kubevirt),
                                                               *[binaries[n] for n in LAUNCHER_BINARIES]), root)
+    if "cloud-disk" in kinds:
+        golden = _cloud_image()
+        found["cloud-disk"] = Image("cloud-disk", _hash("cloud-disk", golden["sha256"], CLOUD_DISK_PATH, QEMU_UID,
+                                                        _hash(os.path.abspath(__file__))), root)
+        found["cloud-disk"].source = golden
     return found
 
 
@@ -276,6 +311,13 @@ def _build_guest(image, guest_dir, workdir):  # pylint: disable=unused-argument
         handle.write(layer_from_files(entries))
     # a kernel-boot container never runs its own entrypoint (virt-controller runs the launcher's container-disk in it)
     return [path], {"entrypoint": ["/boot/vmlinuz"]}
+
+
+def _build_cloud_disk(image, workdir):
+    path = os.path.join(workdir, "layer.tar")
+    layer_from_file(path, CLOUD_DISK_PATH, image.source["path"], mode=0o444, owner=QEMU_UID)
+    # virt-controller runs its own container-disk program in a containerDisk container; the image's entrypoint is never run
+    return [path], {"entrypoint": [CLOUD_DISK_PATH]}
 
 
 def _apt_sources():
@@ -365,7 +407,7 @@ def _build_launcher(image, binaries, workdir, log):  # pylint: disable=unused-ar
     return [base, top], {"entrypoint": ["/usr/bin/virt-launcher"]}
 
 
-def build_images(guest_dir=None, root=None, log=None, kinds=KINDS):
+def build_images(guest_dir=None, root=None, log=None, kinds=BUILT_KINDS):
     """Build the missing image archives; return {kind: {"name", "archive", "cached", "seconds"}}."""
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     needed = tuple(sorted({part for kind in kinds for part in PARTS[kind]}))
@@ -383,6 +425,8 @@ def build_images(guest_dir=None, root=None, log=None, kinds=KINDS):
                 layers, config = _build_pause(image, binaries, workdir)
             elif kind == "guest":
                 layers, config = _build_guest(image, guest_dir, workdir)
+            elif kind == "cloud-disk":
+                layers, config = _build_cloud_disk(image, workdir)
             else:
                 layers, config = _build_launcher(image, binaries, workdir, log)
             out = os.path.join(workdir, "out")
@@ -409,3 +453,10 @@ def locate_images(guest_dir=None, root=None, kinds=KINDS):
     if missing:
         raise ImageError("images not built: " + ", ".join(missing) + " (run `make kube-node` or `python -m tools.kubelab build --node`)")
     return found
+
+
+def import_argv(node, archive):
+    """The argv that imports the image archive ``archive`` into the containerd of the running lab node ``node`` (the lab
+    state's ``node``: its ``init_pid``)."""
+    from . import node as node_module  # pylint: disable=import-outside-toplevel
+    return node_module.nodeexec_argv(node["init_pid"], ["ctr", "--address", node_module.SOCKET, "-n", "k8s.io", "images", "import", archive])
