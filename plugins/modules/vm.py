@@ -570,11 +570,6 @@ def argument_spec():
     return vm_run.argument_spec(_providers.argument_spec(), _providers.vm_definitions())
 
 
-def new_module():
-    """The module's AnsibleModule (state defaulted for a single VM)."""
-    return vm_run.new_module(argument_spec())
-
-
 def fleet_items(module, make):
     """The validated items of ``vms`` (see _common/vm_run.fleet_items)."""
     return vm_run.fleet_items(module, make, _providers.vm_definitions())
@@ -594,7 +589,7 @@ def kubevirt_declaration(params, namespace):
 
 def main():
     """Entry point."""
-    _providers.run('vm', new_module(), LOADERS, functools.partial(vm_run.run_vm, definitions=_providers.vm_definitions()))
+    _providers.run('vm', vm_run.new_module(argument_spec()), LOADERS, functools.partial(vm_run.run_vm, definitions=_providers.vm_definitions()))
 
 
 if __name__ == '__main__':

@@ -15,7 +15,7 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kclient
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import api_errors, client as kclient
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.vm_backend import _deletion_view, deletion_blockers
 
 NAMESPACED = ('virtualmachines.kubevirt.io is forbidden: User "system:serviceaccount:demo:bot" cannot create resource '
@@ -28,19 +28,19 @@ POLICY = ('virtualmachines.kubevirt.io "x" is forbidden: ValidatingAdmissionPoli
 
 
 def test_rbac_refusal_names_identity_verb_resource_group_and_namespace():
-    text = kclient.rbac_refusal(NAMESPACED)
+    text = api_errors.rbac_refusal(NAMESPACED)
     assert text.startswith('forbidden: system:serviceaccount:demo:bot cannot create virtualmachines (API group kubevirt.io) in namespace demo')
-    assert kclient.RBAC_DOC in text
+    assert api_errors.RBAC_DOC in text
 
 
 def test_rbac_refusal_of_a_subresource_and_at_cluster_scope():
-    assert 'cannot update virtualmachines/start (API group subresources.kubevirt.io) in namespace demo' in kclient.rbac_refusal(SUBRESOURCE)
-    assert 'forbidden: alice cannot patch nodes (core API group) at the cluster scope' in kclient.rbac_refusal(CLUSTER)
+    assert 'cannot update virtualmachines/start (API group subresources.kubevirt.io) in namespace demo' in api_errors.rbac_refusal(SUBRESOURCE)
+    assert 'forbidden: alice cannot patch nodes (core API group) at the cluster scope' in api_errors.rbac_refusal(CLUSTER)
 
 
 def test_an_admission_policy_refusal_is_not_taken_for_rbac():
-    assert kclient.rbac_refusal(POLICY) is None
-    assert kclient.rbac_refusal(None) is None
+    assert api_errors.rbac_refusal(POLICY) is None
+    assert api_errors.rbac_refusal(None) is None
 
 
 @pytest.mark.parametrize('status, decoded, missing', [
@@ -50,7 +50,7 @@ def test_an_admission_policy_refusal_is_not_taken_for_rbac():
     (409, {'kind': 'Status', 'code': 409}, False),
 ])
 def test_subresource_api_missing(status, decoded, missing):
-    assert kclient.subresource_api_missing(status, decoded) is missing
+    assert api_errors.subresource_api_missing(status, decoded) is missing
 
 
 def _client(secret='s3cr3t-token'):

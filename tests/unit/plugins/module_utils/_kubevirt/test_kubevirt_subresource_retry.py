@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from ansible_collections.converge.virt.plugins.module_utils._kubevirt import client as kclient
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt import api_errors, client as kclient
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_backend as vb
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import vm_manifest
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore, annotations_from_record
@@ -155,7 +155,7 @@ def test_a_503_until_the_deadline_fails_naming_virt_api_and_the_state_and_leaves
     assert 'is virt-api running?' in text and 'start of virtualmachine demo/web failed' in text
     assert 'demo/web not brought to ACTIVE (step start)' in text and 'the VM is Stopped' in text and 'no task is left on it' in text
     assert 'all %d attempts' % api.starts() in text
-    assert sum(clock.sleeps) == pytest.approx(20) and max(clock.sleeps) == kclient.SUBRESOURCE_RETRY_CAP
+    assert sum(clock.sleeps) == pytest.approx(20) and max(clock.sleeps) == api_errors.SUBRESOURCE_RETRY_CAP
     assert api.starts() >= 5                                    # retried, not given up at the first 503
     assert api.vm['spec']['runStrategy'] == 'Halted'
     assert info.value.to_result()['status_code'] == 503
