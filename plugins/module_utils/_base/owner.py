@@ -5,6 +5,14 @@
 Every backend records the owner of the task it holds; a task whose owner ran
 on this very host and whose process is gone (killed, or a zombie) is stale at
 once, without waiting for its lease to run out.
+
+"This very host" means the same host name *and* the same pid namespace: a pid
+means nothing outside its namespace. Jobs in containers (an AWX execution
+environment run with the host's network has the host's name) each get a pid
+namespace of their own, so outside the kernel's initial pid namespace the host
+part carries the namespace ("vm/pidns-4026532890:36"); a task of another
+container, or of the host, is then never "known dead" from here and ends by
+its lease.
 """
 
 from __future__ import annotations
@@ -14,13 +22,33 @@ import socket
 from typing import Any, Optional
 
 
+# the inode of the kernel's initial pid namespace (PROC_PID_INIT_INO): a process there names its host alone
+INITIAL_PID_NAMESPACE = 0xEFFFFFFC
+
+
+def pid_namespace() -> int:
+    """The inode of this process's pid namespace (the initial one's when /proc does not tell)."""
+    try:
+        return os.stat('/proc/self/ns/pid').st_ino
+    except OSError:
+        return INITIAL_PID_NAMESPACE
+
+
+def _host() -> str:
+    """This host's name, with the pid namespace when it is not the initial one (a container's)."""
+    namespace = pid_namespace()
+    name = socket.gethostname()
+    return name if namespace == INITIAL_PID_NAMESPACE else '%s/pidns-%d' % (name, namespace)
+
+
 def owner_id() -> str:
-    """Who holds a task: host and process, for the record and for messages."""
-    return '%s:%d' % (socket.gethostname(), os.getpid())
+    """Who holds a task: host (and pid namespace, see the module's docstring) and process, for the record and for messages."""
+    return '%s:%d' % (_host(), os.getpid())
 
 
 def owner_gone(owner: Optional[str]) -> bool:
-    """True when ``owner`` ("host:pid") ran on this host and its process is gone (killed): its task is stale at once.
+    """True when ``owner`` ("host:pid") ran on this host, in this pid namespace, and its process is gone (killed): its
+    task is stale at once.
 
     A task's lease tells a live run from a dead one when nothing better is
     known; a run killed on this very host is known dead without waiting for
@@ -29,7 +57,7 @@ def owner_gone(owner: Optional[str]) -> bool:
     if not owner or ':' not in owner:
         return False
     host, _sep, pid = owner.rpartition(':')
-    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+    if host != _host() or not pid.isdigit() or int(pid) == os.getpid():
         return False
     try:
         os.kill(int(pid), 0)
