@@ -85,20 +85,52 @@ def printable(nodelab, name=VM):
     return ((vm_of(nodelab, name) or {}).get('status') or {}).get('printableStatus')
 
 
+def _template_spec(nodelab, kernel_args, grace):
+    kernel_boot = {'kernelArgs': (guest.KERNEL_CMDLINE + ' ' + kernel_args).strip(),
+                   'container': {'image': nodelab['node']['images']['guest'], 'imagePullPolicy': 'Never',
+                                 'kernelPath': '/boot/vmlinuz', 'initrdPath': '/boot/initrd.img'}}
+    return {'nodeSelector': {'kubernetes.io/hostname': node.NODE_NAME}, 'terminationGracePeriodSeconds': grace,
+            'domain': {'devices': {'autoattachPodInterface': False}, 'firmware': {'kernelBoot': kernel_boot}}}
+
+
 def vm_args(nodelab, state, name=VM, kernel_args='', grace=60, **args):
     """converge.virt.vm's arguments for the project's test guest (tools/virtlab/guest.py) as a kernel-boot container on
     the real node: ``kernel_args`` are added to the guest's own command line, ``grace`` is the VMI's
     terminationGracePeriodSeconds; ``args`` override the module's arguments."""
-    kernel_boot = {'kernelArgs': (guest.KERNEL_CMDLINE + ' ' + kernel_args).strip(),
-                   'container': {'image': nodelab['node']['images']['guest'], 'imagePullPolicy': 'Never',
-                                 'kernelPath': '/boot/vmlinuz', 'initrdPath': '/boot/initrd.img'}}
-    template = {'template': {'spec': {
-        'nodeSelector': {'kubernetes.io/hostname': node.NODE_NAME}, 'terminationGracePeriodSeconds': grace,
-        'domain': {'devices': {'autoattachPodInterface': False}, 'firmware': {'kernelBoot': kernel_boot}}}}}
+    template = {'template': {'spec': _template_spec(nodelab, kernel_args, grace)}}
     base = dict(backend='kubevirt', kubeconfig=nodelab['kubeconfig'], namespace=NS, name=name, state=state,  # pylint: disable=use-dict-literal
                 vcpus=1, memory='256Mi', disks=[], spec=template, wait_timeout=BOOT_TIMEOUT)
     base.update(args)
     return base
+
+
+def vm_manifest(nodelab, name, run_strategy, kernel_args='', grace=60, annotations=None):
+    """A VirtualMachine of the test guest as a KubeVirt user writes it (any run strategy: the ``vm`` module declares
+    power with ``state`` and refuses ``runStrategy``), to POST to API + 'virtualmachines'."""
+    spec = _template_spec(nodelab, kernel_args, grace)
+    spec['domain'].update(cpu={'cores': 1}, resources={'requests': {'memory': '256Mi'}})
+    return {'apiVersion': 'kubevirt.io/v1', 'kind': 'VirtualMachine', 'metadata': {'name': name, 'namespace': NS},
+            'spec': {'runStrategy': run_strategy,
+                     'template': {'metadata': {'annotations': dict(annotations or {})}, 'spec': spec}}}
+
+
+def call(nodelab, method, path, body=None, expect=(200, 201)):
+    """The answer of one request that must answer one of ``expect``."""
+    code, answer = nodelab['client'].request(method, path, body)
+    assert code in expect, (method, path, code, answer)
+    return answer
+
+
+def edit(nodelab, path, change):
+    """GET, ``change(obj)``, PUT (again on a conflict: virt-controller writes the same objects)."""
+    for _attempt in range(10):
+        obj = get(nodelab, path)
+        change(obj)
+        code, answer = nodelab['client'].request('PUT', path, obj)
+        if code != 409:
+            assert code == 200, (path, code, answer)
+            return answer
+    raise AssertionError('%s: conflict after 10 tries' % path)
 
 
 def ok(result):
@@ -113,11 +145,23 @@ def vm_info(nodelab, name=VM):
     return found['vms'][0] if 'vms' in found else found['vm']
 
 
-def info_checks(nodelab, what, name=VM):
-    """vm_info's status and phase beside virt-controller's printableStatus and the VMI's phase, read right after:
-    [(what, ours, theirs)] for judge()'s module checks."""
-    item = vm_info(nodelab, name)
+def _versions(nodelab, name):
     vm, vmi = vm_of(nodelab, name), vmi_of(nodelab, name)
+    return vm, vmi, [((o or {}).get('metadata') or {}).get('resourceVersion') for o in (vm, vmi)]
+
+
+def info_checks(nodelab, what, name=VM):
+    """vm_info's status and phase beside virt-controller's printableStatus and the VMI's phase:
+    [(what, ours, theirs)] for judge()'s module checks. Judged only when the VM and VMI did not change while vm_info
+    ran (a settled observation); asked again otherwise (5 times at most)."""
+    for _attempt in range(5):
+        _vm, _vmi, before = _versions(nodelab, name)
+        item = vm_info(nodelab, name)
+        vm, vmi, after = _versions(nodelab, name)
+        if after == before:
+            break
+    else:
+        raise AssertionError('%s changed during each of 5 vm_info runs' % name)
     checks = [('vm_info %s: status' % what, item['status'], ((vm or {}).get('status') or {}).get('printableStatus'))]
     if vmi is not None:
         checks.append(('vm_info %s: phase' % what, item['phase'], (vmi.get('status') or {}).get('phase')))

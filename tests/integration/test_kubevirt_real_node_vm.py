@@ -29,8 +29,9 @@ from tests.integration.test_kubevirt_real_controller import Sampler, judge
 from tests.integration.kubevirt_real_node_gate import require_real_node
 # nodelab: the module's lab (a fixture: pytest finds it by its name here)
 from tests.integration.kubevirt_real_node_fixtures import nodelab  # pylint: disable=unused-import
-from tests.integration.kubevirt_real_node_fixtures import (API, BOOT_TIMEOUT, NS, VM, Console, get, info_checks, ok, printable,
-                                                           qemu_pids, read_handler_log, vm_args, wait_for)
+from tests.integration.kubevirt_real_node_fixtures import (API, BOOT_TIMEOUT, NS, VM, Console, call, edit, get, info_checks, ok,
+                                                           printable, qemu_pids, read_handler_log, vm_args, vm_manifest, vmi_of,
+                                                           wait_for)
 from tools.kubelab import node
 from tools.virtlab import guest
 
@@ -137,3 +138,116 @@ def test_a_crashed_guest_fails_and_virt_controller_starts_it_again(nodelab):
     print('\nreal node: a crash (SIGKILL to QEMU) and a restart: %s' % sorted({o['vmi_phase'] for o in sampler.trail if o['vmi_phase']}))
     assert any(o['vmi_phase'] == 'Failed' for o in sampler.trail), sampler.trail
     judge('real node: a crashed guest restarted', nodelab, sampler, module_checks, elapsed, {'Running'})
+
+
+def test_a_guest_ignoring_acpi_fails_after_the_grace_period(nodelab):
+    """Stop a guest that ignores the power button (``acpi=off`` on its kernel command line: the kernel never sees the
+    ACPI power-button event, so the init's acpid handler never runs): virt-handler signals a graceful shutdown, and
+    once the VMI's terminationGracePeriodSeconds (10) have passed it kills the domain; KubeVirt reads a domain destroyed
+    after an ACPI shutdown attempt as a failure (pkg/virt-handler/vm.go: Shutoff reason Destroyed with ACPI enabled ->
+    Failed). The module's own shutdown_timeout (120 s) is longer than the grace period, so the kill is KubeVirt's. One
+    TCG boot."""
+    name, grace = 'noacpi', 10
+    module_checks = []
+    started = time.monotonic()
+    with Sampler(nodelab['client'], interval=0.2) as sampler, Console(nodelab, name) as console:
+        result = ok(run_module('vm', vm_args(nodelab, 'running', name=name, kernel_args='acpi=off', grace=grace)))
+        module_checks.append(('vm running: status', result['vm']['status'], printable(nodelab, name)))
+        wait_for('the boot marker', lambda: guest.READY_MARKER in console.read(), timeout=BOOT_TIMEOUT)
+        module_checks.extend(info_checks(nodelab, 'running', name))
+        stop_started = time.monotonic()
+        result = ok(run_module('vm', vm_args(nodelab, 'stopped', name=name, kernel_args='acpi=off', grace=grace, shutdown_timeout=120)))
+        stop_seconds = time.monotonic() - stop_started
+        module_checks.append(('vm stopped: status', result['vm']['status'], printable(nodelab, name)))
+        module_checks.extend(info_checks(nodelab, 'stopped', name))
+        log = read_handler_log(nodelab)
+        ok(run_module('vm', vm_args(nodelab, 'absent', name=name)))
+        wait_for('the VM gone', lambda: get(nodelab, API + 'virtualmachines/' + name) is None, timeout=120)
+    elapsed = time.monotonic() - started
+    phases = [o['vmi_phase'] for o in sampler.trail if o['vm'] == name]
+    print('\nreal node: a guest ignoring ACPI stopped in %.1f s (grace period %d s); VMI phases %s' % (stop_seconds, grace, phases))
+    # the guest never ran its power-button handler; virt-handler asked for a graceful shutdown, then killed the domain
+    assert guest.POWEROFF_MARKER not in console.read(), console.read()[-2000:]
+    assert 'Signaled graceful shutdown for %s' % name in log, log[-3000:]
+    assert 'Grace period expired, killing deleted VirtualMachineInstance %s' % name in log, log[-3000:]
+    assert 'Failed' in phases and 'Succeeded' not in phases, phases
+    assert stop_seconds >= grace, stop_seconds
+    judge('real node: a guest ignoring ACPI stopped', nodelab, sampler, module_checks, elapsed, {'Running', 'Stopped'})
+
+
+def test_rerun_on_failure_restarts_a_crash_and_backs_off_a_launcher_that_fails_to_start(nodelab):  # pylint: disable=too-many-locals,too-many-statements
+    """runStrategy RerunOnFailure, written as a KubeVirt user writes it; our words read by vm_info and the sampler.
+
+    1. The guest's QEMU killed (SIGKILL) after it booted: the VMI Failed, virt-controller creates a new one (a failed
+       VMI is rerun), which runs. No start failure is counted: KubeVirt v1.8.0 counts only a VMI that failed before it
+       was ever Running (pkg/virt-controller/watch/vm/vm.go vmiFailedEarly; syncStartFailureStatus clears the count
+       once a VMI of the VM reached Running), so a guest that crashes after starting is restarted at once, forever.
+    2. The launcher fails before the domain runs (KubeVirt's own annotation kubevirt.io/func-test-virt-launcher-fail-fast
+       on the template: virt-controller starts virt-launcher with --simulate-crash, which panics at once; KubeVirt's
+       conformance test of the crash loop uses it), then QEMU killed again so the template's next VMI is made: each
+       such VMI Failed counts (status.startFailure.consecutiveFailCount 1, 2), virt-controller waits
+       (retryAfterTimestamp, 10-15 s after the first, 40-60 s after the second) and printableStatus is
+       CrashLoopBackOff meanwhile.
+    3. The annotation removed: after the backoff the next VMI runs and the count is cleared.
+    Three TCG boots (the third is not waited for: its VMI Running is enough)."""
+    name = 'rerun'
+    path = API + 'virtualmachines/' + name
+    fail_fast = 'kubevirt.io/func-test-virt-launcher-fail-fast'
+    module_checks = []
+    failures = []       # (consecutiveFailCount, seconds from the failure's VMI to retryAfterTimestamp) as seen
+
+    def start_failure():
+        return ((get(nodelab, path) or {}).get('status') or {}).get('startFailure')
+
+    def running_vmi(other_than):
+        vmi = vmi_of(nodelab, name)
+        return vmi if vmi and vmi['metadata']['uid'] not in other_than and (vmi.get('status') or {}).get('phase') == 'Running' else None
+
+    started = time.monotonic()
+    with Sampler(nodelab['client'], interval=0.2) as sampler, Console(nodelab, name) as console:
+        call(nodelab, 'POST', API + 'virtualmachines', vm_manifest(nodelab, name, 'RerunOnFailure', grace=10))
+        first = wait_for('the first VMI Running', lambda: running_vmi(()), timeout=BOOT_TIMEOUT)
+        wait_for('the boot marker', lambda: guest.READY_MARKER in console.read(), timeout=BOOT_TIMEOUT)
+        module_checks.extend(info_checks(nodelab, 'running', name))
+
+        # 1. a crash after the guest ran: rerun at once, not counted
+        os.kill(wait_for('the guest QEMU process', lambda: qemu_pids(name), timeout=30)[0], 9)
+        second = wait_for('a new VMI Running (RerunOnFailure reruns a failed VMI)',
+                          lambda: running_vmi((first['metadata']['uid'],)), timeout=BOOT_TIMEOUT)
+        assert start_failure() is None, start_failure()
+        assert any(o['vm'] == name and o['vmi_phase'] == 'Failed' for o in sampler.trail), sampler.trail
+        wait_for('the boot marker of the second boot', lambda: console.read().count(guest.READY_MARKER) >= 2, timeout=BOOT_TIMEOUT)
+        module_checks.extend(info_checks(nodelab, 'rerun after a crash', name))
+
+        # 2. a launcher that fails before the domain runs: counted, backed off, CrashLoopBackOff
+        edit(nodelab, path, lambda vm: vm['spec']['template'].setdefault('metadata', {}).setdefault('annotations', {}).update({fail_fast: ''}))
+        os.kill(wait_for('the guest QEMU process', lambda: qemu_pids(name), timeout=30)[0], 9)
+
+        def counted(at_least):
+            found = start_failure()
+            if found and (not failures or failures[-1][0] != found['consecutiveFailCount']):
+                failures.append((found['consecutiveFailCount'], found.get('retryAfterTimestamp')))
+            return found if found and found['consecutiveFailCount'] >= at_least else None
+        wait_for('one start failure counted', lambda: counted(1), timeout=120)
+        wait_for('CrashLoopBackOff after the first failure', lambda: printable(nodelab, name) == 'CrashLoopBackOff', timeout=60)
+        module_checks.extend(info_checks(nodelab, 'backoff after 1 failure', name))
+        wait_for('a second start failure counted', lambda: counted(2), timeout=180)
+        wait_for('CrashLoopBackOff after the second failure', lambda: printable(nodelab, name) == 'CrashLoopBackOff', timeout=60)
+        module_checks.extend(info_checks(nodelab, 'backoff after 2 failures', name))
+        vm = get(nodelab, path)
+        assert vm['spec']['runStrategy'] == 'RerunOnFailure' and vmi_of(nodelab, name) is None, (vm['status'], vmi_of(nodelab, name))
+
+        # 3. the launcher fixed: the next VMI (after the backoff) runs and the count is cleared
+        edit(nodelab, path, lambda vm: vm['spec']['template']['metadata']['annotations'].pop(fail_fast))
+        third = wait_for('a VMI Running again after the backoff', lambda: running_vmi((first['metadata']['uid'], second['metadata']['uid'])),
+                         timeout=BOOT_TIMEOUT)
+        wait_for('the start failure cleared', lambda: start_failure() is None, timeout=60)
+        module_checks.extend(info_checks(nodelab, 'running after the backoff', name))
+        assert third['status']['nodeName'] == node.NODE_NAME
+        ok(run_module('vm', vm_args(nodelab, 'absent', name=name)))
+        wait_for('the VM gone', lambda: get(nodelab, path) is None, timeout=120)
+    elapsed = time.monotonic() - started
+    print('\nreal node: RerunOnFailure: start failures seen (count, retryAfterTimestamp): %s; VMI phases %s' % (
+        failures, sorted({o['vmi_phase'] for o in sampler.trail if o['vm'] == name and o['vmi_phase']})))
+    assert [count for count, _retry in failures][:2] == [1, 2], failures
+    judge('real node: RerunOnFailure crash and crash loop', nodelab, sampler, module_checks, elapsed, {'Running', 'CrashLoopBackOff'})
