@@ -187,7 +187,8 @@ KUBE_LANE := tests/integration/test_kubevirt_real_controller.py $(filter-out tes
 .PHONY: test-real-node
 test-real-node: venv layout guest kube kube-node
 > $(LAB_ENV) CONVERGE_VIRT_REAL_NODE=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=10 \
-    tests/integration/test_kubevirt_real_node.py tests/integration/test_kubevirt_real_node_vm.py
+    tests/integration/test_kubevirt_real_node.py tests/integration/test_kubevirt_real_node_vm.py \
+    tests/integration/test_kubevirt_real_node_faults.py
 
 integration: venv layout guest kube peers
 > @$(MAKE) --no-print-directory integration-run integration-kube-run

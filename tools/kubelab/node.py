@@ -18,12 +18,14 @@ mount points for the binds (e.g. /var/lib/kubelet, /run/containerd: created on t
 is written into them outside the node). It refuses to start in the machine's own network namespace.
 """
 
+import calendar
 import hashlib
 import ipaddress
 import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -478,3 +480,75 @@ def cleanup(state):
     if node.get("cgroup_root"):
         left += remove_cgroups(node["cgroup_root"])
     return left
+
+
+# ---------------------------------------------------------------- faults: one component of the node down, restarted
+NODE_ROLES = ("containerd", "kubelet", "node-virt-handler")
+
+
+def _lab_module():
+    # imported here: tools/kubelab/lab.py imports this module
+    from . import lab  # pylint: disable=import-outside-toplevel
+    return lab
+
+
+def _since(stamp, started):
+    """Whether the RFC 3339 time ``stamp`` (as the API server writes it) is at or after ``started`` (time.time())."""
+    if not stamp:
+        return False
+    whole = stamp.rstrip("Z").split(".")[0]
+    return calendar.timegm(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) >= int(started)
+
+
+def stop_component(directory, role, kill=False, timeout=20):
+    """Stop the running ``role`` of the lab's node (one of NODE_ROLES; SIGTERM, or SIGKILL with ``kill``, to its nodeexec
+    process, which hands SIGTERM to the component and takes it along when killed): a fault for the tests; the rest
+    keeps running. Returns the PID that was stopped (None when it was not running)."""
+    lab = _lab_module()
+    if role not in NODE_ROLES:
+        raise NodeError(f"{role} is not a component of the node that can be stopped alone (one of {', '.join(NODE_ROLES)})")
+    state = lab._load_state(os.path.abspath(directory))  # pylint: disable=protected-access
+    record = lab._role_record(state, role)  # pylint: disable=protected-access
+    stopped = lab._stop(record, lab.boot_id(), timeout, signal.SIGKILL if kill else signal.SIGTERM)  # pylint: disable=protected-access
+    return record["pid"] if stopped else None
+
+
+def start_component(directory, role, timeout=120):
+    """Start the node's ``role`` again with the command line it had, and wait until it works: the kubelet once it
+    renewed its Lease after this start; virt-handler once it wrote its heartbeat on the Node after this start with the
+    node schedulable (its device plugins registered with the kubelet again); containerd once its socket answers.
+    Returns the new PID (the old one when it still runs)."""
+    lab = _lab_module()
+    if role not in NODE_ROLES:
+        raise NodeError(f"{role} is not a component of the node that can be started alone (one of {', '.join(NODE_ROLES)})")
+    directory = os.path.abspath(directory)
+    state = lab._load_state(directory)  # pylint: disable=protected-access
+    record = lab._role_record(state, role)  # pylint: disable=protected-access
+    if lab._is_ours(record, lab.boot_id()):  # pylint: disable=protected-access
+        return record["pid"]
+    paths = pki.make_all(os.path.join(directory, "pki"))
+    client = lab.Client(state["server"], paths["ca"], pki.ensure_token(os.path.join(directory, "pki", "admin.token")))
+    state["processes"].remove(record)
+    started = time.time()
+    proc = lab._start(directory, role, record["argv"], state)  # pylint: disable=protected-access
+
+    def ready():
+        if role == "containerd":
+            return subprocess.run(nodeexec_argv(state["node"]["init_pid"], ["ctr", "--address", SOCKET, "version"]),
+                                  capture_output=True, check=False).returncode == 0
+        if role == "kubelet":
+            code, lease = client.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{NODE_NAME}")
+            return code == 200 and _since(lease["spec"].get("renewTime"), started)
+        code, node = client.request("GET", f"/api/v1/nodes/{NODE_NAME}")
+        return code == 200 and node["metadata"].get("labels", {}).get("kubevirt.io/schedulable") == "true" and \
+            _since(node["metadata"].get("annotations", {}).get("kubevirt.io/heartbeat"), started)
+    lab._wait(role, proc, state["processes"][-1]["log"], ready, timeout=timeout)  # pylint: disable=protected-access
+    return proc.pid
+
+
+def restart_component(directory, role, kill=False, down_seconds=0.0):
+    """Stop the node's ``role`` (SIGTERM, or SIGKILL with ``kill``), leave it down ``down_seconds``, start it again;
+    returns (old PID, new PID)."""
+    old = stop_component(directory, role, kill=kill)
+    time.sleep(down_seconds)
+    return old, start_component(directory, role)
