@@ -1,8 +1,12 @@
 """Run converge.virt modules the way users do: through the ansible CLI.
 
-Each call is a real ``ansible`` (ad-hoc) or ``ansible-playbook`` process with
+Each call is a real ``ansible`` (ad-hoc) or ``ansible-playbook`` run with
 the json stdout callback, so the tests see exactly the result a playbook would
-register, including check mode and diff.
+register, including check mode and diff. The run is the CLI's own ``main`` in a
+process of its own, forked from a zygote that has already imported ansible-core
+(tests/integration/ansible_zygote.py: the same code path as the console script,
+without re-importing ansible per call); a call whose configuration the zygote
+cannot take runs the console script itself.
 """
 
 import json
@@ -11,6 +15,8 @@ import subprocess
 import sys
 
 from ansible.release import __version__ as _ansible_version
+
+from tests.integration import ansible_zygote
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # the ansible commands of the Python that runs the tests (make matrix runs them with one virtualenv per ansible-core)
@@ -45,15 +51,24 @@ def run_module(module, args, check=False, diff=False, timeout=600, env=None):  #
         cmd.append('--check')
     if diff:
         cmd.append('--diff')
-    proc = subprocess.run(cmd, env=ansible_env(env), capture_output=True, text=True, timeout=timeout, check=False)
+    returncode, stdout, stderr = run_cli('ansible', cmd, ansible_env(env), timeout)
     try:
-        data = json.loads(proc.stdout)
+        data = json.loads(stdout)
     except ValueError:
-        raise AssertionError('ansible printed no JSON (rc %d):\n%s\n%s' % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+        raise AssertionError('ansible printed no JSON (rc %d):\n%s\n%s' % (returncode, stdout[-3000:], stderr[-3000:]))
     result = data['plays'][0]['tasks'][0]['hosts']['localhost']
-    result['_rc'] = proc.returncode
-    result['_stderr'] = proc.stderr
+    result['_rc'] = returncode
+    result['_stderr'] = stderr
     return result
+
+
+def run_cli(cli, cmd, env, timeout):
+    """(returncode, stdout, stderr) of the CLI command ``cmd``: forked from the zygote, or the console script."""
+    answer = ansible_zygote.run(cli, cmd, env, timeout=timeout)
+    if answer is not None:
+        return answer
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
 
 
 def ok(result):
@@ -99,11 +114,11 @@ def run_playbook(path, extra_vars=None, check=False, diff=False, timeout=900, en
         cmd.append('--check')
     if diff:
         cmd.append('--diff')
-    proc = subprocess.run(cmd, env=ansible_env(env), capture_output=True, text=True, timeout=timeout, check=False)
+    returncode, stdout, stderr = run_cli('ansible-playbook', cmd, ansible_env(env), timeout)
     try:
-        return proc.returncode, json.loads(proc.stdout)
+        return returncode, json.loads(stdout)
     except ValueError:
-        raise AssertionError('ansible-playbook printed no JSON (rc %d):\n%s\n%s' % (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:]))
+        raise AssertionError('ansible-playbook printed no JSON (rc %d):\n%s\n%s' % (returncode, stdout[-3000:], stderr[-3000:]))
 
 
 def write_name_probe_play(path):
