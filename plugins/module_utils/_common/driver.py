@@ -247,6 +247,13 @@ def converge_vm(vm: VmBackend, decl: vm_plan.VmDeclaration, spec: Any, options: 
                 # another run's task held the VM and this run waited it out (lock_timeout): say which, and for how long
                 notes['waited_for'] = {'task_id': holder.get('task_id'), 'task_state': holder.get('task_state'),
                                        'owner': holder.get('task_owner'), 'seconds': round(time.monotonic() - since, 1)}
+            if obs['exists'] and obs.get('task_state'):
+                # the wait ended by the task's lease, not by its run (a run on another host or in another container,
+                # whose process cannot be judged from here, that died): the task is stale now and is recovered as above
+                recovered = vm.recover_stale(obs, time.time())
+                if recovered:
+                    notes['recovered'] = recovered
+                    obs = vm.observe(spec)
     before = vm.public_view(obs)
     restart_needed = False
     if before_plan is not None:

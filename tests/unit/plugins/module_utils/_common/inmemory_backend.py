@@ -145,8 +145,10 @@ class InMemoryVm(driver.VmBackend):
         return cleared.as_dict() if cleared else None
 
     def wait_idle(self, obs, options, spec=None):
+        # as the libvirt backend: a task whose lease ran out or whose run is gone ends the wait too
         return driver.wait_until_idle(self.name, obs, options, lambda: self.observe(spec),
-                                      lambda value: value.get('task_state') is None or not value.get('exists'),
+                                      lambda value: value.get('task_state') is None or not value.get('exists')
+                                      or tasks.lease_expired(value.get('lease_until'), time.time()) or value.get('task_owner') in self.world.dead,
                                       clock=self.world.monotonic, sleep=self.world.sleep)
 
     def record_vm_state(self, obs, vm_state):

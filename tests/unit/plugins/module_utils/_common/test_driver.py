@@ -288,6 +288,28 @@ def test_lock_timeout_waits_for_the_other_task_to_end():
     assert 'waited_for' not in again, 'a run that found the VM idle waited for nothing'
 
 
+def test_a_task_whose_lease_runs_out_during_the_wait_is_recovered_then_the_plan_runs():
+    """The holder died where its process cannot be judged from here (another host, another container's pid namespace:
+    found through the AWX mesh, tests/integration/test_awx_mesh.py): only its lease ends its task. The run that waited it
+    out recovers it and converges, instead of refusing 'another task is in flight'."""
+    world = World()
+    guest = guest_in(world, 'a', s.ACTIVE, task_state='STOPPING', task_id='theirs', action='stop', owner='elsewhere:36',
+                     lease_until=time.time() + 600)
+
+    def the_lease_runs_out(_world):
+        if world.clock > 1005.0:
+            record, version = guest.store.load()
+            if record.task_id == 'theirs' and record.lease_until > time.time():
+                guest.store.compare_and_swap(version, record._replace(lease_until=time.time() - 1))
+    world.on_wait = the_lease_runs_out
+    changed, result = driver.converge_vm(InMemoryVm(world, 'a'), VmDeclaration(state='stopped'), SPEC,
+                                         driver.VmOptions(lock_timeout=30, shutdown_timeout=10), check_mode=False)
+    assert result['waited_for']['task_id'] == 'theirs' and result['recovered']['recovered_task_id'] == 'theirs', result
+    assert changed and [step['action'] for step in result['steps']] == ['stop'], result
+    assert record_of(world, 'a').idle() and record_of(world, 'a').vm_state == s.STOPPED
+    assert 1005.0 < world.clock < 1030.0
+
+
 def test_lock_timeout_that_runs_out_names_the_wait():
     world = World()
     live_task(world)
