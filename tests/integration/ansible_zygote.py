@@ -74,6 +74,12 @@ def _child(conn, clis):
         os._exit(0)  # pylint: disable=protected-access  # no atexit: the zygote's temporary directory is shared
 
 
+def _config_env(env):
+    """The zygote's own environment: only what ansible-core reads at import (each call brings its whole environment,
+    which may hold secrets: they never stay in the long-lived zygote's environment)."""
+    return dict((k, v) for k, v in env.items() if k.startswith('ANSIBLE_') or k in _CONFIG_KEYS or k == 'PATH')
+
+
 def _recv_all_request(conn):
     """The request is one line of JSON."""
     data = b''
@@ -135,7 +141,8 @@ class Zygote:
         self.path = os.path.join(self.directory, 'socket')
         self.log = open(os.path.join(self.directory, 'zygote.log'), 'w+b')  # pylint: disable=consider-using-with
         self.proc = subprocess.Popen(  # pylint: disable=consider-using-with
-            [sys.executable, os.path.abspath(__file__), self.path], env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.log)
+            [sys.executable, os.path.abspath(__file__), self.path], env=_config_env(env), cwd=cwd, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=self.log)
         self.ready = self.proc.stdout.readline().strip() == b'ready'
         self.owner = os.getpid()
 
