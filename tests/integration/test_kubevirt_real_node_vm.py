@@ -1,4 +1,6 @@
-"""A guest boots on the real node: converge.virt.vm on KubeVirt's own virt-handler and virt-launcher (issue 34, 3a/3b).
+"""A guest boots on the real node: converge.virt.vm on KubeVirt's own virt-handler and virt-launcher (issue 34, 3a/3b):
+boot, pause, graceful stop; a guest that ignores ACPI (Failed after the grace period); a crash under Always; a crash
+and a crash loop under RerunOnFailure (CrashLoopBackOff).
 
 Run by ``make test-real-node`` (CONVERGE_VIRT_REAL_NODE=1; skipped in make test).
 Needs ``make kube`` and ``make kube-node`` (the file is skipped, naming ``make kube-node``, when the node's parts or
@@ -16,7 +18,9 @@ While the collection runs, the differential sampler of test_kubevirt_real_contro
 settled observation's status word (ours, from the objects) must equal virt-controller's printableStatus and our phase
 the VMI's phase; the modules' own results are compared too (vm.status, vm_info status/phase).
 
-Boots: three for the file (the first test one; the crash test two: the first boot and virt-controller's restart).
+Boots: seven for the file (the first test one; the crash test two: the first boot and virt-controller's restart; the
+ACPI-ignoring guest one; RerunOnFailure three: the first boot, the rerun after the crash, the run after the crash loop,
+whose guest is not waited for).
 """
 
 # pylint: disable=missing-function-docstring,redefined-outer-name
