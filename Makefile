@@ -148,8 +148,10 @@ kube:
 # the real node of `up --nodes real` (issue 34; docs/kubelab.md "Real node"): Debian's containerd, runc, CNI plugins and
 # mmdebstrap, then kubelet, KubeVirt's virt-handler/virt-launcher (cgo), the launcher's tools, pause and container-disk
 # (gcc -static) and the node's images (pause, the test guest as a kernel-boot container, virt-launcher: a Debian root file
-# system by mmdebstrap from the machine's apt sources), cached like the other parts. Not part of `make kube`/`make test` yet.
-NODE_APT_PACKAGES := containerd runc containernetworking-plugins mmdebstrap iproute2
+# system by mmdebstrap from the machine's apt sources; the golden image as a containerDisk), cached like the other parts.
+# nftables: virt-handler runs `nft` (from the node's /usr/sbin) to set up a VM's pod network (masquerade). Not part of
+# `make kube`/`make test` yet.
+NODE_APT_PACKAGES := containerd runc containernetworking-plugins mmdebstrap iproute2 nftables
 .PHONY: kube-node
 kube-node: guest
 > @missing=$$(for p in $(NODE_APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
