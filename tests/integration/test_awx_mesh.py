@@ -25,6 +25,10 @@ import itertools
 import json
 import os
 import stat
+import subprocess
+import threading
+import time
+import xml.etree.ElementTree as ET
 
 import libvirt
 import pytest
@@ -44,12 +48,20 @@ if not awx_build.built():
 from tools.awxlab import jobs, mesh  # noqa: E402 pylint: disable=wrong-import-position
 
 CONVERGE_TASK = 'Converge the site VM'
+# the controller's deadlines for a job (tools/awxlab/jobs.finish): no route to its node for LOST_AFTER s = node lost
+# (LINK_CUT_LOST_AFTER in the link-cut case, which rides out a cut of 20-40 s); no complete results within
+# JOB_DEADLINE s = failed (a job here takes 4-40 s; a re-run that waits out a dead run's lease up to 150 s more)
+LOST_AFTER = 20
+LINK_CUT_LOST_AFTER = 120
+JOB_DEADLINE = 420
 JOB_NUMBER = itertools.count(1)
 PLAYBOOK = [{
     'name': 'A site VM, converged by an AWX job', 'hosts': 'localhost', 'gather_facts': False,
     'tasks': [{'name': CONVERGE_TASK, 'converge.virt.vm': {
         'uri': "{{ lookup('env', 'LIBVIRT_DEFAULT_URI') }}", 'name': '{{ vm_name }}', 'memory': '64MiB',
-        'domain_type': '{{ vm_domain_type }}', 'shutdown_timeout': 0, 'state': '{{ vm_target }}'}}],
+        'domain_type': '{{ vm_domain_type }}', 'shutdown_timeout': '{{ vm_shutdown_timeout | default(0) }}',
+        'wait_timeout': '{{ vm_wait_timeout | default(omit) }}', 'lock_timeout': '{{ vm_lock_timeout | default(omit) }}',
+        'state': '{{ vm_target }}'}}],
 }]
 
 
@@ -114,11 +126,17 @@ def node_leaks(lab, hidden):
     return found
 
 
-def converge(lab, tmp_path, node, name, target):
-    pdd, hidden = job_dir(tmp_path, f'{name}-{target}-{next(JOB_NUMBER)}', site_uri(lab, node),
-                          {'vm_name': name, 'vm_target': target, 'vm_domain_type': virtlab_hosts.diskless_domain_type()},
-                          PLAYBOOK)
-    processed, state = jobs.run(lab['dir'], node, pdd, playbook='site.yml', **jobs.container_kwargs(mounts(lab, node)))
+def converge_job(lab, tmp_path, node, name, target, **options):
+    """The private data dir of a converge job (``options``: the vm module's shutdown/wait/lock timeouts); (path, secrets)."""
+    return job_dir(tmp_path, f'{name}-{target}-{next(JOB_NUMBER)}', site_uri(lab, node),
+                   dict({'vm_name': name, 'vm_target': target, 'vm_domain_type': virtlab_hosts.diskless_domain_type()},
+                        **{'vm_' + key: value for key, value in options.items()}), PLAYBOOK)
+
+
+def converge(lab, tmp_path, node, name, target, **options):
+    pdd, hidden = converge_job(lab, tmp_path, node, name, target, **options)
+    processed, state = jobs.run(lab['dir'], node, pdd, playbook='site.yml', timeout=JOB_DEADLINE, lost_after=LOST_AFTER,
+                                **jobs.container_kwargs(mounts(lab, node)))
     return pdd, hidden, processed, state
 
 
@@ -193,4 +211,201 @@ def test_an_inventory_update_through_the_mesh_lists_the_sites_vms(lab, tmp_path)
         assert node_leaks(lab, hidden) == []
     finally:
         _pdd, _hidden, processed, _state = converge(lab, tmp_path, node, name, 'absent')
+        assert processed['status'] == 'successful', processed
+
+
+# ----------------------------------------------------------------------------------------- faults (issue 38 item 4)
+
+VM_NS = 'https://converge.virt/xmlns/vm/1'
+FAULTS = ('node_lost', 'link_cut', 'canceled')
+# the stop the faults hit: the diskless guest ignores ACPI, so the module waits STOP_GRACE s, then forces it off;
+# lease of that task: max(120, wait_timeout + shutdown_timeout + 30) = 120 s (tools: _common/driver.py)
+STOP = {'shutdown_timeout': 20, 'wait_timeout': 60}
+# a re-run waits out the lease of a killed run's task: from a job's container no other run's pid can be judged
+# (its own pid namespace, plugins/module_utils/_base/owner.py), so only the lease ends that task
+RERUN = {'shutdown_timeout': 20, 'wait_timeout': 60, 'lock_timeout': 200}
+
+
+def vm_record(uri, name):
+    """(libvirt state, the converge record as a dict) of the VM on ``uri``, read from the controller; (None, {}) when absent."""
+    conn = libvirt.open(uri)
+    try:
+        try:
+            dom = conn.lookupByName(name)
+        except libvirt.libvirtError:
+            return None, {}
+        flags = libvirt.VIR_DOMAIN_AFFECT_CONFIG if dom.isPersistent() else libvirt.VIR_DOMAIN_AFFECT_LIVE
+        try:
+            text = dom.metadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, VM_NS, flags)
+        except libvirt.libvirtError:
+            text = None
+        return dom.state()[0], ({child.tag.split('}')[-1]: child.text for child in ET.fromstring(text)} if text else {})
+    finally:
+        conn.close()
+
+
+def wait_for(check, what, timeout, explain=None):
+    """Wait until ``check()``; fail after ``timeout`` s naming ``what`` (and ``explain()``: what was seen instead)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s{'; ' + str(explain()) if explain else ''}"
+        time.sleep(0.3)
+
+
+class Background:
+    """``function(*args, **kwargs)`` in a daemon thread (a failed test does not wait for it at exit); ``result`` joins it."""
+
+    def __init__(self, function, *args, **kwargs):
+        self._outcome = {}
+
+        def target():
+            try:
+                self._outcome['value'] = function(*args, **kwargs)
+            except BaseException as exc:  # pylint: disable=broad-except
+                self._outcome['error'] = exc
+        self._thread = threading.Thread(target=target, daemon=True)
+        self._thread.start()
+
+    def done(self):
+        return not self._thread.is_alive()
+
+    def result(self, timeout):
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f'no result within {timeout} s'
+        if 'error' in self._outcome:
+            raise self._outcome['error']
+        return self._outcome['value']
+
+
+def converge_results(events):
+    """The converge task's results (event_data.res) in the job's events, in order."""
+    return [event['event_data'].get('res') or {} for event in events
+            if event.get('event') in ('runner_on_ok', 'runner_on_failed') and event['event_data'].get('task') == CONVERGE_TASK]
+
+
+def job_containers(ident):
+    """podman's containers of the job ``ident`` (ansible-runner names them ansible_runner_<ident>)."""
+    out = subprocess.run(['podman', 'ps', '-a', '--format', 'json'], env=awx_build.podman_env(), capture_output=True,
+                         text=True, check=True, timeout=60)
+    return [name for container in json.loads(out.stdout or '[]') for name in container.get('Names') or ()
+            if name == 'ansible_runner_' + ident]
+
+
+def remove_job_containers(ident):
+    """Remove the records podman keeps of the job's container (a container whose conmon was killed stays 'Up' in
+    podman's store, and a later job with the same ident could not start: podman exit 125)."""
+    for name in job_containers(ident):
+        subprocess.run(['podman', 'rm', '--force', name], env=awx_build.podman_env(), capture_output=True, check=False, timeout=120)
+
+
+@pytest.mark.parametrize('fault', FAULTS)
+def test_a_fault_mid_job_ends_the_job_clearly_and_a_rerun_converges(lab, tmp_path, fault):  # pylint: disable=too-many-locals,too-many-statements
+    """A stop job on exec1 is hit while its task is recorded on the VM (the module waiting for the guest's shutdown):
+
+    - node_lost: every process of exec1 SIGKILLed (receptor, link, worker, podman, the job's container; the site's
+      libvirt hosts live on). receptor keeps saying Running; the controller ends the job after LOST_AFTER s without a
+      route: failed, "execution node exec1 lost". The VM keeps the dead run's task. exec1 comes back, AWX's cleanup
+      removes the worker's private data dir (secrets) the kill left there.
+    - link_cut: exec1's link stopped (its far relay) until the job finished on the node (the VM off, the task gone),
+      then restored: the control node redials, and the job's results, kept on the node, arrive: successful.
+    - canceled: ``receptorctl work cancel`` from the controller: the runner kills the job's container; canceled.
+
+    Then the same job converges the VM (after a dead run: by waiting out its task's lease) and the next is a no-op;
+    the planted secrets are in no artifact and no file of the lab; no container of the job is left.
+    """
+    node = 'exec1'
+    name = f'awx-{fault.replace("_", "-")}'
+    uri = site_uri(lab, node)
+    unit = ident = None
+    try:
+        _pdd, _hidden, processed, _state = converge(lab, tmp_path, node, name, 'running')
+        assert processed['status'] == 'successful', processed
+        pdd, hidden = converge_job(lab, tmp_path, node, name, 'stopped', **STOP)
+        ident = os.path.basename(pdd)
+        unit = jobs.submit(lab['dir'], node, pdd, playbook='site.yml', **jobs.container_kwargs(mounts(lab, node)))
+        # the controller reads the job's results from the start, as AWX does (the events arrive while it runs); a cut
+        # link is ridden out for LINK_CUT_LOST_AFTER s, a node gone is lost after LOST_AFTER s without a route
+        finishing = Background(jobs.finish, lab['dir'], unit, pdd, timeout=JOB_DEADLINE, node=node,
+                               lost_after=LINK_CUT_LOST_AFTER if fault == 'link_cut' else LOST_AFTER)
+        wait_for(lambda: finishing.done() or vm_record(uri, name)[1].get('task_state') == 'STOPPING', 'the stop task recorded on the VM', 120,
+                 lambda: (vm_record(uri, name), jobs.work_status(lab['dir'], unit)))
+        assert not finishing.done(), ('the job ended before its stop task was seen', finishing.result(0))
+        task_id = vm_record(uri, name)[1]['task_id']
+        started = time.monotonic()
+        if fault == 'node_lost':
+            assert mesh.lose_node(lab['dir'], node), 'no process of exec1 was killed'
+            assert mesh.node_processes(lab['dir'], node) == []
+            processed, state = finishing.result(timeout=JOB_DEADLINE + 60)
+            assert processed['status'] == 'failed' and processed['explanation'].startswith('execution node exec1 lost'), processed
+            assert LOST_AFTER <= time.monotonic() - started < LOST_AFTER + 60
+            # the guest ignored the ACPI request and nobody forced it off: the dead run's task stays on the VM
+            assert vm_record(uri, name)[0] == libvirt.VIR_DOMAIN_RUNNING and vm_record(uri, name)[1].get('task_id') == task_id
+            mesh.restart_node(lab['dir'], node)
+            # the killed container's record stays in podman's store (its conmon died with the node): removed as a
+            # rebooted node's operator would
+            assert job_containers(ident), 'podman kept no record of the killed container'
+            remove_job_containers(ident)
+            # AWX's cleanup on the node that came back: the killed worker's private data dir (the credential's env) goes
+            assert node_leaks(lab, hidden), 'the killed worker left no private data dir with the secrets (nothing to clean up?)'
+            assert 'Removed 1 private data dir' in jobs.cleanup_node(lab['dir'], node)
+        elif fault == 'link_cut':
+            mesh.cut_link(lab['dir'], node)
+            wait_for(lambda: node not in mesh.reachable(lab['dir']), 'exec1 unreachable after its link was cut', 30)
+            # the job goes on on the node: the guest forced off after STOP's shutdown_timeout, the task released
+            wait_for(lambda: vm_record(uri, name)[0] == libvirt.VIR_DOMAIN_SHUTOFF and not vm_record(uri, name)[1].get('task_state'),
+                     'the stop to end on the cut-off node', 120)
+            assert node not in mesh.reachable(lab['dir']) and not finishing.done()
+            mesh.restore_link(lab['dir'], node)
+            processed, state = finishing.result(timeout=JOB_DEADLINE + 60)
+            assert (processed['status'], processed['rc']) == ('successful', 0), (processed, state)
+            assert state['StateName'] == 'Succeeded', state
+            print(f"link_cut: the results were read {processed['reads']} time(s)")
+        else:
+            jobs.cancel(lab['dir'], unit)
+            processed, state = finishing.result(timeout=JOB_DEADLINE + 60)
+            assert processed['status'] == 'canceled', (processed, state)
+            assert time.monotonic() - started < 60
+            wait_for(lambda: not job_containers(ident), "the canceled job's container removed", 60)
+            assert vm_record(uri, name)[0] == libvirt.VIR_DOMAIN_RUNNING and vm_record(uri, name)[1].get('task_id') == task_id
+        events = jobs.events(pdd)
+        results = converge_results(events)
+        if fault == 'link_cut':
+            assert [result.get('changed') for result in results] == [True], results
+        else:
+            # the events that arrived: the stop task started, no result for it
+            assert CONVERGE_TASK in [event['event_data'].get('task') for event in events
+                                     if event.get('event') == 'playbook_on_task_start'], [event.get('event') for event in events]
+            assert results == [], results
+        assert leaks(os.path.join(pdd, 'artifacts'), {'events': json.dumps(events)}, hidden) == []
+        if unit is not None and fault != 'link_cut':
+            mesh.receptorctl(lab['dir'], 'work', 'release', '--force', unit, check=False)
+            unit = None
+        assert node_leaks(lab, hidden) == []
+        assert job_containers(ident) == []
+
+        # the same job again: it converges the VM (after a killed run, once that run's task lease ran out)
+        pdd2, hidden2, processed2, state2 = converge(lab, tmp_path, node, name, 'stopped', **RERUN)
+        assert (processed2['status'], processed2['rc']) == ('successful', 0), (processed2, state2, converge_results(jobs.events(pdd2)))
+        again = converge_results(jobs.events(pdd2))
+        assert vm_record(uri, name)[0] == libvirt.VIR_DOMAIN_SHUTOFF and not vm_record(uri, name)[1].get('task_state')
+        if fault == 'link_cut':
+            assert [result.get('changed') for result in again] == [False], again
+        else:
+            assert [result.get('changed') for result in again] == [True], again
+            assert again[0]['waited_for']['task_id'] == task_id, again
+        # and the one after changes nothing
+        pdd3, hidden3, processed3, _state3 = converge(lab, tmp_path, node, name, 'stopped', **RERUN)
+        assert processed3['status'] == 'successful', processed3
+        assert [result.get('changed') for result in converge_results(jobs.events(pdd3))] == [False]
+        for folder, secrets in ((pdd2, hidden2), (pdd3, hidden3)):
+            assert leaks(os.path.join(folder, 'artifacts'), {'events': json.dumps(jobs.events(folder))}, secrets) == []
+            assert node_leaks(lab, secrets) == []
+    finally:
+        if unit is not None:
+            mesh.receptorctl(lab['dir'], 'work', 'release', '--force', unit, check=False)
+        if ident is not None:
+            remove_job_containers(ident)
+        if node not in mesh.reachable(lab['dir']):
+            mesh.restore_link(lab['dir'], node) if fault == 'link_cut' else mesh.restart_node(lab['dir'], node)
+        _pdd, _hidden, processed, _state = converge(lab, tmp_path, node, name, 'absent', lock_timeout=200)
         assert processed['status'] == 'successful', processed

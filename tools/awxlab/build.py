@@ -23,11 +23,13 @@ Subprocesses get argument lists (no shell); heavy steps run under ``nice -n 10``
 
 import glob
 import hashlib
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 
@@ -97,10 +99,10 @@ def _digest(*items):
     return digest.hexdigest()[:10]
 
 
-def _file_digest(paths):
+def _file_digest(paths, root=ROOT):
     digest = hashlib.sha256()
     for path in paths:
-        digest.update(os.path.relpath(path, ROOT).encode() + b'\0')
+        digest.update(os.path.relpath(path, root).encode() + b'\0')
         with open(path, 'rb') as handle:
             digest.update(handle.read() + b'\0')
     return digest.hexdigest()[:10]
@@ -279,10 +281,32 @@ def build_base():
 
 # --- the execution environment ------------------------------------------------------------------------------------------
 
-def _collection_tarball_inputs():
+SOURCE_COMMIT = 'CONVERGE_VIRT_AWX_COMMIT'
+
+
+def collection_source():
+    """The tree the EE's collection is built from: the checkout as it is, or, when ``$CONVERGE_VIRT_AWX_COMMIT`` names a
+    commit, that commit's tree (``git archive`` into ``<cache>/src-<sha>``): an EE of committed code only, not of
+    unfinished edits in a working tree several people share, and one that does not change with each of them."""
+    commit = os.environ.get(SOURCE_COMMIT)
+    if not commit:
+        return ROOT
+    sha = _run(['git', '-C', ROOT, 'rev-parse', '--verify', '--end-of-options', commit + '^{commit}'],
+               what=f'git rev-parse {SOURCE_COMMIT}').strip()
+
+    def build_into(tmp):
+        archive = subprocess.run(['git', '-C', ROOT, 'archive', '--format=tar', sha], stdout=subprocess.PIPE, check=False)
+        if archive.returncode != 0:
+            raise AwxlabError(f'git archive {sha} failed (exit {archive.returncode})')
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(tmp, filter='data')
+    return _in_place(os.path.join(cache_root(), 'src-' + sha[:12]), build_into)[0]
+
+
+def _collection_tarball_inputs(root):
     files = []
     for top in ('galaxy.yml', 'requirements.txt', 'bindep.txt', 'meta', 'plugins', 'roles', 'playbooks', 'extensions'):
-        path = os.path.join(ROOT, top)
+        path = os.path.join(root, top)
         if os.path.isfile(path):
             files.append(path)
         else:
@@ -293,7 +317,8 @@ def _collection_tarball_inputs():
 
 
 def ee_dir():
-    key = _digest(base_image(), os.path.basename(wheelhouse_dir()), _file_digest(_collection_tarball_inputs()), VENV_REQUIREMENTS)
+    root = collection_source()
+    key = _digest(base_image(), os.path.basename(wheelhouse_dir()), _file_digest(_collection_tarball_inputs(root), root), VENV_REQUIREMENTS)
     return os.path.join(cache_root(), f"ee-{key}")
 
 
@@ -339,7 +364,7 @@ def build_ee():
         os.makedirs(work)
         # the collection as ansible-galaxy builds it (what a job template's EE installs)
         galaxy = os.path.join(os.path.dirname(sys.executable), 'ansible-galaxy')
-        _run([galaxy if os.path.exists(galaxy) else 'ansible-galaxy', 'collection', 'build', '--output-path', work, ROOT], log=log,
+        _run([galaxy if os.path.exists(galaxy) else 'ansible-galaxy', 'collection', 'build', '--output-path', work, collection_source()], log=log,
              what='ansible-galaxy collection build')
         tarball = os.path.basename(glob.glob(os.path.join(work, '*.tar.gz'))[0])
         shutil.copytree(wheelhouse_dir(), os.path.join(work, 'wheelhouse'), ignore=shutil.ignore_patterns('build.log'))

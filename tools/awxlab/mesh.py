@@ -13,7 +13,10 @@
   the node's link: a relay from that port to the unix socket ``link-<node>.sock``.
 
 So the mesh's only addresses are loopback addresses of the caller's namespace and of the nodes' own; no interface
-joins two namespaces (a link is a unix socket: stopping a relay cuts it; no function here does that yet).
+joins two namespaces (a link is a unix socket: ``cut_link`` stops its far relay, ``restore_link`` starts it again).
+Faults: ``kill_node`` kills a node's receptor and link only (the worker and the job's container live on);
+``lose_node`` kills every process of the node at once, as when the machine goes away (its site's libvirt hosts stay:
+they are other machines); ``restart_node`` brings the node's receptor and link back.
 ``state.json`` records the processes; ``down`` stops them and the hosts.  Commands run with argument lists only.
 """
 
@@ -216,6 +219,65 @@ def kill_node(directory, node):
         pid = state['nodes'][node].get(key)
         if pid and _alive(pid):
             os.killpg(pid, signal.SIGKILL)
+
+
+def _ns(pid, kind):
+    try:
+        return os.readlink(f'/proc/{pid}/ns/{kind}')
+    except OSError:
+        return None
+
+
+def node_processes(directory, node):
+    """The execution node's own processes: every process in its network namespace but the namespace's holder and its
+    site's libvirt hosts (each host's daemons and guests run in the host's own mount namespace): the receptor, the near
+    side of the link, receptor's command runner, ``ansible-runner worker``, podman, conmon and the job's container."""
+    state = load(directory)
+    entry = state['nodes'][node]
+    net = _ns(entry['holder'], 'net')
+    hypervisors = {host.get('mnt_ns') for host in entry.get('hosts') or ()} - {None, ''}
+    if not net or not hypervisors:
+        raise MeshError(f"{node}: its namespace or its hosts' mount namespaces are not known (state.json)")
+    found = []
+    for name in os.listdir('/proc'):
+        if name.isdigit() and int(name) not in (entry['holder'], os.getpid()) and _ns(name, 'net') == net \
+                and _ns(name, 'mnt') not in hypervisors:
+            found.append(int(name))
+    return found
+
+
+def lose_node(directory, node):
+    """An execution node lost as a machine is lost: SIGKILL to every process of it (``node_processes``) at once, until
+    none is left (a process forked meanwhile is killed by the next pass); return the pids killed."""
+    killed = set()
+    for _round in range(20):
+        pids = [pid for pid in node_processes(directory, node) if _alive(pid)]
+        if not pids:
+            return sorted(killed)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        killed.update(pids)
+        time.sleep(0.2)
+    raise MeshError(f'{node}: processes still alive after 20 rounds of SIGKILL: {node_processes(directory, node)}')
+
+
+def cut_link(directory, node):
+    """Cut the node's mesh link: stop its far relay (every connection through it closes; nothing listens on the port the
+    control node's tcp-peer dials)."""
+    state = load(directory)
+    _kill(state['nodes'][node].get('far'))
+
+
+def restore_link(directory, node, timeout=90):
+    """Start the node's far relay again and wait until the control node has a route to the node (tcp-peer redials)."""
+    state = load(directory)
+    entry = state['nodes'][node]
+    entry['far'] = _start(directory, node + '-link-far', _link_argv(directory, state, node, 'far'))
+    _write_json(os.path.join(directory, 'state.json'), state)
+    _wait(f'{node} did not become reachable after its link was restored', lambda: node in reachable(directory), timeout)
 
 
 def restart_node(directory, node):
