@@ -294,8 +294,10 @@ bench: bench-venv
 > $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.inventory_libvirt --vms 10000 --floor
 > $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.migration_vs_virsh
 > $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.snapshot_vs_virsh --vms 20
-> $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.kubevirt_fleet --vms 200
+> $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.kubevirt_fleet --vms 50 --state running
+> $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.kubevirt_fleet --vms 50 --state stopped
 > $(NETNS) $(BUILD)/bench-venv/bin/python -m bench.inventory_kubevirt --vms 5000 --floor
+> $(BUILD)/bench-venv/bin/python tools/bench_summary.py
 
 # Mutation testing of the phase logic: cosmic-ray (its own virtualenv, tests/mutation/requirements.txt) mutates each
 # plugins/module_utils/_phase/*.py in a private copy under build/mutation, one file after another, niced; every

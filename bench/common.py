@@ -115,10 +115,16 @@ def results_name(base, venv, explicit=None):
     return '%s_core%s' % (base, '.'.join(venv_ansible_core(venv).split('.')[:2]))
 
 
+def results_dir():
+    """Where results go: bench/results, or the directory in BENCH_RESULTS_DIR (a trial run on a loaded machine must
+    not overwrite the stored figures)."""
+    return os.environ.get('BENCH_RESULTS_DIR') or os.path.join(ROOT, 'bench', 'results')
+
+
 def report(name, results):
-    """Write results to bench/results/<name>.json and print them."""
-    os.makedirs(os.path.join(ROOT, 'bench', 'results'), exist_ok=True)
-    with open(os.path.join(ROOT, 'bench', 'results', name + '.json'), 'w', encoding='utf-8') as handle:
+    """Write results to <results_dir()>/<name>.json and print them."""
+    os.makedirs(results_dir(), exist_ok=True)
+    with open(os.path.join(results_dir(), name + '.json'), 'w', encoding='utf-8') as handle:
         json.dump(results, handle, indent=2)
     print(json.dumps(results, indent=2))
 
@@ -162,3 +168,93 @@ def add_api_option(parser):
     """``--api real|emulated``."""
     parser.add_argument('--api', choices=('real', 'emulated'), default='real',
                         help='the real stack of tools/kubelab (default) or the API emulator of tests/kubeapi')
+
+
+def odd_repeat(text):
+    """argparse type of ``--repeat``/``--rounds``: a positive odd count, so that the median is the middle run (the
+    median of an even count is the mean of two runs, or, taken as the upper middle, the larger of two)."""
+    value = int(text)
+    if value < 1 or value % 2 == 0:
+        raise ValueError('must be a positive odd number (the median is then one of the runs), got %d' % value)
+    return value
+
+
+def median_of_odd(values):
+    """The middle value of an odd number of ``values``; an even count is refused."""
+    values = sorted(values)
+    if len(values) % 2 == 0:
+        raise ValueError('a median of %d runs is not one of the runs: use an odd count' % len(values))
+    return values[len(values) // 2]
+
+
+def alternating(kinds, repeat):
+    """Run every ``(label, callable)`` of ``kinds`` ``repeat`` times (odd), round robin, the order reversed every
+    other round so that neither side always runs first after the other; each callable returns a dict with 'seconds'
+    and 'cpu_seconds' (and anything else, kept from its first run).
+
+    Returns label -> {'median_seconds', 'median_cpu_seconds', 'runs', 'cpu_runs', ...} and 'load_average_1min':
+    the 1-minute load average before every round and after the last.
+    """
+    if repeat < 1 or repeat % 2 == 0:
+        raise ValueError('repeat must be a positive odd number, got %d' % repeat)
+    raw = dict((label, []) for label, _call in kinds)
+    loads = []
+    for index in range(repeat):
+        loads.append(load_average())
+        for label, call in (kinds if index % 2 == 0 else list(reversed(kinds))):
+            raw[label].append(call())
+    loads.append(load_average())
+    results = {}
+    for label, values in raw.items():
+        entry = dict((k, v) for k, v in values[0].items() if k not in ('seconds', 'cpu_seconds'))
+        entry.update(median_seconds=round(median_of_odd(v['seconds'] for v in values), 3),
+                     median_cpu_seconds=round(median_of_odd(v['cpu_seconds'] for v in values), 3),
+                     runs=[round(v['seconds'], 3) for v in values], cpu_runs=[round(v['cpu_seconds'], 3) for v in values])
+        results[label] = entry
+    results['load_average_1min'] = loads
+    return results
+
+
+def startup_floor(bin_dir, env, repeat):
+    """Ansible's start-up floor, measured with the same venv and environment as the bench: ``ansible localhost -m
+    ping`` (one ad-hoc task) and a playbook of one ``ansible.builtin.ping`` task, medians of ``repeat`` (odd)
+    alternating runs, wall and CPU seconds."""
+    def adhoc():
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        proc = subprocess.run([os.path.join(bin_dir, 'ansible'), 'localhost', '-i', 'localhost,', '-c', 'local', '-m', 'ansible.builtin.ping'],
+                              env=env, capture_output=True, text=True, check=False)
+        elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if proc.returncode != 0 or 'SUCCESS' not in proc.stdout:
+            raise RuntimeError('ansible -m ping failed:\n%s\n%s' % (proc.stdout[-2000:], proc.stderr[-2000:]))
+        return {'seconds': elapsed, 'cpu_seconds': (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)}
+
+    def one_ping_task():
+        _proc, elapsed, cpu = timed_playbook(bin_dir, playbook([{'ansible.builtin.ping': {}}]), env, ['-i', 'localhost,', '-c', 'local'])
+        return {'seconds': elapsed, 'cpu_seconds': cpu}
+
+    return alternating([('ansible -m ping', adhoc), ('playbook: one ping task', one_ping_task)], repeat)
+
+
+def comparison(name, ours, peer, ratio_of, floor=None, note=''):  # pylint: disable=too-many-arguments
+    """One line of the table tools/bench_summary.py prints after ``make bench``.
+
+    ``ours`` / ``peer``: dicts with 'label', 'form' ('looped' - one task per object -, 'fleet' - one task over every
+    object -, 'single', 'command' ...), 'seconds' (a median) and optionally 'cpu_seconds'; ``ratio_of``: 'peer/ours'
+    (above 1: ours faster) or 'ours/peer' (below 1: ours faster), as the bench's target is stated; ``floor``: the
+    ansible start-up floor of the same measurement ({'label', 'seconds'}). A comparison of different forms says so in
+    'same_form' (False), and the table shows it.
+    """
+    line = {'name': name, 'ours': ours, 'peer': peer, 'same_form': ours.get('form') == peer.get('form'), 'ratio_of': ratio_of}
+    top, bottom = (peer, ours) if ratio_of == 'peer/ours' else (ours, peer)
+    line['ratio'] = round(top['seconds'] / bottom['seconds'], 3)
+    if top.get('cpu_seconds') and bottom.get('cpu_seconds'):
+        line['ratio_cpu'] = round(top['cpu_seconds'] / bottom['cpu_seconds'], 3)
+    if floor:
+        line['floor'] = floor
+        line['ours_over_floor'] = round(ours['seconds'] / floor['seconds'], 3)
+        line['peer_over_floor'] = round(peer['seconds'] / floor['seconds'], 3)
+    if note:
+        line['note'] = note
+    return line

@@ -1,33 +1,35 @@
-"""Benchmark: converging a fleet of KubeVirt VMs (no-op), converge.virt.vm vs kubevirt.core.kubevirt_vm.
+"""Benchmark: no-op re-runs over N KubeVirt VMs, converge.virt.vm vs kubevirt.core.kubevirt_vm, like with like.
 
 Against the real Kubernetes stack of tools/kubelab (kube-apiserver, etcd, KubeVirt's virt-api with its webhooks and
-CRDs; the KubeVirt controllers emulated: tests/kubeapi/real.py) or, with ``--api emulated``, the API emulator of
-tests/kubeapi; N running VMs per collection (each in its own namespace):
+CRDs; the KubeVirt controllers emulated: tests/kubeapi/real.py, paused once every VM settled) or, with ``--api
+emulated``, the API emulator of tests/kubeapi. Each side's N VMs (``--state running``: runStrategy Always, a
+containerDisk; ``stopped``: Halted) are created by **its own module**, in its own namespace, one task looping over the
+names (the single-VM form, as each module's documentation shows): converge.virt.vm in ``default``,
+kubevirt.core.kubevirt_vm in ``demo`` (``wait: false`` on its create run: its wait polls every ``wait_sleep`` = 5 s).
+Then, ``--repeat`` (odd) rounds alternating in order (reversed every other round), each timed as a whole
+``ansible-playbook`` process, wall and CPU (user + system of the process and its children):
 
-* converge.virt.vm, fleet form: one task declaring all N VMs (state running);
-* kubevirt.core.kubevirt_vm (from the ``ansible`` package in build/bench-venv):
-  one task looping over the N VMs (run_strategy Always, wait), as its
-  documentation shows.
+* ``converge.virt.vm looped``: one task, ``loop`` over the N names, the same arguments as its create run;
+* ``kubevirt.core.kubevirt_vm looped``: the same, with ``wait: true`` (what its documentation shows for a VM that
+  must be up, or gone for Halted);
+* ``converge.virt.vm fleet form``: one task declaring all N VMs (``vms``): its own line, **a different form** from the
+  peer's loop, never the per-task comparison;
+* the start-up floor: ``ansible localhost -m ping`` and a playbook of one ``ansible.builtin.ping`` task
+  (bench.common.startup_floor).
 
-converge.virt first converges its VMs (creating and starting them through the
-module), kubevirt.core's VMs are created directly in the server's store with
-the manifest kubevirt.core builds (its own create run waits ``wait_sleep`` = 5 s
-per VM, about 20 minutes for 200); after the emulated controllers settled them
-(all Running) the controllers are paused and the timed runs start. The
-converge.virt run must report no change; the number of items kubevirt.core
-reports changed is recorded (0 on VMs made from its manifest; after its own
-create run, a 5-VM trial reported every item changed on the re-run). Both run with the same ansible-playbook and Python
-(build/bench-venv, which needs the ``kubernetes`` library). An empty playbook
-is timed too, to show ansible's start-up. Results are printed as JSON and
-written to bench/results/kubevirt_fleet.json with the ratio
-kubevirt.core / converge.virt.
+Every converge.virt run must report no change; the number of items kubevirt.core reports changed is recorded. Medians
+(the middle run: the count is odd), every run, and the 1-minute load average before every round are written to
+bench/results/kubevirt_fleet[_stopped][_emulated].json, with ``comparisons`` (the lines tools/bench_summary.py prints):
+looped vs looped (ratio converge / kubevirt.core, target <= 0.80) and the fleet form vs the peer's loop (labelled as
+different forms).
 
-    python -m bench.kubevirt_fleet --vms 200
+    python -m tools.virtlab netns -- build/bench-venv/bin/python -m bench.kubevirt_fleet --vms 20 --repeat 5
 """
 
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -37,10 +39,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.common import add_api_option, kube_api  # noqa: E402 pylint: disable=wrong-import-position
+from bench.common import (add_api_option, alternating, comparison, kube_api, odd_repeat, report,  # noqa: E402 pylint: disable=wrong-import-position
+                          startup_floor)
 
 BENCH_BIN = os.path.join(ROOT, 'build', 'bench-venv', 'bin')
 IMAGE = 'quay.io/containerdisks/fedora:40'
+OURS_NS = 'default'
+PEER_NS = 'demo'
 
 
 def env_for():
@@ -51,90 +56,112 @@ def env_for():
         'ANSIBLE_LOCALHOST_WARNING': '0', 'ANSIBLE_INVENTORY_UNPARSED_WARNING': '0', 'ANSIBLE_NOCOLOR': '1',
         'ANSIBLE_DEPRECATION_WARNINGS': '0',
     })
+    env.pop('ANSIBLE_STDOUT_CALLBACK', None)
     return env
 
 
 def run_playbook(tasks, expect_changed=None):
+    """One ansible-playbook run of ``tasks``: {'seconds', 'cpu_seconds', 'changed_items'}; a failed run raises, and so
+    does a change when ``expect_changed`` is False."""
     plays = [{'name': 'bench', 'hosts': 'localhost', 'gather_facts': False, 'tasks': tasks}]
     with tempfile.NamedTemporaryFile('w', suffix='.yml', delete=False) as handle:
         json.dump(plays, handle)
         path = handle.name
     try:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.run([os.path.join(BENCH_BIN, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local', path],
                               env=env_for(), capture_output=True, text=True, check=False)
         elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
     finally:
         os.unlink(path)
     if proc.returncode != 0:
         raise RuntimeError('playbook failed:\n%s\n%s' % (proc.stdout[-4000:], proc.stderr[-2000:]))
     if expect_changed is False and 'changed=0' not in proc.stdout:
         raise RuntimeError('a no-op benchmark run reported a change:\n%s' % proc.stdout[-4000:])
-    CHANGED_ITEMS.append(proc.stdout.count('changed: [localhost]'))
-    return elapsed
+    return {'seconds': elapsed, 'cpu_seconds': (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
+            'changed_items': proc.stdout.count('changed: [localhost]')}
 
 
-CHANGED_ITEMS = []
+def converge_vm(srv, state):
+    """converge.virt.vm's arguments for one VM, less its name."""
+    return {'backend': 'kubevirt', 'kubeconfig': srv.kubeconfig_path, 'namespace': OURS_NS, 'wait_timeout': 600, 'vcpus': 1,
+            'memory': '64Mi', 'disks': [{'name': 'root', 'image': IMAGE}], 'state': state}
 
 
-def converge_task(srv, names):
-    return {'converge.virt.vm': {
-        'backend': 'kubevirt', 'kubeconfig': srv.kubeconfig_path, 'namespace': 'default', 'parallel': 8, 'wait_timeout': 600,
-        'vms': [{'name': n, 'vcpus': 1, 'memory': '64Mi', 'disks': [{'name': 'root', 'image': IMAGE}], 'state': 'running'} for n in names]}}
+def converge_looped(srv, names, state):
+    return {'converge.virt.vm': dict(converge_vm(srv, state), name='{{ item }}'), 'loop': names}
 
 
-def kubevirt_core_task(srv, names):
+def converge_fleet(srv, names, state):
+    args = converge_vm(srv, state)
+    args.update(parallel=8, vms=[{'name': n} for n in names])
+    return {'converge.virt.vm': args}
+
+
+def kubevirt_core_looped(srv, names, state, wait):
     spec = {'domain': {'cpu': {'cores': 1}, 'resources': {'requests': {'memory': '64Mi'}},
                        'devices': {'disks': [{'name': 'root', 'disk': {'bus': 'virtio'}}]}},
             'volumes': [{'name': 'root', 'containerDisk': {'image': IMAGE}}]}
-    args = {'kubeconfig': srv.kubeconfig_path, 'namespace': 'demo', 'name': '{{ item }}', 'run_strategy': 'Always', 'wait': True,
-            'wait_timeout': 600, 'spec': spec}
+    args = {'kubeconfig': srv.kubeconfig_path, 'namespace': PEER_NS, 'name': '{{ item }}',
+            'run_strategy': 'Always' if state == 'running' else 'Halted', 'wait': wait, 'wait_timeout': 600, 'spec': spec}
     return {'kubevirt.core.kubevirt_vm': args, 'loop': names}
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
-    parser.add_argument('--vms', type=int, default=200)
-    parser.add_argument('--repeat', type=int, default=2, help='timed no-op runs per side (best is kept)')
+    parser.add_argument('--vms', type=int, default=50)
+    parser.add_argument('--state', choices=('running', 'stopped'), default='running')
+    parser.add_argument('--repeat', type=odd_repeat, default=5, help='alternating rounds, odd (the median is the middle run)')
     add_api_option(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     names = ['bench-%04d' % i for i in range(args.vms)]
+    name = 'kubevirt_fleet' + ('' if args.state == 'running' else '_stopped') + ('' if args.api == 'real' else '_emulated')
     srv = kube_api(args.api, tempfile.mkdtemp(prefix='bench-kubevirt-'))
     try:
-        empty = min(run_playbook([{'ansible.builtin.meta': 'noop'}]) for _attempt in range(args.repeat))
-        created = {'converge': run_playbook([converge_task(srv, names)])}
-        t_vm = srv.store.rtype('kubevirt.io', 'virtualmachines')
-        core_spec = kubevirt_core_task(srv, names)['kubevirt.core.kubevirt_vm']['spec']
-        for name in names:
-            srv.store.create(t_vm, 'demo', {'apiVersion': 'kubevirt.io/v1', 'kind': 'VirtualMachine', 'metadata': {'name': name, 'namespace': 'demo'},
-                                            'spec': {'runStrategy': 'Always', 'template': {'spec': core_spec}}})
+        env = env_for()
+        # each side's VMs made by its own module, the single-VM form looped (the emulated controllers run meanwhile)
+        created = {'converge.virt.vm looped': run_playbook([converge_looped(srv, names, args.state)], expect_changed=True),
+                   'kubevirt.core.kubevirt_vm looped (wait false)': run_playbook([kubevirt_core_looped(srv, names, args.state, False)],
+                                                                                 expect_changed=True)}
         srv.controller.settle()
         srv.controller.pause()
-        converge = min(run_playbook([converge_task(srv, names)], expect_changed=False) for _attempt in range(args.repeat))
-        # kubevirt.core's changed count is measured, not asserted
-        core = min(run_playbook([kubevirt_core_task(srv, names)]) for _attempt in range(args.repeat))
-        core_changed = CHANGED_ITEMS[-1]
+        kinds = [
+            ('converge.virt.vm looped', lambda: run_playbook([converge_looped(srv, names, args.state)], expect_changed=False)),
+            ('kubevirt.core.kubevirt_vm looped', lambda: run_playbook([kubevirt_core_looped(srv, names, args.state, True)])),
+            ('converge.virt.vm fleet form', lambda: run_playbook([converge_fleet(srv, names, args.state)], expect_changed=False)),
+        ]
+        timed = alternating(kinds, args.repeat)
+        floor = startup_floor(BENCH_BIN, env, args.repeat)
     finally:
         srv.stop()
+    ours, peer, fleet = (timed[label] for label, _call in kinds)
+    ping_task = floor['playbook: one ping task']
+    floor_line = {'label': 'playbook: one ping task', 'seconds': ping_task['median_seconds']}
+
+    def side(label, entry, form):
+        return {'label': label, 'form': form, 'seconds': entry['median_seconds'], 'cpu_seconds': entry['median_cpu_seconds']}
+
     result = {
-        'vms': args.vms,
-        'api': args.api,
-        'empty_playbook_s': round(empty, 3),
-        'first_run_s': dict((k, round(v, 3)) for k, v in created.items()),
-        'noop_converge_fleet_s': round(converge, 3),
-        'noop_kubevirt_core_loop_s': round(core, 3),
-        'noop_converge_minus_startup_s': round(converge - empty, 3),
-        'noop_kubevirt_core_minus_startup_s': round(core - empty, 3),
-        'kubevirt_core_items_reported_changed_on_rerun': core_changed,
-        'ratio_kubevirt_core_over_converge': round(core / converge, 2),
-        'ratio_minus_startup': round((core - empty) / max(1e-6, converge - empty), 2),
+        'vms': args.vms, 'state': args.state, 'api': args.api, 'repeat': args.repeat,
+        'controllers': 'emulated (tests/kubeapi/real.py), paused after every VM settled' if args.api == 'real' else 'API emulator',
+        'created_by_own_module_s': dict((k, round(v['seconds'], 3)) for k, v in created.items()),
+        'timed': timed, 'startup_floor': floor,
+        'kubevirt_core_items_reported_changed_on_rerun': peer['changed_items'],
+        'per_vm_over_floor_s': dict((label, round((timed[label]['median_seconds'] - ping_task['median_seconds']) / args.vms, 4))
+                                    for label, _call in kinds),
+        'comparisons': [
+            comparison('KubeVirt no-op, %d %s VMs, looped' % (args.vms, args.state), side('converge.virt.vm', ours, 'looped'),
+                       side('kubevirt.core.kubevirt_vm', peer, 'looped'), 'ours/peer', floor_line, note='target <= 0.80'),
+            comparison('KubeVirt no-op, %d %s VMs, fleet form vs peer looped' % (args.vms, args.state),
+                       side('converge.virt.vm', fleet, 'fleet'), side('kubevirt.core.kubevirt_vm', peer, 'looped'), 'ours/peer', floor_line,
+                       note='different forms: the fleet form\'s gain, not a per-task figure'),
+        ],
     }
-    print(json.dumps(result, indent=2))
-    os.makedirs(os.path.join(ROOT, 'bench', 'results'), exist_ok=True)
-    with open(os.path.join(ROOT, 'bench', 'results', 'kubevirt_fleet%s.json' % ('' if args.api == 'real' else '_emulated')), 'w',
-              encoding='utf-8') as handle:
-        json.dump(result, handle, indent=2)
+    report(name, result)
+    return 0
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(main())
