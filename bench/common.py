@@ -1,6 +1,7 @@
 """What every benchmark shares: the repository root, running a playbook by wall
 clock, and writing results to bench/results/<name>.json (and stdout)."""
 
+import argparse
 import json
 import os
 import resource
@@ -175,7 +176,7 @@ def odd_repeat(text):
     median of an even count is the mean of two runs, or, taken as the upper middle, the larger of two)."""
     value = int(text)
     if value < 1 or value % 2 == 0:
-        raise ValueError('must be a positive odd number (the median is then one of the runs), got %d' % value)
+        raise argparse.ArgumentTypeError('must be a positive odd number (the median is then one of the runs), got %d' % value)
     return value
 
 
@@ -237,13 +238,14 @@ def startup_floor(bin_dir, env, repeat):
     return alternating([('ansible -m ping', adhoc), ('playbook: one ping task', one_ping_task)], repeat)
 
 
-def comparison(name, ours, peer, ratio_of, floor=None, note=''):  # pylint: disable=too-many-arguments
+def comparison(name, ours, peer, ratio_of, floor=None, note='', stat=''):  # pylint: disable=too-many-arguments
     """One line of the table tools/bench_summary.py prints after ``make bench``.
 
     ``ours`` / ``peer``: dicts with 'label', 'form' ('looped' - one task per object -, 'fleet' - one task over every
     object -, 'single', 'command' ...), 'seconds' (a median) and optionally 'cpu_seconds'; ``ratio_of``: 'peer/ours'
     (above 1: ours faster) or 'ours/peer' (below 1: ours faster), as the bench's target is stated; ``floor``: the
-    ansible start-up floor of the same measurement ({'label', 'seconds'}). A comparison of different forms says so in
+    ansible start-up floor of the same measurement ({'label', 'seconds'}); ``stat``: what the seconds are (default, in
+    the table: 'median of <the file's repeat>'). A comparison of different forms says so in
     'same_form' (False), and the table shows it.
     """
     line = {'name': name, 'ours': ours, 'peer': peer, 'same_form': ours.get('form') == peer.get('form'), 'ratio_of': ratio_of}
@@ -257,4 +259,6 @@ def comparison(name, ours, peer, ratio_of, floor=None, note=''):  # pylint: disa
         line['peer_over_floor'] = round(peer['seconds'] / floor['seconds'], 3)
     if note:
         line['note'] = note
+    if stat:
+        line['stat'] = stat
     return line

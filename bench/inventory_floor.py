@@ -163,8 +163,20 @@ def side_by_side(bin_dir, env, work, options, ours, peer, floor_like_ours):  # p
         for label, variables, kinds in (('floor: no variable', 0, ['str']), floor_like_ours):
             runs.append((label, functools.partial(timed_inventory, bin_dir, floor_config(work, options.vms, variables, kinds), floor_env(env),
                                                   'inventory_floor')))
+    # imported here: this file is also loaded by ansible-inventory as a plugin, where the bench package is not importable
+    from bench.common import comparison  # pylint: disable=import-outside-toplevel
     results = interleaved(runs, options.repeat)
     mine, theirs = results[ours[0]], results[peer[0]]
+    note = 'variables per host: ours %s, peer %s' % (mine.get('variables_per_host'), theirs.get('variables_per_host'))
+    if options.floor:
+        note += '; floor plugin with as many hosts: no variable %.3f s, %s %.3f s' % (
+            results['floor: no variable']['median_seconds'], floor_like_ours[0], results[floor_like_ours[0]]['median_seconds'])
+    results['comparisons'] = [comparison(
+        'ansible-inventory --list, %d VMs' % options.vms,
+        {'label': ours[0], 'form': 'inventory', 'seconds': mine['median_seconds'], 'cpu_seconds': mine['median_cpu_seconds']},
+        {'label': peer[0], 'form': 'inventory', 'seconds': theirs['median_seconds'], 'cpu_seconds': theirs['median_cpu_seconds']},
+        'peer/ours', {'label': 'empty inventory', 'seconds': results['empty']['median_seconds']}, note=note,
+        stat='median of %d' % options.repeat)]
     results['ratio_peer_vs_converge'] = round(theirs['median_seconds'] / mine['median_seconds'], 2)
     results['ratio_peer_vs_converge_cpu'] = round(theirs['median_cpu_seconds'] / mine['median_cpu_seconds'], 2)
     if options.floor:

@@ -24,7 +24,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from bench.common import ROOT, add_api_option, kube_api, report, results_name, venv_ansible_core
+from bench.common import ROOT, add_api_option, kube_api, odd_repeat, report, results_name, venv_ansible_core
 from bench.inventory_floor import side_by_side
 
 
@@ -42,7 +42,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
     parser.add_argument('--vms', type=int, default=5000)
     parser.add_argument('--running', type=int, default=5)
-    parser.add_argument('--repeat', type=int, default=5, help='alternating rounds, odd (the median is the middle run)')
+    parser.add_argument('--repeat', type=odd_repeat, default=5, help='alternating rounds, odd (the median is the middle run)')
     parser.add_argument('--venv', default=os.path.join(ROOT, 'build', 'bench-venv'))
     parser.add_argument('--results-name', help='results file bench/results/<name>.json (default: inventory_kubevirt, or inventory_kubevirt_core<X.Y> '
                         'with a --venv other than build/bench-venv)')

@@ -23,7 +23,7 @@ import time
 
 import libvirt
 
-from bench.common import ROOT, report, results_name, venv_ansible_core
+from bench.common import ROOT, odd_repeat, report, results_name, venv_ansible_core
 from bench.inventory_floor import side_by_side
 from tools.virtlab import domains, hosts
 
@@ -32,7 +32,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
     parser.add_argument('--vms', type=int, default=10000)
     parser.add_argument('--running', type=int, default=3)
-    parser.add_argument('--repeat', type=int, default=3)
+    parser.add_argument('--repeat', type=odd_repeat, default=3, help='alternating rounds, odd (the median is the middle run)')
     parser.add_argument('--venv', default=os.path.join(ROOT, 'build', 'bench-venv'))
     parser.add_argument('--state-dir', default=os.path.join(ROOT, 'build', 'bench-inv-lab'))
     parser.add_argument('--results-name', help='results file bench/results/<name>.json (default: inventory_libvirt, or inventory_libvirt_core<X.Y> '

@@ -31,7 +31,7 @@ import xml.etree.ElementTree as ET
 
 import libvirt
 
-from bench.common import ROOT, bench_env, lab_layout, load_average, playbook, run_playbook_times
+from bench.common import ROOT, bench_env, comparison, lab_layout, load_average, odd_repeat, playbook, results_dir, run_playbook_times
 from tools.virtlab import domains, hosts
 
 
@@ -98,7 +98,7 @@ def virsh_round(uri, names, snapshot):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
     parser.add_argument('--vms', type=int, default=20)
-    parser.add_argument('--rounds', type=int, default=3)
+    parser.add_argument('--rounds', type=odd_repeat, default=3, help='rounds, odd (the median is the middle run)')
     parser.add_argument('--running', action='store_true', help='running guests: snapshots with their memory')
     parser.add_argument('--parallel', type=int, default=8, help='the fleet form\'s parallel')
     parser.add_argument('--loop', action='store_true', help='time a task looping the module over the VMs instead of the fleet form')
@@ -144,10 +144,16 @@ def main():
             'ratio_module_task_to_virsh_median_of_rounds': round(statistics.median(t / v for t, v in zip(times['task'], times['virsh'])), 3),
             'form': 'loop (the module once per VM)' if args.loop else 'fleet (vms, parallel %d)' % args.parallel,
         }
+        # the module's task (ansible's start-up excluded) against a shell loop of virsh commands: never the same form
+        result['comparisons'] = [comparison(
+            'snapshots of %d VMs (%s), task alone vs virsh loop' % (args.vms, result['guests']),
+            {'label': 'converge.virt.snapshot', 'form': 'looped' if args.loop else 'fleet', 'seconds': result['module_task_median_s']},
+            {'label': 'virsh snapshot-create-as', 'form': 'command loop', 'seconds': result['virsh_median_s']}, 'ours/peer',
+            note='DIFFERENT FORMS: an ansible task vs bare commands', stat='median of %d' % args.rounds)]
         print(json.dumps(result, indent=2))
-        os.makedirs(os.path.join(ROOT, 'bench', 'results'), exist_ok=True)
+        os.makedirs(results_dir(), exist_ok=True)
         name = 'snapshot_vs_virsh%s%s.json' % ('_running' if args.running else '', '_loop' if args.loop else '')
-        with open(os.path.join(ROOT, 'bench', 'results', name), 'w', encoding='utf-8') as handle:
+        with open(os.path.join(results_dir(), name), 'w', encoding='utf-8') as handle:
             json.dump(result, handle, indent=2)
     finally:
         hosts.stop_hosts(state_dir)
