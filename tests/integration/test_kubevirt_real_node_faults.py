@@ -97,11 +97,12 @@ def test_virt_handler_killed_during_a_start(nodelab):
         down_seconds = time.monotonic() - killed_at
         node.start_component(nodelab['dir'], 'node-virt-handler')
         second, _third = converges_then_no_op(nodelab, name, module_checks)
+        same_vmi = vmi_of(nodelab, name)['metadata']['uid'] == vmi['metadata']['uid']
         wait_for('the boot marker', lambda: guest.READY_MARKER in console.read(), timeout=BOOT_TIMEOUT)
         remove(nodelab, name)
     elapsed = time.monotonic() - started
-    print('\nreal node: virt-handler killed with the VMI %s; the run: %s; down %.1f s; next run changed=%s' % (
-        phase_at_kill, outcome, down_seconds, second['changed']))
+    print('\nreal node: virt-handler killed with the VMI %s; the run: %s; down %.1f s; next run changed=%s; the VMI that runs is %s' % (
+        phase_at_kill, outcome, down_seconds, second['changed'], 'the one made before the kill' if same_vmi else 'a new one'))
     assert phase_at_kill != 'Running', phase_at_kill
     judge('real node: virt-handler killed during a start', nodelab, sampler, module_checks, elapsed, {'Running'})
 
