@@ -1,6 +1,6 @@
 """tools.kubelab `up --nodes real`: a real node (containerd + kubelet) in the lab (issue 34).
 
-Run by ``make test-real-node`` (CONVERGE_VIRT_REAL_NODE=1; skipped in make test).
+Run by make test's ``real-node-run`` and by ``make test-real-node`` (CONVERGE_VIRT_REAL_NODE=1; skipped elsewhere).
 Needs ``make kube`` and ``make kube-node`` (kubelet, the node's images; Debian's containerd, runc and CNI plugins;
 the file is skipped, naming ``make kube-node``, when those are not built);
 run inside ``python -m tools.virtlab netns -- ...`` like every lab test (the node refuses the machine's own network

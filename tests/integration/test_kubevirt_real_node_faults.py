@@ -1,8 +1,8 @@
 """Faults on the real node (issue 34, 3d): converge.virt.vm while the node's own components fail under it.
 
-Run by ``make test-real-node`` (CONVERGE_VIRT_REAL_NODE=1; skipped in make test); needs ``make kube`` and ``make
-kube-node``; run inside ``python -m tools.virtlab netns -- ...``. One lab for the module: ``up --controllers real --nodes
-real`` (KubeVirt's virt-api, virt-controller and virt-handler; kubelet + containerd; the test guest under TCG).
+Run by make test's ``real-node-run`` and ``make test-real-node`` (CONVERGE_VIRT_REAL_NODE=1; skipped elsewhere);
+needs ``make kube`` and ``make kube-node``; run inside ``python -m tools.virtlab netns -- ...``. One lab for the module:
+``up --controllers real --nodes real`` (KubeVirt's virt-api, virt-controller and virt-handler; kubelet + containerd; the test guest under TCG).
 
 Each fault, on a VM of its own:
 

@@ -2,7 +2,7 @@
 boot, pause, graceful stop; a guest that ignores ACPI (Failed after the grace period); a crash under Always; a crash
 and a crash loop under RerunOnFailure (CrashLoopBackOff).
 
-Run by ``make test-real-node`` (CONVERGE_VIRT_REAL_NODE=1; skipped in make test).
+Run by make test's ``real-node-run`` and by ``make test-real-node`` (CONVERGE_VIRT_REAL_NODE=1; skipped elsewhere).
 Needs ``make kube`` and ``make kube-node`` (the file is skipped, naming ``make kube-node``, when the node's parts or
 images are not built); run inside ``python -m tools.virtlab netns -- ...``. One lab for the module:
 ``up --controllers real --nodes real`` (KubeVirt's virt-api, virt-controller and virt-handler; kubelet + containerd).
