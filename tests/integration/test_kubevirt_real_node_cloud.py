@@ -12,12 +12,19 @@ goes into the Secret ``<vm>-cloudinit`` and the template's ``cloudInitNoCloud`` 
 the NoCloud ISO (``cidata``, with its own meta-data: local-hostname = the VM's name) and attaches it as a virtio disk;
 Debian's cloud-init in the guest reads it.
 
+The VM has the pod network (``interfaces: [{}]``: KubeVirt's masquerade binding; virt-handler needs ``nft`` on the
+node, Debian's nftables), so the guest gets its address from virt-launcher's DHCP server through the network
+configuration cloud-init renders, and the module waits (``wait_for: address``) for the real guest agent
+(qemu-guest-agent in the image: KubeVirt's ``AgentConnected``) and the instance's address.
+
 What the guest prints on its serial console (the launcher's ``guest-console-log`` container, through the kubelet's log
 file) is the evidence: the seed declares a host name that is NOT the VM's name (KubeVirt's meta-data alone would give
-the VM's name), a ``write_files`` file with a per-run token, and a ``runcmd`` that prints ``hostname`` and the file's
-content to ``/dev/ttyS0``; cloud-init's own final message names the datasource (``DataSourceNoCloud``). The host name
-read there must equal the declared one, and the token the declared content: a seed that did not reach the guest, or
-reached it half-applied, fails the test (tried: an expectation of another host name fails it).
+the VM's name), a ``write_files`` file with a per-run token, and a ``runcmd`` that prints ``hostname``, the file's
+content and the guest's first address to ``/dev/ttyS0``; cloud-init's own final message names the datasource
+(``DataSourceNoCloud``). The host name read there must equal the declared one, the token the declared content and the
+address the masquerade guest address; the guest agent, asked through virt-api's ``guestosinfo``, must report the same
+host name. A seed that did not reach the guest, or reached it half-applied, fails the test (tried: an expectation of
+another host name fails it).
 
 While the collection runs, the differential sampler of test_kubevirt_real_controller.py compares every settled status
 word and phase with virt-controller's printableStatus and the VMI's phase. Boots: one (a Debian TCG boot, minutes).
@@ -44,13 +51,18 @@ require_real_node()
 VM = 'cloud1'
 # what the seed declares: a host name other than the VM's (KubeVirt's own meta-data says local-hostname: cloud1)
 DECLARED_HOSTNAME = 'seeded-by-converge'
+# what the guest must report (its console and its guest agent): the declared one
+EXPECTED_HOSTNAME = DECLARED_HOSTNAME
+# the guest's address behind KubeVirt's masquerade binding (virt-launcher's DHCP server; vmNetworkCIDR 10.0.2.0/24)
+MASQUERADE_GUEST_ADDRESS = '10.0.2.2'
+SUBRESOURCES = '/apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachineinstances/' % NS
 SEED_FILE = '/etc/converge-seed.txt'
 # a Debian TCG boot of the golden image to cloud-init's final stage on 2 loaded cores (about 3 minutes when idle)
 BOOT_TIMEOUT = 1200
 # below 1Gi: from 1Gi on, KubeVirt v1.8.0 enables memory hot-plug and writes <maxMemory slots='0'>, which Debian 12's
 # libvirt 9.0.0 refuses ("both maximum memory size and memory slot count must be specified"); the golden image boots in 640 MiB
 MEMORY = '768Mi'
-MARKER = re.compile(r'converge-seed: hostname=(\S+) file=(\S*)')
+MARKER = re.compile(r'converge-seed: hostname=(\S+) file=(\S*) addr=(\S*)')
 
 
 @pytest.fixture(scope='module')
@@ -68,23 +80,22 @@ def cloud_disk(nodelab):
 
 
 def cloud_vm_args(nodelab, cloud_disk, state, token, **args):
-    template = {'template': {'spec': {
-        'nodeSelector': {'kubernetes.io/hostname': node.NODE_NAME}, 'terminationGracePeriodSeconds': 120,
-        'domain': {'devices': {'autoattachPodInterface': False}}}}}
+    template = {'template': {'spec': {'nodeSelector': {'kubernetes.io/hostname': node.NODE_NAME}, 'terminationGracePeriodSeconds': 120}}}
     user_data = {
         'hostname': DECLARED_HOSTNAME,
         'write_files': [{'path': SEED_FILE, 'content': token + '\n', 'permissions': '0644'}],
-        'runcmd': [['sh', '-c', 'printf "converge-seed: hostname=%%s file=%%s\\n" "$(hostname)" "$(cat %s)" > /dev/ttyS0' % SEED_FILE]],
+        'runcmd': [['sh', '-c', 'printf "converge-seed: hostname=%%s file=%%s addr=%%s\\n" "$(hostname)" "$(cat %s)" "$(hostname -I | cut -d" " -f1)"'
+                    ' > /dev/ttyS0' % SEED_FILE]],
     }
     base = dict(backend='kubevirt', kubeconfig=nodelab['kubeconfig'], namespace=NS, name=VM, state=state,  # pylint: disable=use-dict-literal
                 vcpus=1, memory=MEMORY, disks=[{'name': 'root', 'image': cloud_disk['name']}], spec=template,
-                cloud_init={'user_data': user_data}, wait_timeout=300)
+                interfaces=[{}], cloud_init={'user_data': user_data}, wait_timeout=300)
     base.update(args)
     return base
 
 
 def seed_report(console_text):
-    """(host name, file content) the guest's runcmd printed on the console, or None."""
+    """(host name, file content, first address) the guest's runcmd printed on the console, or None."""
     found = MARKER.search(console_text)
     return found.groups() if found else None
 
@@ -95,12 +106,20 @@ def test_the_golden_image_boots_on_the_real_node_and_cloud_init_applies_the_seed
     module_checks = []
     started = time.monotonic()
     with Sampler(client, interval=0.2) as sampler, Console(nodelab, VM) as console:
-        result = ok(run_module('vm', cloud_vm_args(nodelab, cloud_disk, 'running', token)))
-        running_at = time.monotonic()
+        # the module waits for the real guest agent (qemu-guest-agent in the image) and the instance's address
+        result = ok(run_module('vm', cloud_vm_args(nodelab, cloud_disk, 'running', token, wait_for='address', wait_timeout=BOOT_TIMEOUT)))
+        agent_at = time.monotonic()
         module_checks.append(('vm running: status', result['vm']['status'], printable(nodelab, VM)))
         assert result['changed'] and result['cloud_init']['changed'], result
         vmi = vmi_of(nodelab, VM)
         assert vmi['status']['phase'] == 'Running' and vmi['status']['nodeName'] == node.NODE_NAME, vmi['status']
+        conditions = {c['type']: c['status'] for c in vmi['status']['conditions']}
+        assert conditions.get('AgentConnected') == 'True', vmi['status']['conditions']
+        # the pod network is attached (masquerade): the instance's address is the launcher pod's, on the node's bridge,
+        # and the guest agent reported the guest's own interface for it
+        iface = vmi['status']['interfaces'][0]
+        assert 'guest-agent' in iface.get('infoSource', ''), iface
+        assert result['vm']['readiness'] == 'address' and result['vm']['address'] == iface['ipAddress'], (result['vm'], iface)
         # the seed reached KubeVirt as the collection wrote it: a cloudInitNoCloud volume naming the VM's Secret
         volumes = {v['name']: v for v in vmi['spec']['volumes']}
         assert volumes['cloudinitdisk']['cloudInitNoCloud'] == {'secretRef': {'name': VM + '-cloudinit'}}, volumes
@@ -110,11 +129,16 @@ def test_the_golden_image_boots_on_the_real_node_and_cloud_init_applies_the_seed
 
         report = wait_for('the seed report of the guest\'s runcmd on its serial console', lambda: seed_report(console.read()),
                           timeout=BOOT_TIMEOUT, interval=1)
-        boot_seconds = time.monotonic() - running_at
-        hostname, content = report
+        report_at = time.monotonic()
+        hostname, content, address = report
         text = console.read()
-        assert hostname == DECLARED_HOSTNAME, (hostname, text[-3000:])
+        assert hostname == EXPECTED_HOSTNAME, (hostname, text[-3000:])
         assert content == token, (content, text[-3000:])
+        # cloud-init rendered the NIC's network configuration (DHCP) and virt-launcher's DHCP server answered
+        assert address == MASQUERADE_GUEST_ADDRESS, (address, text[-3000:])
+        # the guest agent says the same host name, asked through virt-api -> virt-handler -> the launcher -> the agent
+        code, osinfo = client.request('GET', SUBRESOURCES + VM + '/guestosinfo')
+        assert code == 200 and osinfo['hostname'] == EXPECTED_HOSTNAME and osinfo['os']['id'] == 'debian', (code, osinfo)
         # cloud-init's own last word: it read the NoCloud datasource (not the None fallback) and finished
         final = wait_for('cloud-init\'s final message on the console', lambda: re.search(
             r'Cloud-init v\. (\S+) finished at .*Datasource (DataSourceNoCloud[^.]*)\.\s+Up ([0-9.]+) seconds', console.read()), timeout=120)
@@ -134,9 +158,11 @@ def test_the_golden_image_boots_on_the_real_node_and_cloud_init_applies_the_seed
     (tmp_path / 'console.log').write_text(boots, encoding='utf-8')
     stages = re.findall(r"Cloud-init v\. \S+ running '([^']+)' at .*?Up ([0-9.]+) seconds", boots)
     print('\nreal node, golden image: containerDisk %s (%s, build/cache check %.1f s, import %.1f s); lab up %.1f s; '
-          'seed report %.1f s after the VMI was Running; cloud-init: %s (guest uptime %s s); scenario %.1f s' % (
+          'vm running with the agent and the address %.1f s, the seed report %.1f s after the call; cloud-init: %s (guest uptime %s s); '
+          'scenario %.1f s; wait-online timed out: %s' % (
               cloud_disk['name'], 'cached' if cloud_disk['cached'] else 'built', cloud_disk['build_seconds'],
-              cloud_disk['import_seconds'], nodelab['up_seconds'], boot_seconds, final.group(2), final.group(3), elapsed))
+              cloud_disk['import_seconds'], nodelab['up_seconds'], agent_at - started, report_at - started, final.group(2),
+              final.group(3), elapsed, 'Wait for Network to be Configured' in boots))
     print('cloud-init stages started at guest uptime (s): %s; console: %s' % (
         ', '.join('%s %s' % stage for stage in stages), tmp_path / 'console.log'))
     assert boots.count('converge-seed: hostname=') == 1, 'one boot, one report'
