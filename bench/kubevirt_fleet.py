@@ -60,9 +60,9 @@ def env_for():
     return env
 
 
-def run_playbook(tasks, expect_changed=None):
-    """One ansible-playbook run of ``tasks``: {'seconds', 'cpu_seconds', 'changed_items'}; a failed run raises, and so
-    does a change when ``expect_changed`` is False."""
+def run_playbook(tasks, expect_changed=None, env_extra=None):
+    """One ansible-playbook run of ``tasks`` (``env_extra`` added to the environment): {'seconds', 'cpu_seconds',
+    'changed_items'}; a failed run raises, and so does a change when ``expect_changed`` is False."""
     plays = [{'name': 'bench', 'hosts': 'localhost', 'gather_facts': False, 'tasks': tasks}]
     with tempfile.NamedTemporaryFile('w', suffix='.yml', delete=False) as handle:
         json.dump(plays, handle)
@@ -71,7 +71,7 @@ def run_playbook(tasks, expect_changed=None):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.run([os.path.join(BENCH_BIN, 'ansible-playbook'), '-i', 'localhost,', '-c', 'local', path],
-                              env=env_for(), capture_output=True, text=True, check=False)
+                              env=dict(env_for(), **(env_extra or {})), capture_output=True, text=True, check=False)
         elapsed = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     finally:

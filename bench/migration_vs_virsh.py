@@ -204,6 +204,7 @@ def main():
             statistics.median(m / c for m, c in zip(times['task'], times['command_task'])), 3)
         result['ansible_internal_poll_interval'] = os.environ.get('ANSIBLE_INTERNAL_POLL_INTERVAL', 'default (0.001)')
         result['target_ratio'] = 1.3
+        result['load_average_1min'] = loads
         stat = 'median of %d' % args.rounds
         floor = {'label': 'ping task', 'seconds': result['ansible_ping_task_median_s']}
         ours_task = {'label': 'converge.virt.migration', 'form': 'task', 'seconds': result['module_task_median_s']}

@@ -144,6 +144,7 @@ def main():
             'ratio_module_task_to_virsh_median_of_rounds': round(statistics.median(t / v for t, v in zip(times['task'], times['virsh'])), 3),
             'form': 'loop (the module once per VM)' if args.loop else 'fleet (vms, parallel %d)' % args.parallel,
         }
+        result['load_average_1min'] = loads
         # the module's task (ansible's start-up excluded) against a shell loop of virsh commands: never the same form
         result['comparisons'] = [comparison(
             'snapshots of %d VMs (%s), task alone vs virsh loop' % (args.vms, result['guests']),
