@@ -49,7 +49,13 @@ PEER_NS = 'demo'
 
 
 def env_for():
+    """The playbooks' environment: this checkout as converge.virt, the bench venv's Python on the managed side, and no
+    PYTHONDONTWRITEBYTECODE (kept only with BENCH_DONT_WRITE_BYTECODE=1): a user's shell does not set it, and with it
+    converge.virt's module_utils bytecode cache is never filled (every task compiles its module_utils again, ~0.3 s of
+    CPU here), while kubevirt.core's library keeps the bytecode pip wrote at install."""
     env = dict(os.environ)
+    if os.environ.get('BENCH_DONT_WRITE_BYTECODE') != '1':
+        env.pop('PYTHONDONTWRITEBYTECODE', None)
     env.update({
         'ANSIBLE_COLLECTIONS_PATH': os.path.join(ROOT, 'build', 'collections'),
         'ANSIBLE_PYTHON_INTERPRETER': os.path.join(BENCH_BIN, 'python'),
@@ -114,6 +120,8 @@ def main(argv=None):
     parser.add_argument('--vms', type=int, default=50)
     parser.add_argument('--state', choices=('running', 'stopped'), default='running')
     parser.add_argument('--repeat', type=odd_repeat, default=5, help='alternating rounds, odd (the median is the middle run)')
+    parser.add_argument('--collections', help='another collections path (e.g. an older commit\'s tree): its converge.virt.vm looped is '
+                                              'timed too, on the same VMs (a before/after)')
     add_api_option(parser)
     args = parser.parse_args(argv)
     names = ['bench-%04d' % i for i in range(args.vms)]
@@ -132,11 +140,15 @@ def main(argv=None):
             ('kubevirt.core.kubevirt_vm looped', lambda: run_playbook([kubevirt_core_looped(srv, names, args.state, True)])),
             ('converge.virt.vm fleet form', lambda: run_playbook([converge_fleet(srv, names, args.state)], expect_changed=False)),
         ]
+        if args.collections:
+            other = {'ANSIBLE_COLLECTIONS_PATH': os.path.abspath(args.collections)}
+            kinds.append(('converge.virt.vm looped (other tree)',
+                          lambda: run_playbook([converge_looped(srv, names, args.state)], expect_changed=False, env_extra=other)))
         timed = alternating(kinds, args.repeat)
         floor = startup_floor(BENCH_BIN, env, args.repeat)
     finally:
         srv.stop()
-    ours, peer, fleet = (timed[label] for label, _call in kinds)
+    ours, peer, fleet = (timed[label] for label, _call in kinds[:3])
     ping_task = floor['playbook: one ping task']
     floor_line = {'label': 'playbook: one ping task', 'seconds': ping_task['median_seconds']}
 
@@ -145,6 +157,7 @@ def main(argv=None):
 
     result = {
         'vms': args.vms, 'state': args.state, 'api': args.api, 'repeat': args.repeat,
+        'pythondontwritebytecode': bool(env.get('PYTHONDONTWRITEBYTECODE')),
         'controllers': 'emulated (tests/kubeapi/real.py), paused after every VM settled' if args.api == 'real' else 'API emulator',
         'created_by_own_module_s': dict((k, round(v['seconds'], 3)) for k, v in created.items()),
         'timed': timed, 'startup_floor': floor,
