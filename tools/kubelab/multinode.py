@@ -157,6 +157,7 @@ def start_node(client, directory, state, ports, name, index, found):  # pylint: 
         node._run(node.nodeexec_argv(init_pid, ["ctr", "--address", node.SOCKET, "-n", "k8s.io", "images", "import", image.archive]),
                   f"{name}: importing the {kind} image")
         description.setdefault("import_seconds", {})[kind] = round(time.monotonic() - started, 1)
+        _name_by_config_digest(init_pid, image.name)
     node._run(node.nodeexec_argv(init_pid, ["ctr", "--address", node.SOCKET, "-n", "k8s.io", "images", "tag", "--force",
                                             found["virt-launcher"].name, "quay.io/kubevirt/virt-launcher:v1.8.0"]),
               f"{name}: naming the launcher image as virt-controller asks for it")
@@ -168,6 +169,30 @@ def start_node(client, directory, state, ports, name, index, found):  # pylint: 
     lab._wait(f"kubelet-{name}", kubelet, state["processes"][-1]["log"], lambda: _node_ready(client, name), timeout=180)
     lab._save(directory, state)
     return description
+
+
+def _name_by_config_digest(init_pid, name):
+    """Give the imported image ``name`` (repo:tag) a second name ``repo@<its config digest>`` in the node's containerd.
+
+    A migration target pod asks for each containerDisk / kernel-boot image by digest: KubeVirt
+    (pkg/container-disk ExtractImageIDsFromSourcePod) takes the source container's status imageID, which for an image
+    imported with ``ctr images import`` (no registry, no repo digest) is its config digest, and writes
+    ``repo@sha256:<that digest>`` into the target pod. Without this name the target's kubelet refuses it
+    (``ErrImageNeverPull: Container image "kubelab.local/guest@sha256:68c2..." is not present with pull policy of
+    Never``, 2026-11-29 05:03) and the migration stays Scheduling until KubeVirt's unschedulable timeout. A registry
+    pull would have written the digest name; here each node gets it from the same archive, so it is the same on every
+    node."""
+    listing = node._run(node.nodeexec_argv(init_pid, ["ctr", "--address", node.SOCKET, "-n", "k8s.io", "images", "ls"]), "listing images")
+    manifest = next((line.split()[2] for line in listing.splitlines()[1:] if line.split() and line.split()[0] == name), None)
+    if manifest is None:
+        raise MultiNodeError(f"{name} is not in the node's containerd after its import")
+    content = json.loads(node._run(node.nodeexec_argv(init_pid, ["ctr", "--address", node.SOCKET, "-n", "k8s.io", "content", "get",
+                                                                 manifest]), f"reading {name}'s manifest"))
+    if "config" not in content:
+        raise MultiNodeError(f"{name}: {manifest} is not a single image manifest (an index?): no config digest to name it by")
+    repo = name.rsplit(":", 1)[0] if name.rfind(":") > name.rfind("/") else name
+    node._run(node.nodeexec_argv(init_pid, ["ctr", "--address", node.SOCKET, "-n", "k8s.io", "images", "tag", "--force", name,
+                                            f"{repo}@{content['config']['digest']}"]), f"naming {name} by its config digest")
 
 
 def _node_ready(client, name):
