@@ -19,6 +19,7 @@ many variables of the same types as converge.virt.kubevirt sets by default.
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -80,6 +81,8 @@ def main(argv=None):
         report(name, results)
     finally:
         srv.stop()
+        # the lab's state, its PKI and tokens included
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -126,7 +127,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     names = ['bench-%04d' % i for i in range(args.vms)]
     name = 'kubevirt_fleet' + ('' if args.state == 'running' else '_stopped') + ('' if args.api == 'real' else '_emulated')
-    srv = kube_api(args.api, tempfile.mkdtemp(prefix='bench-kubevirt-'))
+    work = tempfile.mkdtemp(prefix='bench-kubevirt-')
+    srv = kube_api(args.api, work)
     try:
         env = env_for()
         # each side's VMs made by its own module, the single-VM form looped (the emulated controllers run meanwhile)
@@ -148,6 +150,8 @@ def main(argv=None):
         floor = startup_floor(BENCH_BIN, env, args.repeat)
     finally:
         srv.stop()
+        # the lab's state: its PKI and tokens included
+        shutil.rmtree(work, ignore_errors=True)
     ours, peer, fleet = (timed[label] for label, _call in kinds[:3])
     ping_task = floor['playbook: one ping task']
     floor_line = {'label': 'playbook: one ping task', 'seconds': ping_task['median_seconds']}

@@ -29,6 +29,7 @@ import os
 import pstats
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -207,6 +208,8 @@ def main(argv=None):
     finally:
         results['load_average_1min'].append(load_average())
         srv.stop()
+        # the lab's state (its PKI and tokens) and the kept payloads
+        shutil.rmtree(work, ignore_errors=True)
     report('kubevirt_noop_profile', results)
     return 0
 
