@@ -15,7 +15,7 @@ from tests.integration.event_sources import EventSource
 from tests.reliability import reliability_lab as rl
 from tools.virtlab import hosts as virtlab_hosts
 
-STOPPED_DELAY = 2.0
+STOPPED_DELAY = 4.0
 
 
 @pytest.fixture(scope='module')
@@ -64,14 +64,21 @@ def test_events_carry_the_collections_words_and_follow_novas_rules(lab):
         # stopped and started again within the delay (a reboot from outside): the STOPPED half is dropped
         dom = conn.lookupByName('ev-1')
         dom.create()
+        down_at = time.monotonic()
         dom.destroy()
         dom.create()
+        window = time.monotonic() - down_at     # QEMU's start again: well under a second idle, seconds on a saturated host
         got = events.quiet_for(STOPPED_DELAY + 1.5)
         # (libvirt also says RESUMED when QEMU leaves its initial pause, and SHUTDOWN host for the destroy)
         mine = [(e['event'], e['detail']) for e in got if of('ev-1', 'lifecycle')(e) and e['event'] in ('STARTED', 'STOPPED')]
         # (the two STARTED may arrive as one: while an event of a VM waits for the rulebook, a newer one of the same kind
         # replaces it - issue 33's coalescing; the state is read when it goes out)
-        assert mine and set(mine) == {('STARTED', 'booted')}, mine
+        assert mine and mine[-1] == ('STARTED', 'booted'), mine
+        if window < STOPPED_DELAY - 0.5:
+            assert set(mine) == {('STARTED', 'booted')}, (window, mine)
+        elif window > STOPPED_DELAY + 0.5:
+            # the domain stayed down longer than the delay (a saturated host): the STOPPED is not a blip, it goes out
+            assert ('STOPPED', 'destroyed') in mine, (window, mine)
 
         # the daemon goes away and comes back: disconnected, then a full sync of what it missed
         lab.restart_daemon(0)
