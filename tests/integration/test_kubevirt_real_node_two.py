@@ -33,7 +33,7 @@ import time
 import pytest
 
 from tests.integration.ansible_run import run_module
-from tests.integration.kubevirt_real_node_fixtures import API, NS, BOOT_TIMEOUT, call, edit, get, ok, vm_args, wait_for
+from tests.integration.kubevirt_real_node_fixtures import API, NS, BOOT_TIMEOUT, call, edit, get, ok, qemu_pids, vm_args, wait_for
 from tests.integration.kubevirt_real_node_gate import require_real_node
 from tools.kubelab import lab, multinode
 from tools.virtlab import guest
@@ -91,16 +91,8 @@ def _qemu_on(twolab, vm_name):
     """{node name: [QEMU pids of domain NS_vm_name]}, the node found by the QEMU's ancestry (multinode.node_of)."""
     state = lab._load_state(twolab['dir'])  # pylint: disable=protected-access
     found = {}
-    for entry in os.listdir('/proc'):
-        if not entry.isdigit():
-            continue
-        try:
-            with open('/proc/%s/cmdline' % entry, 'rb') as handle:
-                argv = handle.read().split(b'\0')
-        except OSError:
-            continue
-        if argv and os.path.basename(argv[0]).startswith(b'qemu-system') and ('guest=%s_%s' % (NS, vm_name)).encode() in b' '.join(argv):
-            found.setdefault(multinode.node_of(int(entry), state) or 'elsewhere', []).append(int(entry))
+    for pid in qemu_pids(vm_name):
+        found.setdefault(multinode.node_of(pid, state) or 'elsewhere', []).append(pid)
     return found
 
 
