@@ -237,22 +237,8 @@ def start_handler(client, directory, state, ports, description, account, token):
         "--env", "HYPERVISOR_DEVICE=kvm", "--env", "PREFERRED_VIRTTYPE=qemu",
         launcher, "kubelab-node-labeller", "/bin/bash", "/usr/bin/node-labeller.sh"]), f"{name}: the node labeller")
     description["node_labeller_seconds"] = round(time.monotonic() - started, 1)
-    tools = os.path.dirname(binaries["virt-chroot"])
-    argv = ["env", f"PATH={tools}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}", binaries["virt-handler"],
-            "--kubeconfig", kubeconfig, "--hostname-override", name, "--pod-ip-address", ip,
-            "--listen", ip, "--port", str(ports["virt-handler-metrics"]), "--console-server-port", str(ports["virt-handler"]),
-            "--client-cert-file", crt, "--client-key-file", key, "--tls-cert-file", crt, "--tls-key-file", key,
-            "--migration-client-cert-file", migration_crt, "--migration-client-key-file", migration_key,
-            "--vsock-client-cert-file", crt, "--vsock-client-key-file", key]
-    handler_root = os.path.join(node_dir, "handler-root")
-    os.makedirs(handler_root, exist_ok=True)
-    os.makedirs(os.path.join(node_dir, "kubelet", "pods"), exist_ok=True)
-    passwd = os.path.join(node_dir, "handler-passwd")
-    with open("/etc/passwd", encoding="utf-8") as handle:
-        users = handle.read()
-    if not any(line.startswith("qemu:") for line in users.splitlines()):
-        users = users.rstrip("\n") + "\nqemu:x:107:107:qemu user (virt-handler image):/:/usr/sbin/nologin\n"
-    node._write(passwd, users, 0o644)
+    argv = node.virt_handler_argv(binaries, kubeconfig, name, ip, ports, (crt, key), (migration_crt, migration_key))
+    handler_root, passwd = node.handler_files(node_dir)
     handler = lab._start(directory, f"node-virt-handler-{name}", _node_argv(
         init_pid, argv, root=handler_root, binds=(("/var/lib/kubelet/pods", "/pods"),), files=((passwd, "/etc/passwd"),)), state)
 

@@ -436,28 +436,8 @@ def start_handler(lab, client, directory, state, ports):  # pylint: disable=too-
                                   launcher, "kubelab-node-labeller", "/bin/bash", "/usr/bin/node-labeller.sh"]),
          "the node labeller (virt-launcher image, node-labeller.sh)")
     node["node_labeller_seconds"] = round(time.monotonic() - started, 1)
-    tools = os.path.dirname(binaries["virt-chroot"])
-    argv = ["env", f"PATH={tools}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}", binaries["virt-handler"],
-            "--kubeconfig", kubeconfig, "--hostname-override", NODE_NAME, "--pod-ip-address", ip,
-            "--listen", ip, "--port", str(ports["virt-handler-metrics"]), "--console-server-port", str(ports["virt-handler"]),
-            "--client-cert-file", crt, "--client-key-file", key, "--tls-cert-file", crt, "--tls-key-file", key,
-            "--migration-client-cert-file", crt, "--migration-client-key-file", key,
-            "--vsock-client-cert-file", crt, "--vsock-client-key-file", key]
-    # virt-handler's DaemonSet mounts the kubelet's pods directory at /pods (a built-in path: cmd-client finds the
-    # launcher's command socket and container-disk finds the kernel-boot/container-disk sockets under
-    # /pods/<pod uid>/volumes/kubernetes.io~empty-dir/); without it virt-handler reads the launcher as gone and fails
-    # the VMI on its first sync. Here it gets a root of its own with /pods, as its container has on a cluster
-    handler_root = os.path.join(node_dir, "handler-root")
-    os.makedirs(handler_root, exist_ok=True)
-    os.makedirs(os.path.join(node_dir, "kubelet", "pods"), exist_ok=True)
-    # virt-handler's image has the user qemu (uid 107, KubeVirt's non-root launcher user): it looks it up by name to
-    # hand the launcher its domain-notify socket ("failed to look up user qemu" without it)
-    passwd = os.path.join(node_dir, "handler-passwd")
-    with open("/etc/passwd", encoding="utf-8") as handle:
-        users = handle.read()
-    if not any(line.startswith("qemu:") for line in users.splitlines()):
-        users = users.rstrip("\n") + "\nqemu:x:107:107:qemu user (virt-handler image):/:/usr/sbin/nologin\n"
-    _write(passwd, users, 0o644)
+    argv = virt_handler_argv(binaries, kubeconfig, NODE_NAME, ip, ports, (crt, key))
+    handler_root, passwd = handler_files(node_dir)     # its root with /pods and its passwd with qemu (see there)
     handler_argv = nodeexec_argv(init_pid, argv, root=handler_root, binds=(("/var/lib/kubelet/pods", "/pods"),),
                                  files=((passwd, "/etc/passwd"),))
     handler = lab._start(directory, "node-virt-handler", handler_argv, state)  # pylint: disable=protected-access
@@ -552,3 +532,38 @@ def restart_component(directory, role, kill=False, down_seconds=0.0):
     old = stop_component(directory, role, kill=kill)
     time.sleep(down_seconds)
     return old, start_component(directory, role)
+
+
+def virt_handler_argv(binaries, kubeconfig, name, ip, ports, client, migration=None):  # pylint: disable=too-many-arguments
+    """virt-handler's command line for node ``name`` at ``ip``: ``client`` (cert, key) for the API server, console and
+    vsock, ``migration`` (cert, key) for the migration proxy (default: ``client``)."""
+    crt, key = client
+    migration_crt, migration_key = migration or client
+    tools = os.path.dirname(binaries["virt-chroot"])
+    return ["env", f"PATH={tools}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}", binaries["virt-handler"],
+            "--kubeconfig", kubeconfig, "--hostname-override", name, "--pod-ip-address", ip,
+            "--listen", ip, "--port", str(ports["virt-handler-metrics"]), "--console-server-port", str(ports["virt-handler"]),
+            "--client-cert-file", crt, "--client-key-file", key, "--tls-cert-file", crt, "--tls-key-file", key,
+            "--migration-client-cert-file", migration_crt, "--migration-client-key-file", migration_key,
+            "--vsock-client-cert-file", crt, "--vsock-client-key-file", key]
+
+
+def handler_files(node_dir):
+    """(virt-handler's root with /pods, its /etc/passwd) under ``node_dir``.
+
+    virt-handler's DaemonSet mounts the kubelet's pods directory at /pods (a built-in path: cmd-client finds the
+    launcher's command socket and container-disk finds the kernel-boot/container-disk sockets under
+    /pods/<pod uid>/volumes/kubernetes.io~empty-dir/); without it virt-handler reads the launcher as gone and fails
+    the VMI on its first sync. Here it gets a root of its own with /pods, as its container has on a cluster.
+    virt-handler's image has the user qemu (uid 107, KubeVirt's non-root launcher user): it looks it up by name to
+    hand the launcher its domain-notify socket ("failed to look up user qemu" without it)."""
+    handler_root = os.path.join(node_dir, "handler-root")
+    os.makedirs(handler_root, exist_ok=True)
+    os.makedirs(os.path.join(node_dir, "kubelet", "pods"), exist_ok=True)
+    passwd = os.path.join(node_dir, "handler-passwd")
+    with open("/etc/passwd", encoding="utf-8") as handle:
+        users = handle.read()
+    if not any(line.startswith("qemu:") for line in users.splitlines()):
+        users = users.rstrip("\n") + "\nqemu:x:107:107:qemu user (virt-handler image):/:/usr/sbin/nologin\n"
+    _write(passwd, users, 0o644)
+    return handler_root, passwd
