@@ -18,10 +18,14 @@ script that mounts proc/sys/dev, loads the two modules, starts busybox ``acpid``
 (the power button runs ``poweroff -f``, so ``virDomainShutdown`` ends the guest
 with shutoff reason ``shutdown``), starts a small loop that keeps rewriting a
 few MiB of tmpfs (dirty pages for live-migration tests) and then prints
-``converge-guest: ready`` on the serial console.
+``converge-guest: ready`` on the serial console.  With the kernel argument
+:data:`TICKS_ARG` (opt-in: the domains of make test do not pass it) it also
+writes a random token into tmpfs and prints a counter, its uptime and the token
+read back from tmpfs once a second (:data:`TICK_PATTERN`).
 
 The outputs are ``<cache_dir>/vmlinuz`` and ``<cache_dir>/initrd.img``; the build
-is skipped when both exist.  Nothing here is committed: the cache lives under
+is skipped when both exist and ``guest.json`` records the digest of the current
+initramfs scripts (a changed script is a new initramfs).  Nothing here is committed: the cache lives under
 ``build/`` by default.  The guest needs TCG (``<domain type='qemu'>``) on this
 kind of machine and at least 96 MiB of RAM; it boots in a few seconds.
 
@@ -29,6 +33,7 @@ Kernel ``cmdline`` to use: :data:`KERNEL_CMDLINE`; console marker: :data:`READY_
 """
 
 import gzip
+import hashlib
 import io
 import json
 import lzma
@@ -41,6 +46,12 @@ from dataclasses import dataclass
 
 DEFAULT_CACHE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "build", "guest")
 READY_MARKER = "converge-guest: ready"
+# opt-in (kernel argument): the guest writes a random token into its tmpfs (/run, memory only) at boot, prints
+# TOKEN_MARKER + the token once, then a TICK_PATTERN line once a second (a counter, /proc/uptime, the token read back
+# from tmpfs): what a live-migration test reads on the console before and after the move
+TICKS_ARG = "converge.ticks=1"
+TOKEN_MARKER = "converge-guest: wrote /run/converge-token "
+TICK_PATTERN = r"converge-guest: tick (\d+) up ([0-9.]+) token (\S+)"
 POWEROFF_MARKER = "converge-guest: power button pressed, powering off"
 # no_timer_check: under TCG on a loaded machine the kernel's IO-APIC timer check can fail and panic the guest at boot
 # ("IO-APIC + timer doesn't work!", clean-clone CI of 2026-11-27, test_virtlab); the check is meaningless in a VM
@@ -69,6 +80,18 @@ dd if=/dev/urandom of=/run/seed bs=4096 count=512 2>/dev/null
     done
 ) &
 echo "converge-guest: dirtier pid $!"
+if grep -q "{ticks_arg}" /proc/cmdline; then
+    head -c 8 /dev/urandom | md5sum | cut -c1-16 > /run/converge-token
+    echo "converge-guest: wrote /run/converge-token $(cat /run/converge-token)"
+    (
+        n=0
+        while :; do
+            n=$((n + 1))
+            echo "converge-guest: tick $n up $(cut -d' ' -f1 /proc/uptime) token $(cat /run/converge-token 2>/dev/null || echo missing)"
+            sleep 1
+        done
+    ) &
+fi
 echo "{ready}"
 while :; do
     sleep 3600
@@ -214,6 +237,25 @@ class CpioWriter:
         self._entry("TRAILER!!!", 0, nlink=1)
 
 
+def init_script():
+    """The guest's /init as written into the initramfs."""
+    return INIT_SCRIPT.format(modules=" ".join(MODULES), ready=READY_MARKER, ticks_arg=TICKS_ARG)
+
+
+def scripts_digest():
+    """What the initramfs's own scripts are (part of the build's key: a changed script is a new initramfs)."""
+    return hashlib.sha256((init_script() + "\0" + POWER_SCRIPT.format(marker=POWEROFF_MARKER)).encode()).hexdigest()[:16]
+
+
+def _built_scripts(cache_dir):
+    """The scripts digest recorded with the built outputs in cache_dir (None when unknown)."""
+    try:
+        with open(os.path.join(cache_dir, "guest.json"), encoding="utf-8") as handle:
+            return json.load(handle).get("scripts")
+    except (OSError, ValueError):
+        return None
+
+
 def make_initramfs(busybox, modules):
     """Return the gzip-compressed initramfs bytes, given busybox binary bytes and {module_name: ko_bytes}."""
     raw = io.BytesIO()
@@ -227,7 +269,7 @@ def make_initramfs(busybox, modules):
     for name, data in sorted(modules.items()):
         cpio.file(f"lib/modules/{name}.ko", data)
     cpio.file("etc/acpi/PWRF/00000080", POWER_SCRIPT.format(marker=POWEROFF_MARKER).encode(), mode=0o755)
-    cpio.file("init", INIT_SCRIPT.format(modules=" ".join(MODULES), ready=READY_MARKER).encode(), mode=0o755)
+    cpio.file("init", init_script().encode(), mode=0o755)
     cpio.close()
     return gzip.compress(raw.getvalue(), compresslevel=6, mtime=0)
 
@@ -251,7 +293,7 @@ def build_guest(cache_dir=None, force=False):  # pylint: disable=too-many-locals
     cache_dir = os.path.abspath(cache_dir or DEFAULT_CACHE_DIR)
     kernel_path = os.path.join(cache_dir, "vmlinuz")
     initrd_path = os.path.join(cache_dir, "initrd.img")
-    if not force and os.path.isfile(kernel_path) and os.path.isfile(initrd_path):
+    if not force and os.path.isfile(kernel_path) and os.path.isfile(initrd_path) and _built_scripts(cache_dir) == scripts_digest():
         return GuestImage(kernel=kernel_path, initrd=initrd_path)
     os.makedirs(cache_dir, exist_ok=True)
     deb_dir = os.path.join(cache_dir, "debs")
@@ -278,7 +320,7 @@ def build_guest(cache_dir=None, force=False):  # pylint: disable=too-many-locals
     _atomic_write(initrd_path, make_initramfs(busybox["busybox"], modules))
     _atomic_write(kernel_path, kernel_files["vmlinuz"])
     meta = {"kernel_package": kernel_pkg, "kernel_deb": os.path.basename(kernel_deb), "busybox_deb": os.path.basename(busybox_deb),
-            "cmdline": KERNEL_CMDLINE, "ready_marker": READY_MARKER}
+            "cmdline": KERNEL_CMDLINE, "ready_marker": READY_MARKER, "scripts": scripts_digest()}
     _atomic_write(os.path.join(cache_dir, "guest.json"), (json.dumps(meta, indent=2) + "\n").encode())
     return GuestImage(kernel=kernel_path, initrd=initrd_path)
 
