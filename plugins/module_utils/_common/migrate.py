@@ -152,7 +152,11 @@ class MigrationRun:
 
 
 class FollowHooks:
-    """What a backend provides to :func:`follow`. Only :meth:`look` and :meth:`abort` are required."""
+    """What a backend provides to :func:`follow` for its :class:`MigrationRun` ``run``. Only :meth:`look` and :meth:`abort`
+    are required."""
+
+    def __init__(self, run: Optional['MigrationRun'] = None) -> None:
+        self.run = run
 
     def look(self) -> Optional[Look]:
         """Observe once; return a :class:`Look`, or None when no answer came (the loop looks again)."""
@@ -332,8 +336,12 @@ class FleetMigration(abc.ABC):
     """What a backend provides to :func:`migrate_fleet`: the VMs of ``names``, their targets and one migration each.
 
     The loop (order, duplicates, a VM no target fits, a failure of one VM, ``parallel``) is :func:`migrate_fleet`'s,
-    the same on every backend.
+    the same on every backend. ``opts`` (the migration options) and ``check_mode`` hold for every VM's migration.
     """
+
+    def __init__(self, opts: Any, check_mode: bool) -> None:
+        self.opts = opts
+        self.check_mode = check_mode
 
     @abc.abstractmethod
     def keys(self, entries: Sequence[Any]) -> List[Any]:

@@ -50,9 +50,8 @@ class _FollowKubevirt(migrate.FollowHooks):
 
     API_ERROR_BUDGET = 30.0     # seconds of failed reads (an error answer, or none in time) before the follow gives up
 
-    def __init__(self, run, vmim_name, uid, task_id, attached):  # pylint: disable=too-many-arguments
-        self.run = run
-        self.vmim_name = vmim_name
+    def __init__(self, run, uid, task_id, attached):
+        super().__init__(run)
         self.uid = uid
         self.task_id = task_id
         self.attached = attached
@@ -62,7 +61,7 @@ class _FollowKubevirt(migrate.FollowHooks):
     def look(self):
         run = self.run
         try:
-            vmim = run.client.get(KUBEVIRT_API, run.namespace, VMIM, self.vmim_name)
+            vmim = run.client.get(KUBEVIRT_API, run.namespace, VMIM, run.vmim_name)
             vmi = run._vmi()  # pylint: disable=protected-access
             self.api_errors_since = None
         except BackendError:    # a read is safe to repeat
@@ -81,13 +80,13 @@ class _FollowKubevirt(migrate.FollowHooks):
             run.target_node = run.progress['target_node']
         if run.on_started is not None:
             announce, run.on_started = run.on_started, None
-            what = 'migration %s %s' % (self.vmim_name, 'attached' if self.attached else 'started')
+            what = 'migration %s %s' % (run.vmim_name, 'attached' if self.attached else 'started')
             announce(run._result(changed=True, msg=what, obs=run._observe()))  # pylint: disable=protected-access
         # over when KubeVirt reached its final phase too (an abort is over only when KubeVirt says so)
         return migrate.Look(run.phase, over=run.phase in migration.FINAL and (vmim is None or kubevirt_phase(vmim) in migration.FINAL))
 
     def abort(self):
-        self.run.client.delete(KUBEVIRT_API, self.run.namespace, VMIM, self.vmim_name)     # KubeVirt's abort
+        self.run.client.delete(KUBEVIRT_API, self.run.namespace, VMIM, self.run.vmim_name)     # KubeVirt's abort
 
     def renew(self, seconds):
         if self.task_id is None:
@@ -306,7 +305,7 @@ class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-insta
             self._close_task(task_id, succeeded=False)
             raise BackendError('creating the migration of VM %s/%s failed: %s' % (self.namespace, self.name, exc.message))
         self.vmim_name = vmim['metadata']['name']
-        return self._follow(vmim['metadata']['name'], vmim['metadata']['uid'], task_id, lease_until=taken.lease_until)
+        return self._follow(vmim['metadata']['uid'], task_id, lease_until=taken.lease_until)
 
     def _attach(self, obs, vmim):
         """A migration of this VM is in flight: follow it (one per VM), under our task when the VM is idle."""
@@ -330,11 +329,11 @@ class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-insta
                 self._journal('begin', task_id)
             except ConvergeError:
                 task_id = None
-        return self._follow(self.vmim_name, vmim['metadata']['uid'], task_id, attached=True, lease_until=lease_until)
+        return self._follow(vmim['metadata']['uid'], task_id, attached=True, lease_until=lease_until)
 
-    def _follow(self, vmim_name, uid, task_id, attached=False, lease_until=None):
-        """Follow the VMIM and the VMI with the shared loop (:mod:`.._common.migrate`); then close the task."""
-        hooks = _FollowKubevirt(self, vmim_name, uid, task_id, attached)
+    def _follow(self, uid, task_id, attached=False, lease_until=None):
+        """Follow the VMIM ``self.vmim_name`` and the VMI with the shared loop (:mod:`.._common.migrate`); then close the task."""
+        hooks = _FollowKubevirt(self, uid, task_id, attached)
         outcome = migrate.follow(hooks, migrate.Timeouts(wait_timeout=self.opts.wait_timeout, poll_interval=self.opts.poll_interval),
                                  lease_until=lease_until)
         self.notes.extend(outcome.notes)
@@ -348,12 +347,12 @@ class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-insta
             text = ('migration %s of VM %s/%s succeeded but the VM runs on node %s, not on target_node %s (a KubeVirt without '
                     'spec.addedNodeSelector, before 1.5, lets its scheduler choose)')
             return self._result(changed=True, failed=True, obs=obs,
-                                msg=text % (vmim_name, self.namespace, self.name, obs.get('node'), self.opts.target_node))
+                                msg=text % (self.vmim_name, self.namespace, self.name, obs.get('node'), self.opts.target_node))
         if succeeded:
             return self._result(changed=True, obs=obs)
         where = obs.get('node')
         msg = 'migration %s of VM %s/%s %s (%s)%s; the VM %s' % (
-            vmim_name, self.namespace, self.name, 'failed' if self.phase == migration.FAILED else 'did not end in time',
+            self.vmim_name, self.namespace, self.name, 'failed' if self.phase == migration.FAILED else 'did not end in time',
             self.reason or 'no reason reported', ': %s' % self.message if self.message else '',
             'keeps running on node %s' % where if where else 'has no running instance')
         return self._result(changed=True, failed=True, msg=msg, obs=obs)
@@ -420,10 +419,9 @@ class KubevirtFleet(migrate.FleetMigration):
     """A fleet migration in one namespace (an entry may name another: ``namespace/name``); KubeVirt places each VM."""
 
     def __init__(self, client, namespace, opts, check_mode):
+        super().__init__(opts, check_mode)
         self.client = client
         self.namespace = namespace
-        self.opts = opts
-        self.check_mode = check_mode
 
     def keys(self, entries):
         return [split_name(e, self.namespace, 'names[%d]' % index) for index, e in enumerate(entries)]

@@ -554,10 +554,9 @@ class LibvirtFleet(migrate.FleetMigration):
     """A fleet migration from one libvirt host: each VM placed on one of ``candidates`` by free memory (:mod:`.placement`)."""
 
     def __init__(self, source_args, candidates, opts, check_mode):
+        super().__init__(opts, check_mode)
         self.source_args = source_args
         self.candidates = candidates
-        self.opts = opts
-        self.check_mode = check_mode
 
     def keys(self, entries):
         return list(entries)

@@ -70,7 +70,7 @@ class FollowLibvirt(migrate.FollowHooks):
     """
 
     def __init__(self, run, src_dom, thread):
-        self.run = run
+        super().__init__(run)
         self.src_dom = src_dom
         self.thread = thread
         self.saw_job = False

@@ -192,8 +192,8 @@ def test_a_migration_journals_begin_once_it_holds_the_task_and_end_before_it_clo
     run = _migration(client)
     seen = {}
 
-    def follow(vmim_name, uid, task_id, attached=False, lease_until=None):
-        del vmim_name, uid, attached, lease_until
+    def follow(uid, task_id, attached=False, lease_until=None):
+        del uid, attached, lease_until
         seen['records'], seen['task'] = records(), client.task()
         run._close_task(task_id, succeeded)  # pylint: disable=protected-access
         seen['after_close'] = records()
