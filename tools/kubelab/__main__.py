@@ -57,10 +57,11 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     try:
         if args.action == "build":
-            results = build.build(only=args.only, node=args.node)
-            if args.node:
-                from . import images  # pylint: disable=import-outside-toplevel
-                results.append({"images": images.build_images()})
+            with build.build_lock():
+                results = build.build(only=args.only, node=args.node)
+                if args.node:
+                    from . import images  # pylint: disable=import-outside-toplevel
+                    results.append({"images": images.build_images()})
             print(json.dumps(results, indent=2))
             return 0
         if args.action == "versions":

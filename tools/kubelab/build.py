@@ -31,6 +31,8 @@ Go runs with ``nice -n 10``, ``CGO_ENABLED=0`` (1 for the cgo parts), ``GOFLAGS=
 Standard library only (``make kube`` needs no virtualenv).
 """
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -61,6 +63,28 @@ def cache_root():
         return os.path.abspath(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "converge-virt", "kube")
+
+
+@contextlib.contextmanager
+def build_lock(root=None, log=None):
+    """Hold the cache's build lock (``ROOT/.build.lock``, an exclusive flock) for a whole ``build``: make test's two lanes
+    may both ask for the same parts (lane 0 builds the real node's parts first, lane 1 asks again before its real-node
+    tier), and a second build waits for the first and then finds every part cached instead of building it twice."""
+    root = root or cache_root()
+    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, ".build.lock"), "w", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log("kubelab build: another build of %s is running; waiting for it" % root)
+            started = time.monotonic()
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            log("kubelab build: waited %.0f s" % (time.monotonic() - started))
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _module_version(module_dir, module):
