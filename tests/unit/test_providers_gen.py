@@ -7,6 +7,7 @@ AnsiballZ's own dependency finder sees in each map only its group's module of ea
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
 import os
 import shutil
@@ -48,12 +49,13 @@ def _copy(tmp_path):
 
 
 def _loaders(text):
-    """(LOADERS keys, the modules the map imports) of a rendered map."""
+    """(LOADERS keys, the module they load, the modules the map's import statements name) of a rendered map."""
     tree = ast.parse(text)
-    keys = [node.value.keys for node in tree.body if isinstance(node, ast.AnnAssign) and node.target.id == 'LOADERS'][0]
-    imports = sorted('%s.%s' % (node.module, alias.name) for function in tree.body if isinstance(function, ast.FunctionDef)
-                     for node in ast.walk(function) if isinstance(node, ast.ImportFrom) for alias in node.names)
-    return [key.value for key in keys], imports
+    call = [node.value for node in tree.body if isinstance(node, ast.Assign) and [t.id for t in node.targets] == ['LOADERS']][0]
+    assert isinstance(call, ast.Call) and call.func.id == 'loaders'
+    words = [arg.value for arg in call.args]
+    imports = sorted(alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names)
+    return words[1:], words[0], imports
 
 
 def test_a_third_backend_gets_a_loader_for_each_module_of_its_folder(tmp_path):
@@ -69,11 +71,12 @@ def test_a_third_backend_gets_a_loader_for_each_module_of_its_folder(tmp_path):
     assert GEN.main(['--check', '--root', str(root)]) == 1
     assert GEN.stale(str(root)), '--check wrote files'
     assert GEN.main(['--root', str(root)]) == 0 and GEN.stale(str(root)) == {}
-    keys, imports = _loaders((root / 'plugins' / 'module_utils' / '_providers' / 'vm.py').read_text())
-    assert keys == ['libvirt', 'kubevirt', 'proxmox']
+    keys, module, imports = _loaders((root / 'plugins' / 'module_utils' / '_providers' / 'vm.py').read_text())
+    assert keys == ['libvirt', 'kubevirt', 'proxmox'] and module == 'vm_converge'
     assert imports == ['%s._%s.vm_converge' % (GEN.PACKAGE, name) for name in ('kubevirt', 'libvirt', 'proxmox')]
-    keys, _imports = _loaders((root / 'plugins' / 'module_utils' / '_providers' / 'volume.py').read_text())
+    keys, _module, imports = _loaders((root / 'plugins' / 'module_utils' / '_providers' / 'volume.py').read_text())
     assert keys == ['libvirt', 'kubevirt'], 'a backend without a volume module got a volume loader'
+    assert imports == ['%s._%s.volume_runs' % (GEN.PACKAGE, name) for name in ('kubevirt', 'libvirt')]
 
 
 def test_ansiballz_sees_only_the_groups_module_of_each_backend_in_each_map():
@@ -83,4 +86,19 @@ def test_ansiballz_sees_only_the_groups_module_of_each_backend_in_each_map():
             tree = ast.parse(handle.read())
         finder = ModuleDepFinder('%s._providers.%s' % (GEN.PACKAGE, group), tree)
         found = sorted('.'.join(mod) for mod in finder.submodules)
-        assert found == ['%s._%s.%s' % (GEN.PACKAGE, name, module) for name in sorted(GEN.backend_names(ROOT))], group
+        # the map's own package (loaders) and the group's module of each backend: nothing of another group
+        assert found == sorted(['%s._%s.%s' % (GEN.PACKAGE, name, module) for name in GEN.backend_names(ROOT)]
+                               + ['%s._providers.loaders' % GEN.PACKAGE]), group
+
+
+def test_each_loader_imports_the_module_its_map_names_for_ansiballz():
+    """What AnsiballZ ships (the import statements) and what the loader imports at run time are the same files."""
+    for group, (module, _resources) in GEN.GROUPS.items():
+        path = os.path.join(ROOT, GEN.PROVIDERS_DIR, group + '.py')
+        with open(path, encoding='utf-8') as handle:
+            keys, loaded, imports = _loaders(handle.read())
+        maps = importlib.import_module('%s._providers.%s' % (GEN.PACKAGE, group))
+        assert list(maps.LOADERS) == keys == GEN.backend_names(ROOT) and loaded == module, group
+        for name, loader in maps.LOADERS.items():
+            assert loader().__name__ == '%s._%s.%s' % (GEN.PACKAGE, name, module)
+            assert loader().__name__ in imports, (group, name)

@@ -20,14 +20,16 @@ the KubeVirt backend).
 
 Adding a backend, by hand: its folder with a ``provider.py`` (``PROVIDER``) and its resource modules, one line in
 :data:`PROVIDERS`, and its options in the converge.virt.backend documentation fragment (two files outside the folder).
-The six ``<resource>.LOADERS`` maps of this package are generated from :data:`PROVIDERS` by ``python tools/providers_gen.py``
-(tests/unit/test_providers_gen.py fails while they are stale).
+The six ``<resource>.LOADERS`` maps of this package (:func:`loaders`, and the import statements AnsiballZ reads) are
+generated from :data:`PROVIDERS` by ``python tools/providers_gen.py`` (tests/unit/test_providers_gen.py fails while they are stale).
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Dict, Mapping, Optional, Tuple
+import importlib
+from types import ModuleType
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 from ansible_collections.converge.virt.plugins.module_utils._common import registry
 from ansible_collections.converge.virt.plugins.module_utils._common.provider import Provider, VmDefinition
@@ -60,6 +62,16 @@ def refuse_other_backend(resource: str, params: Mapping[str, Any]) -> None:
 def vm_definitions() -> Dict[str, VmDefinition]:
     """backend name -> its :class:`~._common.provider.VmDefinition`."""
     return dict((name, provider.vm_definition) for name, provider in PROVIDERS.items())
+
+
+def loaders(module: str, *backends: str) -> Dict[str, Callable[[], ModuleType]]:
+    """A loader map: backend name -> a function that imports ``_<backend>/<module>.py`` when called (only then).
+
+    Each ``<group>.py`` of this package holds one such map and, for AnsiballZ, the import statements naming those files
+    (tools/providers_gen.py writes both from :data:`PROVIDERS`).
+    """
+    package = __name__.rsplit('.', 1)[0]
+    return dict((name, functools.partial(importlib.import_module, '%s._%s.%s' % (package, name, module))) for name in backends)
 
 
 # run(resource, module, loaders, runner, check=None): _common.registry.run with this map (a partial: no frame of its own)
