@@ -50,21 +50,21 @@ options:
       - Name of the volume in O(pool). Required unless O(volumes) is given.
       - On O(backend=kubevirt), the name of the C(PersistentVolumeClaim) (and of the C(DataVolume) that owns it).
     type: str
-  pool:
+  pool: &pool
     description:
       - Name of the storage pool. An existing pool is used as it is (started if it is inactive).
       - With O(pool_path), a directory pool is created and started when it does not exist.
     type: str
-  pool_path:
+  pool_path: &pool_path
     description: Absolute path of the directory pool to create when O(pool) does not exist.
     type: str
-  state:
+  state: &state
     description:
       - V(present) creates or grows the volume; V(absent) deletes it (refused while a VM uses it).
       - Defaults to V(present).
     type: str
     choices: [present, absent]
-  capacity:
+  capacity: &capacity
     description:
       - Size with a unit (V(10GiB), V(512MiB), V(1G), V(10GB)); a bare number means bytes.
       - On O(backend=kubevirt) a Kubernetes quantity (V(10Gi), V(512Mi), V(1G) = 10^9 bytes) is read as Kubernetes
@@ -72,22 +72,22 @@ options:
       - Required to create an empty volume. A larger size grows the volume (online through the guest when
         a running VM uses it); a smaller one is refused.
     type: raw
-  format:
+  format: &format
     description: V(raw) or V(qcow2) (default V(raw) for a new empty volume; the source's format for a clone or import).
     type: str
     choices: [raw, qcow2]
-  preallocation:
+  preallocation: &preallocation
     description:
       - V(off) (sparse), V(metadata) (qcow2 only) or V(full) (all space allocated). Defaults to V(off).
       - Only used when the volume is created.
     type: str
     choices: ['off', metadata, full]
-  clone_from:
+  clone_from: &clone_from
     description:
       - Create the volume as a copy of this volume (a name in O(pool), or C(pool/name)).
       - On O(backend=kubevirt), a claim to clone (C(name) in O(namespace), or C(namespace/name)); a DataVolume with a pvc source.
     type: str
-  import_from:
+  import_from: &import_from
     description:
       - Create the volume with the content of this image file on the machine running the module; its format is
         detected with C(qemu-img info) (or O(import_format)). The content is read back and its sha256 compared.
@@ -97,22 +97,23 @@ options:
         images are imported; a qcow2 with a backing file or an external data file (C(data-file)) is refused, since the
         VM would read or write a file outside the pool.
       - While the image streams in, an empty volume C(<name>.converge-partial) marks the import as unfinished; a run killed
-        in between leaves the volume marked (RV(volume.partial)), and the next run with O(import_from) removes it and imports
-        again; a declaration without O(import_from) is refused for it. Names ending in C(.converge-partial) are reserved.
+        in between leaves the volume marked (RV(converge.virt.volume_info#module:volumes[].partial)), and the next run with
+        O(import_from) removes it and imports again; a declaration without O(import_from) is refused for it. Names ending in
+        C(.converge-partial) are reserved.
       - On O(backend=kubevirt), an V(http://) or V(https://) URL (DataVolume http source) or a V(docker://) image
         (registry source), imported by CDI; the task waits for the import to succeed and fails with CDI's message.
     type: str
-  import_format:
+  import_format: &import_format
     description: Format of the O(import_from) image; it must match what C(qemu-img) detects.
     type: str
     choices: [raw, qcow2]
-  backing_volume:
+  backing_volume: &backing_volume
     description: Create the volume as a qcow2 overlay on this volume (a name in O(pool), or C(pool/name)).
     type: str
-  wipe:
+  wipe: &wipe
     description: Wipe the content before deleting the volume (O(state=absent)). Defaults to V(false).
     type: bool
-  attachments:
+  attachments: &attachments
     description:
       - The complete list of the VMs this volume is plugged into. An attachment not listed is detached
         (from a running guest only with O(force)); a listed one is added to the persistent definition and,
@@ -158,12 +159,12 @@ options:
         release it the same way.
     type: bool
     default: false
-  data_volume:
+  data_volume: &data_volume
     description:
       - Create a CDI C(DataVolume) (O(backend=kubevirt) only). Defaults to V(true) with O(import_from), O(clone_from) or
         O(clone_from_datasource) (a blank DataVolume otherwise), else a plain C(PersistentVolumeClaim).
     type: bool
-  clone_from_datasource:
+  clone_from_datasource: &clone_from_datasource
     description:
       - Create the volume as a clone of the claim a CDI C(DataSource) points to (O(backend=kubevirt) only), named C(name) in
         O(namespace), or C(namespace/name). The DataVolume gets a C(spec.sourceRef) of kind C(DataSource) with its name and namespace
@@ -175,15 +176,15 @@ options:
       - A VM disk cloned from a DataSource when the VM is created is a O(converge.virt.vm#module:data_volume_templates)
         entry with the same C(sourceRef).
     type: str
-  storage_class:
+  storage_class: &storage_class
     description: Storage class of a new claim (O(backend=kubevirt) only; the cluster default when not given).
     type: str
-  access_modes:
+  access_modes: &access_modes
     description: Access modes of a new claim (O(backend=kubevirt) only; default V(ReadWriteOnce), or the storage profile's for a DataVolume).
     type: list
     elements: str
     choices: [ReadWriteOnce, ReadOnlyMany, ReadWriteMany, ReadWriteOncePod]
-  volume_mode:
+  volume_mode: &volume_mode
     description: Volume mode of a new claim (O(backend=kubevirt) only).
     type: str
     choices: [Filesystem, Block]
@@ -211,85 +212,24 @@ options:
         description: Name of the volume.
         type: str
         required: true
-      pool:
-        description: See O(pool).
-        type: str
-      pool_path:
-        description: See O(pool_path).
-        type: str
-      state:
-        description: See O(state).
-        type: str
-        choices: [present, absent]
-      capacity:
-        description: See O(capacity).
-        type: raw
-      format:
-        description: See O(format).
-        type: str
-        choices: [raw, qcow2]
-      preallocation:
-        description: See O(preallocation).
-        type: str
-        choices: ['off', metadata, full]
-      clone_from:
-        description: See O(clone_from).
-        type: str
-      import_from:
-        description: See O(import_from).
-        type: str
-      import_format:
-        description: See O(import_format).
-        type: str
-        choices: [raw, qcow2]
-      backing_volume:
-        description: See O(backing_volume).
-        type: str
-      wipe:
-        description: See O(wipe).
-        type: bool
-      attachments:
-        description: See O(attachments).
-        type: list
-        elements: dict
-        suboptions:
-          vm:
-            description: Name of the VM.
-            type: str
-            required: true
-          dev:
-            description: Target device (on kubevirt, the disk name in the VM).
-            type: str
-            required: true
-          bus:
-            description: Disk bus.
-            type: str
-            choices: [virtio, scsi, sata, ide, usb]
-          readonly:
-            description: Attach read-only.
-            type: bool
-            default: false
-          serial:
-            description: Disk serial number.
-            type: str
-      data_volume:
-        description: See O(data_volume).
-        type: bool
-      clone_from_datasource:
-        description: See O(clone_from_datasource).
-        type: str
-      storage_class:
-        description: See O(storage_class).
-        type: str
-      access_modes:
-        description: See O(access_modes).
-        type: list
-        elements: str
-        choices: [ReadWriteOnce, ReadOnlyMany, ReadWriteMany, ReadWriteOncePod]
-      volume_mode:
-        description: See O(volume_mode).
-        type: str
-        choices: [Filesystem, Block]
+      # each other option of an item is the top-level option of that name (the YAML alias: written once)
+      pool: *pool
+      pool_path: *pool_path
+      state: *state
+      capacity: *capacity
+      format: *format
+      preallocation: *preallocation
+      clone_from: *clone_from
+      import_from: *import_from
+      import_format: *import_format
+      backing_volume: *backing_volume
+      wipe: *wipe
+      attachments: *attachments
+      data_volume: *data_volume
+      clone_from_datasource: *clone_from_datasource
+      storage_class: *storage_class
+      access_modes: *access_modes
+      volume_mode: *volume_mode
 requirements:
   - qemu-img (only for O(import_from) on libvirt)
 seealso:
@@ -371,42 +311,11 @@ EXAMPLES = r'''
 
 RETURN = r'''
 volume:
-  description: The volume after the task (as observed before, in check mode).
+  description:
+    - The volume after the task (as observed before, in check mode).
+    - The fields of an entry of RV(converge.virt.volume_info#module:volumes) (the same observation), documented there.
   returned: when O(name) is given
   type: dict
-  contains:
-    key: {description: C(pool/name) (C(namespace/name) on kubevirt)., type: str, returned: always}
-    pool: {description: Pool name., type: str, returned: on libvirt}
-    namespace: {description: Namespace of the claim., type: str, returned: on kubevirt}
-    kind: {description: C(PersistentVolumeClaim) or C(DataVolume)., type: str, returned: on kubevirt when exists}
-    phase: {description: "Phase of the claim (Pending, Bound, Lost).", type: str, returned: on kubevirt when exists}
-    dv_phase: {description: "Phase of the DataVolume (Pending, ImportScheduled, ImportInProgress, Succeeded, Failed, ...).", type: str,
-               returned: on kubevirt when exists}
-    bound_capacity: {description: "Bytes of the bound volume (C(status.capacity)); RV(volume.capacity) is the size asked for.", type: int,
-                     returned: on kubevirt when exists}
-    progress: {description: "Import progress of the DataVolume (C(status.progress), e.g. V(45.00%)).", type: str, returned: on kubevirt when exists}
-    message: {description: "The DataVolume's failure message, or null.", type: str, returned: on kubevirt when exists}
-    storage_class: {description: Storage class of the claim., type: str, returned: on kubevirt when exists}
-    access_modes: {description: Access modes of the claim., type: list, elements: str, returned: on kubevirt when exists}
-    volume_mode: {description: "C(Filesystem) or C(Block), or null when the claim does not say.", type: str, returned: on kubevirt when exists}
-    resizing: {description: Whether the claim is being resized (a C(Resizing) or C(FileSystemResizePending) condition)., type: bool,
-               returned: on kubevirt when exists}
-    name: {description: Volume name., type: str, returned: always}
-    exists: {description: Whether the volume exists., type: bool, returned: always}
-    path: {description: Path on the host., type: str, returned: when exists}
-    capacity: {description: Size in bytes., type: int, returned: when exists}
-    allocation: {description: Bytes allocated on the host., type: int, returned: when exists}
-    format: {description: raw or qcow2., type: str, returned: when exists}
-    backing_chain: {description: "The backing files below the volume, each with path, format and volume.", type: list, returned: when exists}
-    used_by: {description: Names of the VMs whose live or persistent definition uses the volume., type: list, returned: when exists}
-    attachments: {description: "Where it is plugged in (vm, dev, bus, readonly, serial, live, persistent, vm_running; on kubevirt also
-                  hotpluggable and hotplug_phase).", type: list, returned: when exists}
-    partial:
-      description:
-        - True when an import into this volume never finished (a run was killed during the upload); libvirt backend.
-        - Such a volume is never taken for the image; the next run that declares O(import_from) removes it and imports again.
-      type: bool
-      returned: when exists, libvirt
 volumes:
   description: With O(volumes), the state of each volume (the same fields as RV(volume)).
   returned: when O(volumes) is given

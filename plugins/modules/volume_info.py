@@ -68,8 +68,10 @@ volumes:
     namespace: {description: Namespace of the claim., type: str, returned: on kubevirt}
     kind: {description: C(PersistentVolumeClaim) or C(DataVolume)., type: str, returned: on kubevirt when exists}
     phase: {description: "Phase of the claim (Pending, Bound, Lost).", type: str, returned: on kubevirt when exists}
-    dv_phase: {description: Phase of the DataVolume., type: str, returned: on kubevirt when exists}
-    bound_capacity: {description: Bytes of the bound volume (C(status.capacity))., type: int, returned: on kubevirt when exists}
+    dv_phase: {description: "Phase of the DataVolume (Pending, ImportScheduled, ImportInProgress, Succeeded, Failed, ...).", type: str,
+               returned: on kubevirt when exists}
+    bound_capacity: {description: "Bytes of the bound volume (C(status.capacity)); C(capacity) is the size asked for.", type: int,
+                     returned: on kubevirt when exists}
     progress: {description: "Import progress of the DataVolume (C(status.progress), e.g. V(45.00%)).", type: str, returned: on kubevirt when exists}
     message: {description: "The DataVolume's failure message, or null.", type: str, returned: on kubevirt when exists}
     storage_class: {description: Storage class of the claim., type: str, returned: on kubevirt when exists}
