@@ -214,6 +214,15 @@ class KubevirtVm(driver.VmBackend):
         return self.client.subresource(plural, self.namespace, self.name, action, body, deadline=time.monotonic() + options.wait_timeout,
                                        done=None if done is None else lambda: done(self.observe()))
 
+    def _change(self, action, obs, options, done, body=None, refusal=None, benign=None):  # pylint: disable=too-many-arguments
+        """The run-state subresource ``action`` (start, stop, restart) of the VirtualMachine (see :meth:`_put`). KubeVirt's 409
+        Conflict (not in this state) is the refusal of ``refusal`` (default: ``action``), unless ``benign()`` says it changes nothing."""
+        try:
+            self._put('virtualmachines', action, options, body, done=done)
+        except Conflict as exc:
+            if benign is None or not benign():
+                raise self.refused(refusal or action, obs, exc)
+
     def create(self, spec, obs, options, task_id):
         """Create the VirtualMachine from the declared manifest (``spec``), its idle STOPPED record in its annotations."""
         del obs, options, task_id
@@ -279,10 +288,7 @@ class KubevirtVm(driver.VmBackend):
     def _do_start(self, declared, obs, options):
         del declared
         if not self._start_underway(obs):
-            try:
-                self._put('virtualmachines', 'start', options, done=self._start_underway)
-            except Conflict as exc:
-                raise self.refused('start', obs, exc)
+            self._change('start', obs, options, self._start_underway)
         if options.wait:
             self.wait_status(('Running',), options.wait_timeout, 'Running')
 
@@ -292,11 +298,9 @@ class KubevirtVm(driver.VmBackend):
     def _do_stop(self, declared, obs, options):
         del declared
         if not self._stop_underway(obs):
-            try:
-                self._put('virtualmachines', 'stop', options, done=self._stop_underway)
-            except Conflict as exc:
-                if obs.get('vmi') is not None or kubevirt_views.kubevirt_run_strategy(obs['vm']) != 'Manual':
-                    raise self.refused('stop', obs, exc)
+            # no instance under run strategy Manual: KubeVirt's 409 says it is stopped already
+            self._change('stop', obs, options, self._stop_underway,
+                         benign=lambda: obs.get('vmi') is None and kubevirt_views.kubevirt_run_strategy(obs['vm']) == 'Manual')
         if not options.wait:
             return
         graceful = options.shutdown_timeout if options.shutdown_timeout > 0 else 0
@@ -317,11 +321,8 @@ class KubevirtVm(driver.VmBackend):
         if vmi is None or (vmi.get('status') or {}).get('phase') in ('Succeeded', 'Failed'):
             return self._do_start(None, obs, options)
         old_uid = vmi['metadata']['uid']
-        try:
-            self._put('virtualmachines', 'restart', options, {'gracePeriodSeconds': 0} if hard else {},
-                      done=lambda o: o.get('vmi_uid') not in (None, old_uid))
-        except Conflict as exc:
-            raise self.refused('reboot_hard' if hard else 'reboot_soft', obs, exc)
+        self._change('restart', obs, options, lambda o: o.get('vmi_uid') not in (None, old_uid), body={'gracePeriodSeconds': 0} if hard else {},
+                     refusal='reboot_hard' if hard else 'reboot_soft')
         if options.wait:
             self.wait_status(('Running',), options.wait_timeout, 'Running with a new instance',
                              predicate=lambda o: o.get('vmi_uid') not in (None, old_uid))
