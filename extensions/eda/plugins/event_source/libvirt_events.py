@@ -61,6 +61,16 @@ try:
 except ImportError:  # pragma: no cover - said when the source starts
     libvirt = libvirtaio = None
 
+try:
+    import ansible_collections.converge.virt.plugins.module_utils  # noqa: F401  pylint: disable=unused-import
+except ImportError:
+    # ansible-rulebook runs a source by its path (runpy.run_path) and puts no collections root on sys.path: in a decision
+    # environment (the collection installed under <root>/ansible_collections/converge/virt, no PYTHONPATH) the imports
+    # below failed with "No module named 'ansible_collections'". The root this file is installed under is added then.
+    _PARTS = os.path.abspath(__file__).split(os.sep)
+    if _PARTS[-8:-5] == ['ansible_collections', 'converge', 'virt']:
+        sys.path.append(os.sep.join(_PARTS[:-8]) or os.sep)
+
 from ansible_collections.converge.virt.plugins.module_utils._common.events import Outbox, own_words, print_events, trusted_uuid
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_uri
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import fleet
