@@ -159,16 +159,18 @@ kube-node: guest
 > $(PYTHON) -m tools.kubelab build --node
 
 # the AWX lab (issue 38; docs/awx.md): the host's Debian packages tools/awxlab names (`python -m tools.awxlab packages`),
-# then receptor, the lab's virtualenv, the wheelhouse, the Debian base image and the collection's EE, cached in
-# ~/.cache/converge-virt/awx (cold about 25 minutes, warm 0.2 s; the EE is rebuilt, 3-5 minutes, when the collection changes).
-# Not part of make test's set-up; test-awx runs the opt-in mesh test (tests/integration/test_awx_mesh.py).
+# then receptor, the lab's virtualenv, the wheelhouse, the Debian base image, the collection's EE and its decision
+# environment (DE: a base with Java, ansible-rulebook), cached in ~/.cache/converge-virt/awx (cold about 30 minutes, warm
+# under a second; the EE and the DE are rebuilt, about 3 minutes each, when the collection changes).
+# Not part of make test's set-up; test-awx runs the opt-in mesh tests (tests/integration/test_awx_mesh*.py: faults,
+# roles and a fleet through the mesh, the event source in the DE).
 .PHONY: awx test-awx
 awx: venv
 > @missing=$$($(PYTHON) -m tools.awxlab packages --missing); \
   if [ -n "$$missing" ]; then echo "apt: installing" $$missing; apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; fi
 > PATH=$(VENV)/bin:$$PATH $(VPY) -m tools.awxlab build
 test-awx: awx layout
-> $(LAB_ENV) CONVERGE_VIRT_AWX_MESH=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=10 tests/integration/test_awx_mesh.py
+> $(LAB_ENV) CONVERGE_VIRT_AWX_MESH=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=20 tests/integration/test_awx_mesh.py tests/integration/test_awx_mesh_fleet.py tests/integration/test_awx_mesh_de.py
 
 # two pytest-xdist workers (most tests wait on libvirt daemons, guests and ansible processes); each worker has its
 # own loopback addresses and ports (tests/integration/virtlab_fixtures.py). Whole files per worker (module-scoped labs

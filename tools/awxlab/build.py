@@ -64,6 +64,13 @@ SUITE = 'bookworm'
 MIRROR = 'http://deb.debian.org/debian'
 BASE_IMAGE = 'localhost/converge-virt-awx-base'
 EE_IMAGE = 'localhost/converge-virt-ee'
+# the decision environment (issue 38 item 5): what ansible-rulebook runs the collection's event sources in - the EE's
+# Debian base plus Java (ansible-rulebook's Drools engine runs in a JVM: Debian's default-jre-headless, OpenJDK 17 in
+# bookworm), and ansible-rulebook (the host's .venv pins the same version: test-requirements.txt, test_rulebook_e2e)
+DE_BASE_PACKAGES = BASE_PACKAGES + ('default-jre-headless',)
+DE_PYTHON = ('ansible-rulebook==1.3.2',)
+DE_BASE_IMAGE = 'localhost/converge-virt-de-base'
+DE_IMAGE = 'localhost/converge-virt-de'
 NICE = ['nice', '-n', '10']
 # the host's Debian packages the build and the mesh need (installed by `make awx`, which asks
 # `python -m tools.awxlab packages` which are missing): podman runs the EE (runc: crun refuses this machine's hybrid
@@ -228,13 +235,25 @@ def wheelhouse_dir():
     return os.path.join(cache_root(), f"wheelhouse-{_digest(_collection_requirements(), EE_PYTHON, EE_BUILDER, sys.version_info[:2])}")
 
 
-def build_wheelhouse():
+def _build_wheels(final, extra, what):
     def build_into(tmp):
         # pip wheel: wheels where PyPI has them, built here where it has only a source (libvirt-python, against this
         # bookworm machine's libvirt-dev: the EE's libvirt0 is the same Debian release's)
         _run(NICE + [sys.executable, '-m', 'pip', 'wheel', '-q', '--wheel-dir', tmp, *_collection_requirements(), *EE_PYTHON,
-                     *EE_BUILDER], log=os.path.join(tmp, 'build.log'), what='pip wheel (the EE wheelhouse)')
-    return _in_place(wheelhouse_dir(), build_into)
+                     *EE_BUILDER, *extra], log=os.path.join(tmp, 'build.log'), what=f'pip wheel ({what})')
+    return _in_place(final, build_into)
+
+
+def build_wheelhouse():
+    return _build_wheels(wheelhouse_dir(), (), 'the EE wheelhouse')
+
+
+def de_wheelhouse_dir():
+    return os.path.join(cache_root(), f"dewheelhouse-{_digest(_collection_requirements(), EE_PYTHON, EE_BUILDER, DE_PYTHON, sys.version_info[:2])}")
+
+
+def build_de_wheelhouse():
+    return _build_wheels(de_wheelhouse_dir(), DE_PYTHON, 'the decision environment wheelhouse')
 
 
 # --- the Debian base image ----------------------------------------------------------------------------------------------
@@ -267,16 +286,32 @@ def base_image():
     return f"{BASE_IMAGE}:{os.path.basename(base_dir()).split('-')[-1]}"
 
 
-def build_base():
+def _build_rootfs_image(final, image, packages, what):
     def build_into(tmp):
         tarball = os.path.join(tmp, 'rootfs.tar')
-        _run(NICE + ['mmdebstrap', '--variant=minbase', '--include=' + ','.join(BASE_PACKAGES), '--format=tar',
-                     SUITE, tarball, MIRROR], log=os.path.join(tmp, 'build.log'), what='mmdebstrap (the Debian base image)')
-    final, built = _in_place(base_dir(), build_into)
-    if built or not _image_exists(base_image()):
-        _run(['podman', 'import', '--change', 'CMD ["/bin/bash"]', os.path.join(final, 'rootfs.tar'), base_image()],
-             env=podman_env(), what='podman import (the Debian base image)')
+        _run(NICE + ['mmdebstrap', '--variant=minbase', '--include=' + ','.join(packages), '--format=tar',
+                     SUITE, tarball, MIRROR], log=os.path.join(tmp, 'build.log'), what=f'mmdebstrap ({what})')
+    final, built = _in_place(final, build_into)
+    if built or not _image_exists(image):
+        _run(['podman', 'import', '--change', 'CMD ["/bin/bash"]', os.path.join(final, 'rootfs.tar'), image],
+             env=podman_env(), what=f'podman import ({what})')
     return final, built
+
+
+def build_base():
+    return _build_rootfs_image(base_dir(), base_image(), BASE_PACKAGES, 'the Debian base image')
+
+
+def de_base_dir():
+    return os.path.join(cache_root(), f"debase-{_digest(SUITE, MIRROR, DE_BASE_PACKAGES)}")
+
+
+def de_base_image():
+    return f"{DE_BASE_IMAGE}:{os.path.basename(de_base_dir()).split('-')[-1]}"
+
+
+def build_de_base():
+    return _build_rootfs_image(de_base_dir(), de_base_image(), DE_BASE_PACKAGES, 'the decision environment\'s Debian base image')
 
 
 # --- the execution environment ------------------------------------------------------------------------------------------
@@ -326,11 +361,23 @@ def ee_image():
     return f"{EE_IMAGE}:{os.path.basename(ee_dir()).split('-')[-1]}"
 
 
-def _definition(tarball_name):
-    """The EE definition (ansible-builder v3): Debian base, the collection from its own tarball, pip from the wheelhouse."""
-    return {
+def de_dir():
+    root = collection_source()
+    key = _digest(de_base_image(), os.path.basename(de_wheelhouse_dir()), _file_digest(_collection_tarball_inputs(root), root),
+                  VENV_REQUIREMENTS, DE_PYTHON)
+    return os.path.join(cache_root(), f"de-{key}")
+
+
+def de_image():
+    return f"{DE_IMAGE}:{os.path.basename(de_dir()).split('-')[-1]}"
+
+
+def _definition(tarball_name, base=None, python=()):
+    """The EE definition (ansible-builder v3): Debian base, the collection from its own tarball, pip from the wheelhouse;
+    for the decision environment, ``base`` is the DE's base (with Java) and ``python`` adds ansible-rulebook."""
+    definition = {
         'version': 3,
-        'images': {'base_image': {'name': base_image()}},
+        'images': {'base_image': {'name': base or base_image()}},
         # Debian's python3 and pip come from apt (in the base image): ansible-builder must not bootstrap pip itself
         # dumb-init (the EE's init) is Debian's, in the base image: no pip package for it
         'options': {'skip_pip_install': True, 'package_manager_path': '/bin/true', 'skip_ansible_check': False,
@@ -353,9 +400,13 @@ def _definition(tarball_name):
                              'COPY _build/wheelhouse /build/wheelhouse', 'COPY _build/' + tarball_name + ' /build/' + tarball_name],
         },
     }
+    if python:
+        definition['dependencies']['python'] = list(python)
+    return definition
 
 
-def build_ee():
+def _build_image(final, tag, base, wheelhouse, python=()):  # pylint: disable=too-many-arguments
+    """An EE (or DE) image ``tag`` from the collection, on ``base``, pip reading only ``wheelhouse``; into ``final``."""
     def build_into(tmp):
         log = os.path.join(tmp, 'build.log')
         started = time.monotonic()
@@ -367,27 +418,36 @@ def build_ee():
         _run([galaxy if os.path.exists(galaxy) else 'ansible-galaxy', 'collection', 'build', '--output-path', work, collection_source()], log=log,
              what='ansible-galaxy collection build')
         tarball = os.path.basename(glob.glob(os.path.join(work, '*.tar.gz'))[0])
-        shutil.copytree(wheelhouse_dir(), os.path.join(work, 'wheelhouse'), ignore=shutil.ignore_patterns('build.log'))
+        shutil.copytree(wheelhouse, os.path.join(work, 'wheelhouse'), ignore=shutil.ignore_patterns('build.log'))
         definition = os.path.join(work, 'execution-environment.yml')
         with open(definition, 'w', encoding='utf-8') as handle:
-            json.dump(_definition(tarball), handle, indent=1)   # JSON is YAML
+            json.dump(_definition(tarball, base, python), handle, indent=1)   # JSON is YAML
         _run(NICE + [venv_bin('ansible-builder'), 'create', '-f', definition, '-c', context, '--output-filename', 'Containerfile'],
              cwd=work, log=log, what='ansible-builder create')
-        tag = ee_image()
         _run(NICE + ['podman', 'build', '--network=none', '--pull=never', '-f', os.path.join(context, 'Containerfile'),
                      '-t', tag, context], env=podman_env(), log=log, what='podman build (the EE)')
         size = json.loads(_run(['podman', 'image', 'inspect', tag], env=podman_env()))[0]['Size']
         with open(os.path.join(tmp, 'image.json'), 'w', encoding='utf-8') as handle:
             json.dump({'image': tag, 'size': size, 'seconds': round(time.monotonic() - started, 1)}, handle)
-    final, built = _in_place(ee_dir(), build_into)
-    if not built and not _image_exists(ee_image()):
+    final, built = _in_place(final, build_into)
+    if not built and not _image_exists(tag):
         shutil.rmtree(final)
-        return build_ee()
+        return _build_image(final, tag, base, wheelhouse, python)
     return final, built
 
 
+def build_ee():
+    return _build_image(ee_dir(), ee_image(), base_image(), wheelhouse_dir())
+
+
+def build_de():
+    """The decision environment: the collection (its event sources), ansible-rulebook and Java, as ansible-builder
+    builds a DE for EDA; tagged ``localhost/converge-virt-de:<hash>``."""
+    return _build_image(de_dir(), de_image(), de_base_image(), de_wheelhouse_dir(), DE_PYTHON)
+
+
 STEPS = (('receptor', build_receptor), ('venv', build_venv), ('wheelhouse', build_wheelhouse), ('base', build_base),
-         ('ee', build_ee))
+         ('ee', build_ee), ('debase', build_de_base), ('dewheelhouse', build_de_wheelhouse), ('de', build_de))
 
 
 def missing_packages():
@@ -423,10 +483,18 @@ def build(only=None):
 
 
 def built():
-    """True when every part is in the cache (the mesh test needs them all)."""
+    """True when every part of the mesh is in the cache (the mesh test needs them all; the DE: ``de_built``)."""
     try:
         return all(os.path.isdir(path) for path in (receptor_dir(), wheelhouse_dir(), base_dir(), ee_dir())) \
             and os.path.exists(os.path.join(venv_dir(), '.complete')) \
             and _image_exists(ee_image())
+    except (AwxlabError, OSError):
+        return False
+
+
+def de_built():
+    """True when the decision environment's image is built."""
+    try:
+        return os.path.isdir(de_dir()) and _image_exists(de_image())
     except (AwxlabError, OSError):
         return False

@@ -26,10 +26,11 @@ ENDED = ('Succeeded', 'Failed')   # receptor's StateName of a unit that ended on
 QUIET = 5   # looks without new results after which an ended unit's results are taken as complete
 
 
-def container_kwargs(volume_mounts=()):
-    """ansible-runner's process isolation settings for a job in the collection's EE."""
+def container_kwargs(volume_mounts=(), options=()):
+    """ansible-runner's process isolation settings for a job in the collection's EE; ``options``: more ``podman run``
+    options, as AWX's DEFAULT_CONTAINER_RUN_OPTIONS setting adds them to every job (e.g. ``--pid=host``)."""
     return {'process_isolation': True, 'process_isolation_executable': 'podman', 'container_image': build.ee_image(),
-            'container_options': ['--network=host', '--user=0', '--pull=never'],
+            'container_options': ['--network=host', '--user=0', '--pull=never', *options],
             'container_volume_mounts': list(volume_mounts)}
 
 
