@@ -65,6 +65,8 @@ options:
     description:
       - KubeVirt only. The node the VM should run on. A VM that already runs there is no change. A node that is
         cordoned, tainted against the VM or not Ready is refused (reason C(the target host is being drained)).
+      - A node the VM's own placement excludes (its C(nodeSelector) or required node affinity, which KubeVirt keeps in
+        the migration's target pod) is refused before anything is created, naming the placement and the VM's node.
       - Passed to KubeVirt as the migration's C(spec.addedNodeSelector) on C(kubernetes.io/hostname).
       - Without it KubeVirt's scheduler chooses the node, and every run moves the VM again unless O(source_node) says where it
         should not run.
@@ -77,7 +79,12 @@ options:
   pending_timeout:
     description:
       - KubeVirt only. Seconds the migration's target pod may stay unschedulable before KubeVirt fails the migration
-        (the annotation C(kubevirt.io/migrationUnschedulablePodTimeoutSeconds); KubeVirt's default is 300). At most V(86400).
+        (the annotation C(kubevirt.io/migrationUnschedulablePodTimeoutSeconds)). At most V(86400).
+      - Without it a target pod the scheduler reports Unschedulable fails the migration at once (reason
+        C(the target stayed unschedulable too long), the scheduler's message quoted) and the migration is aborted;
+        KubeVirt alone would wait 300 seconds. Reading the target pod needs C(list) on C(pods) in the namespace (not in
+        the minimal RBAC of docs/examples/kubevirt-rbac.yaml); without it the run waits for KubeVirt's timeout and says so
+        in its notes.
     type: int
   target_uri:
     description:

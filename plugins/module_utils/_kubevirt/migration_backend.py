@@ -30,7 +30,9 @@ from ansible_collections.converge.virt.plugins.module_utils._common import journ
 from ansible_collections.converge.virt.plugins.module_utils._common.data import dig as _get
 from ansible_collections.converge.virt.plugins.module_utils._common.redact import redact_fields
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import observe as kobserve
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.api_errors import Forbidden
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API
+from ansible_collections.converge.virt.plugins.module_utils._kubevirt.migration_pin import check_placement, unschedulable_target
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.migration_observe import (
     TASK_LABEL, VMIM, condition_of, failure_message, in_flight, kubevirt_phase, migrations_of, observation, progress_of)
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.migration_options import split_name
@@ -49,6 +51,7 @@ class _FollowKubevirt(migrate.FollowHooks):
     """The KubeVirt hooks of the shared follow loop: read the VMIM and the VMI, delete the VMIM to abort, renew by annotation."""
 
     API_ERROR_BUDGET = 30.0     # seconds of failed reads (an error answer, or none in time) before the follow gives up
+    POD_READ_INTERVAL = 2.0     # seconds between two reads of the target pod while the migration waits for it
 
     def __init__(self, run, uid, task_id, attached):
         super().__init__(run)
@@ -57,6 +60,28 @@ class _FollowKubevirt(migrate.FollowHooks):
         self.attached = attached
         self.vmim = None
         self.api_errors_since = None
+        self.pod_read_at = None
+        self.pod_reads = True       # False once the token may not list pods (noted once)
+        self.unschedulable = None   # the scheduler's word on the target pod, once seen: the failure's message
+
+    def _target_unschedulable(self, vmim):
+        """``(pod, message)`` when the target pod waits unschedulable and the run should not wait for it (no
+        pending_timeout: the user did not ask KubeVirt to wait for a node); read every POD_READ_INTERVAL at most."""
+        run = self.run
+        if vmim is None or run.opts.pending_timeout or not self.pod_reads or kubevirt_phase(vmim) not in ('', migration.PENDING, migration.SCHEDULING):
+            return None
+        now = time.monotonic()
+        if self.pod_read_at is not None and now - self.pod_read_at < self.POD_READ_INTERVAL:
+            return None
+        self.pod_read_at = now
+        try:
+            return unschedulable_target(run.client, run.namespace, self.uid)
+        except Forbidden as exc:
+            self.pod_reads = False
+            run.notes.append('the target pod cannot be read (%s): an unschedulable target waits for KubeVirt\'s pending timeout' % exc.message)
+        except BackendError:
+            pass        # read again at the next interval
+        return None
 
     def look(self):
         run = self.run
@@ -73,7 +98,22 @@ class _FollowKubevirt(migrate.FollowHooks):
         self.vmim = vmim
         if vmim is not None:
             run.kphase = kubevirt_phase(vmim) or None
-        run._advance(observation(run.phase, vmim, vmi, uid=self.uid, vmim_gone=vmim is None))  # pylint: disable=protected-access
+        seen = observation(run.phase, vmim, vmi, uid=self.uid, vmim_gone=vmim is None)
+        unschedulable = self._target_unschedulable(vmim) if run.phase not in migration.FINAL else None
+        if unschedulable is not None:
+            # the target pod cannot be placed now: failed at once (KubeVirt would wait its unschedulable timeout, 300 s)
+            seen = seen._replace(target_unschedulable=True, pending_seconds=1.0, unschedulable_timeout=0.0)
+        run._advance(seen)  # pylint: disable=protected-access
+        if unschedulable is not None and run.phase not in migration.FINAL:
+            run._advance(seen._replace(phase=run.phase))  # pylint: disable=protected-access  # the timeouts count from Pending on
+        if unschedulable is not None and run.phase == migration.FAILED and self.unschedulable is None:
+            self.unschedulable = 'the target pod %s is Unschedulable: %s' % unschedulable
+            try:
+                self.abort()
+                run.notes.append('the migration %s was aborted: its target pod could not be scheduled (pending_timeout lets KubeVirt '
+                                 'wait for a node)' % run.vmim_name)
+            except ConvergeError as exc:
+                run.notes.append('aborting the migration %s failed: %s' % (run.vmim_name, exc.message))
         run.progress = progress_of(vmim, vmi) if vmim is not None else run.progress
         run.source_node = run.source_node or run.progress.get('source_node')
         if run.progress.get('target_node') and not run.opts.target_node:
@@ -268,12 +308,15 @@ class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-insta
         return self._start(obs)
 
     def _check_target(self, vmi):
-        """Refuse a target node that does not exist or takes no new pods (cordoned, tainted, not Ready)."""
+        """Refuse a target node that does not exist, that the instance's own placement excludes (a nodeSelector or a
+        required node affinity: KubeVirt keeps them in the target pod), or that takes no new pods (cordoned, tainted,
+        not Ready)."""
         if not self.opts.target_node:
             return None
         node = read_node(self.client, self.opts.target_node)
         if node is None:
             raise InvalidDeclaration('target_node', 'no node called %r in the cluster' % self.opts.target_node)
+        check_placement(vmi, node, self.opts.target_node, _get(vmi, 'status', 'nodeName'))
         blockers = node_blockers(node, _get(vmi, 'spec', 'tolerations') or [])
         if not blockers:
             return None
@@ -338,8 +381,8 @@ class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-insta
                                  lease_until=lease_until)
         self.notes.extend(outcome.notes)
         vmim = hooks.vmim
-        if vmim is not None and self.phase == migration.FAILED:
-            self.message = failure_message(vmim)
+        if self.phase == migration.FAILED:
+            self.message = hooks.unschedulable or (failure_message(vmim) if vmim is not None else None)
         succeeded = self.phase == migration.SUCCEEDED
         self._close_task(task_id, succeeded)
         obs = self._observe()
