@@ -9,8 +9,6 @@ pytest finds a fixture in the module's namespace. Each test module calls
   real node; kubelet + containerd), one per module; it yields what :func:`lab_up` yields: lab.up's answer plus
   ``client`` (admin), ``dir``, ``node`` (the node's description from the lab state) and ``up_seconds``.
 - :func:`lab_up`: the same for any ``lab.up`` arguments, as a context manager (a lab of a test's own).
-- :func:`cloud_disk`: the golden image's containerDisk imported into the node of the module's ``nodelab`` (a module that
-  needs another lab defines its own ``nodelab`` fixture: this one uses it).
 """
 
 # pylint: disable=redefined-outer-name
@@ -18,14 +16,13 @@ pytest finds a fixture in the module's namespace. Each test module calls
 import contextlib
 import glob
 import os
-import subprocess
 import threading
 import time
 
 import pytest
 
 from tests.integration.ansible_run import run_module
-from tools.kubelab import images, lab, node
+from tools.kubelab import lab, node
 from tools.virtlab import guest
 
 NS = 'default'
@@ -55,20 +52,6 @@ def lab_up(tmp_path_factory, name, **up_args):
 def nodelab(tmp_path_factory):
     with lab_up(tmp_path_factory, 'kubelab-node-vm', controllers='real', nodes='real') as info:
         yield info
-
-
-@pytest.fixture(scope='module')
-def cloud_disk(nodelab):
-    """The golden image's containerDisk: built when missing (cached, keyed by the qcow2's sha256), imported into the
-    node's containerd (start_node imports only the images every node needs). Yields its name and the seconds taken."""
-    started = time.monotonic()
-    built = images.build_images(kinds=('cloud-disk',))['cloud-disk']
-    build_seconds = round(time.monotonic() - started, 1)
-    started = time.monotonic()
-    proc = subprocess.run(images.import_argv(nodelab['node'], built['archive']), capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return {'name': built['name'], 'build_seconds': build_seconds, 'cached': built['cached'],
-            'import_seconds': round(time.monotonic() - started, 1)}
 
 
 def get(nodelab, path):

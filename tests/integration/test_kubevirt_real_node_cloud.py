@@ -34,14 +34,17 @@ word and phase with virt-controller's printableStatus and the VMI's phase. Boots
 
 import re
 import secrets
+import subprocess
 import time
+
+import pytest
 
 from tests.integration.ansible_run import run_module
 from tests.integration.kubevirt_real_node_fixtures import (  # pylint: disable=unused-import
-    API, NS, Console, cloud_disk, get, info_checks, nodelab, ok, printable, vmi_of, wait_for)
+    API, NS, Console, get, info_checks, nodelab, ok, printable, vmi_of, wait_for)
 from tests.integration.kubevirt_real_node_gate import require_real_node
 from tests.integration.test_kubevirt_real_controller import Sampler, judge
-from tools.kubelab import node
+from tools.kubelab import images, node
 
 require_real_node()
 
@@ -60,6 +63,20 @@ BOOT_TIMEOUT = 1200
 # libvirt 9.0.0 refuses ("both maximum memory size and memory slot count must be specified"); the golden image boots in 640 MiB
 MEMORY = '768Mi'
 MARKER = re.compile(r'converge-seed: hostname=(\S+) file=(\S*) addr=(\S*)')
+
+
+@pytest.fixture(scope='module')
+def cloud_disk(nodelab):
+    """The golden image's containerDisk: built when missing (cached, keyed by the qcow2's sha256), imported into the
+    node's containerd (start_node imports only the images every node needs). Yields its name and the seconds taken."""
+    started = time.monotonic()
+    built = images.build_images(kinds=('cloud-disk',))['cloud-disk']
+    build_seconds = round(time.monotonic() - started, 1)
+    started = time.monotonic()
+    proc = subprocess.run(images.import_argv(nodelab['node'], built['archive']), capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {'name': built['name'], 'build_seconds': build_seconds, 'cached': built['cached'],
+            'import_seconds': round(time.monotonic() - started, 1)}
 
 
 def cloud_vm_args(nodelab, cloud_disk, state, token, **args):

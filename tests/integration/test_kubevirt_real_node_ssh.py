@@ -52,9 +52,10 @@ import time
 import pytest
 
 from tests.integration.ansible_run import BIN, ROOT, ansible_env, run_module
-from tests.integration.kubevirt_real_node_fixtures import (  # pylint: disable=unused-import
-    API, NS, cloud_disk, get, lab_up, ok, read_handler_log, vmi_of, wait_for)
+from tests.integration.kubevirt_real_node_fixtures import API, NS, get, lab_up, ok, read_handler_log, vmi_of, wait_for
 from tests.integration.kubevirt_real_node_gate import require_real_node
+# the golden image's containerDisk fixture, imported into the node of this module's nodelab
+from tests.integration.test_kubevirt_real_node_cloud import cloud_disk  # pylint: disable=unused-import
 from tools.kubelab import node, storage
 
 require_real_node()
