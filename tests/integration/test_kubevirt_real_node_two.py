@@ -1,26 +1,36 @@
-"""Two real nodes in the lab (issue 37 item 1; item 2's live migration on them).
+"""Two real nodes in the lab (issue 37 item 1) and item 2 on them: live migration, the evacuate role, an abort, a lost
+target, and a VM that cannot move.
 
 ``tools.kubelab.multinode.up(directory, node_count=2)``: the lab of ``up --controllers real`` plus two real nodes
 (``kubelab-node1``, ``kubelab-node2``), each with its own containerd, kubelet and KubeVirt virt-handler in PID, mount,
 UTS and network namespaces of its own, joined by the lab's bridge (tools/kubelab/multinode.py says why).
 
 Run by ``make test-real-node`` only (CONVERGE_VIRT_REAL_NODE=1; not in make test's real-node lane, REAL_NODE_LANE);
-skipped elsewhere. One lab for the module, TCG guests (the project's test guest, tools/virtlab/guest.py).
+skipped elsewhere. One lab for the module, TCG guests (the project's test guest, tools/virtlab/guest.py, booted with
+its opt-in ``converge.ticks=1``: a random token written into tmpfs at boot, then ``tick N up <uptime> token <the token
+read back from tmpfs>`` on the serial console once a second). The tests run in this order, each from where the last
+left the VMs:
 
 1. Both nodes registered by their own kubelets, Ready, schedulable for KubeVirt (virt-handler's label and device
    plugins), each at its own IP on the lab's bridge, with its own network namespace, cgroup root and identity.
-2. A VM on each node through converge.virt.vm: each VMI Running on the node it asks for, the guest's boot
-   marker on that node's console log, its QEMU in that node's PID namespace; the memory of both nodes with both guests
-   (RSS and PSS sums over every process of each node) is printed.
-3. A live migration through converge.virt.migration (target_node): the VMI's node changes, KubeVirt's migrationState
-   says completed, the source launcher pod is gone, the guest is not booted again and keeps running on the target (its
-   QEMU there accumulates CPU time: the guest's tmpfs dirtier loop), and the transfer crossed the lab's network (the
-   source node's veth sent more than 8 MiB; 86.7 MB measured); the same task again is no change.
-4. An abort: a MigrationPolicy with bandwidthPerMigration 1Mi selects the VMI (it does not hold this transfer slow:
-   5.2 MB/s measured on the source's veth, so the abort races the transfer; a completed migration fails the test).
-   converge.virt.migration state=started returns with the transfer running (KubeVirt names the policy and its bandwidth
-   in the VMI's migrationState), state=cancelled deletes the migration (KubeVirt's abort): the same VMI stays Running on
-   the source, the migration is marked aborted or failed, QEMU runs only on the source and keeps using CPU.
+2. A VM on each node through converge.virt.vm (vm1 prefers node1, vm2 is pinned to node2 by nodeSelector): each VMI
+   Running on its node, the boot marker and the ticks on that node's console, its QEMU in that node's PID namespace.
+3. vm2 cannot move: ``migration target_node=kubelab-node1`` is refused before anything is created, naming target_node,
+   the pin and the node it runs on; without target_node the migration's target pod is Unschedulable and the module
+   fails at once quoting the scheduler (instead of waiting for KubeVirt's 300 s unschedulable timeout).
+4. The evacuate role (backend kubevirt) drains node1: node1 cordoned, tainted and marked with the reason, vm1 moved to
+   node2 (the same VMI), its guest still running: the tick counter on node2's console continues past the last one seen
+   on node1, its uptime too, and the token it reads back from tmpfs is the one written at boot (no reboot); a second
+   run changes nothing.
+5. A live migration through converge.virt.migration (target_node) back to node1: the VMI's node changes, KubeVirt's
+   migrationState says completed, the source launcher pod is gone, the guest keeps running (ticks and token as in 4),
+   the transfer crossed the lab's network (more than 8 MiB on the veths); the same task again is no change.
+6. An abort of a migration held slow: node2's ingress held to 8 Mbit/s (tc on its veth; a MigrationPolicy's
+   bandwidthPerMigration 1Mi, also set, did not slow it: 5.2 MB/s), state=started, then cancelled: the same VMI keeps
+   running on the source (ticks continue on its console), the migration marked aborted or failed.
+7. A target lost mid-transfer: node2's link to the bridge is cut while the held-slow transfer runs: the migration
+   ends Failed through the module (KubeVirt's progress timeout, set to 30 s in the lab's KubeVirt CR: the source sees
+   no progress), with a message naming the failure, and the guest keeps running on the source.
 """
 
 # pylint: disable=missing-function-docstring,redefined-outer-name
@@ -28,11 +38,12 @@ skipped elsewhere. One lab for the module, TCG guests (the project's test guest,
 import glob
 import json
 import os
+import re
 import time
 
 import pytest
 
-from tests.integration.ansible_run import run_module
+from tests.integration.ansible_run import finish, run_module, run_playbook, start_module
 from tests.integration.kubevirt_real_node_fixtures import API, NS, BOOT_TIMEOUT, call, edit, get, ok, qemu_pids, vm_args, wait_for
 from tests.integration.kubevirt_real_node_gate import require_real_node
 from tools.kubelab import lab, multinode
@@ -43,6 +54,14 @@ require_real_node()
 NODES = multinode.node_names(2)
 
 
+class _PatientClient(lab.Client):
+    """The lab's admin client with a 60 s answer time: beside a cold make test (load 20-34, these labs at nice 15) the
+    API server took more than lab.Client's 10 s for a TLS handshake (run of 2026-11-29 07:38-08:01)."""
+
+    def request(self, method, path, body=None, timeout=60):
+        return super().request(method, path, body, timeout=timeout)
+
+
 @pytest.fixture(scope='module')
 def twolab(tmp_path_factory):
     directory = str(tmp_path_factory.mktemp('kubelab-two-nodes'))
@@ -51,7 +70,7 @@ def twolab(tmp_path_factory):
     info['up_seconds'] = round(time.monotonic() - started, 1)
     state = lab._load_state(directory)  # pylint: disable=protected-access
     with open(os.path.join(directory, 'pki', 'admin.token'), encoding='utf-8') as handle:
-        info['client'] = lab.Client(state['server'], state['ca_file'], handle.read().strip())
+        info['client'] = _PatientClient(state['server'], state['ca_file'], handle.read().strip())
     info.update(dir=directory, state=state, node=info['nodes'][0])
     print('two nodes up in %.1f s (nodes %.1f s)' % (info['up_seconds'], info['node_seconds']))
     try:
@@ -65,7 +84,7 @@ def _on(twolab, node_name, vm_name, pinned=True):
     """The VM on ``node_name``: pinned (nodeSelector), or only preferred (node affinity), so that a migration may move
     it: KubeVirt keeps the VMI's own nodeSelector in the target pod, and a hostname there wins over the migration's
     addedNodeSelector (seen here: the target pod stayed Pending, its nodeSelector naming the source node)."""
-    args = vm_args(twolab, 'running', name=vm_name)
+    args = vm_args(twolab, 'running', name=vm_name, kernel_args=guest.TICKS_ARG)
     spec = args['spec']['template']['spec']
     del spec['nodeSelector']
     if pinned:
@@ -132,35 +151,208 @@ def test_two_nodes_ready_each_in_its_own_namespaces(twolab):
     print(json.dumps({'memory_idle': multinode.memory(lab._load_state(twolab['dir']))}))  # pylint: disable=protected-access
 
 
+MIGRATION = {'backend': 'kubevirt', 'namespace': NS, 'state': 'finished', 'wait_timeout': 600}
+TICK = re.compile(guest.TICK_PATTERN)
+HOLD_KBIT = 8000        # the held-slow transfer: 8 Mbit/s into the target (the free one ran at 5.2 MB/s)
+
+
+def _migration(twolab, name, **args):
+    return dict(MIGRATION, kubeconfig=twolab['kubeconfig'], name=name, **args)
+
+
+def _vmi(twolab, name):
+    return get(twolab, API + 'virtualmachineinstances/' + name)
+
+
+def _launcher(twolab, name, node_name):
+    """The name of vm ``name``'s launcher pod running on ``node_name`` (None when there is none)."""
+    vmi = _vmi(twolab, name)
+    code, pods = twolab['client'].request('GET', '/api/v1/namespaces/%s/pods?labelSelector=kubevirt.io%%2Fcreated-by%%3D%s' % (
+        NS, vmi['metadata']['uid']))
+    assert code == 200, pods
+    running = [p['metadata']['name'] for p in pods['items'] if p['spec'].get('nodeName') == node_name
+               and p['status'].get('phase') == 'Running' and not p['metadata'].get('deletionTimestamp')]
+    return running[-1] if running else None
+
+
+def _pod_console(twolab, node_name, pod):
+    """What the guest printed on the serial console while pod ``pod`` (on ``node_name``) ran it."""
+    text = ''
+    for path in sorted(glob.glob(os.path.join(twolab['dir'], 'nodes', node_name, 'pod-logs', '%s_%s_*' % (NS, pod),
+                                              'guest-console-log', '*.log'))):
+        with open(path, encoding='utf-8', errors='replace') as handle:
+            text += handle.read()
+    return text
+
+
+def _ticks(text):
+    """[(counter, uptime, token)] of the guest's tick lines, in console order."""
+    return [(int(n), float(up), token) for n, up, token in TICK.findall(text)]
+
+
+def _guest_now(twolab, name, node_name):
+    """Where the guest is and what it printed last: {node, pod, tick, up, token}, once its launcher on ``node_name`` has
+    logged two ticks; the token is the one it wrote at boot (from its boot line when that pod booted it)."""
+    def seen():
+        pod = _launcher(twolab, name, node_name)
+        ticks = _ticks(_pod_console(twolab, node_name, pod)) if pod else []
+        return (pod, ticks) if len(ticks) >= 2 else None
+    pod, ticks = wait_for('%s ticking on %s' % (name, node_name), seen, timeout=BOOT_TIMEOUT, interval=1)
+    return {'node': node_name, 'pod': pod, 'tick': ticks[-1][0], 'up': ticks[-1][1], 'token': ticks[-1][2]}
+
+
+def _kept_running(twolab, name, before, node_name, more=3):
+    """Assert the guest seen as ``before`` runs on ``node_name`` without a reboot: that node's launcher logs ticks whose
+    counter goes on from (past) the last one seen before, one a line, with a growing uptime, each reading back the same
+    tmpfs token; on a new pod no boot (no ready marker, no token written). Returns the new reading."""
+    def far_enough():
+        now = _guest_now(twolab, name, node_name)
+        return now if now['tick'] >= before['tick'] + more else None
+    after = wait_for('%s ticking on %s past tick %d' % (name, node_name, before['tick'] + more), far_enough, timeout=180, interval=1)
+    text = _pod_console(twolab, node_name, after['pod'])
+    ticks = [t for t in _ticks(text) if t[0] > before['tick']]
+    print(json.dumps({'ticks_%s' % name: {'before': [before['node'], before['tick'], before['up']],
+                                          'after': [node_name, ticks[0][0], ticks[0][1], ticks[-1][0], ticks[-1][1]]}}))
+    assert ticks and all(t[2] == before['token'] for t in ticks), (before, ticks)
+    assert all(b[0] == a[0] + 1 and b[1] > a[1] for a, b in zip(ticks, ticks[1:])), ticks
+    assert ticks[0][1] > before['up'], (before, ticks[0])
+    if after['pod'] != before['pod']:
+        assert guest.READY_MARKER not in text and guest.TOKEN_MARKER not in text, text[-2000:]
+        first = _ticks(text)[0]
+        assert first[0] > before['tick'] and first[1] > before['up'], (before, first)
+    return after
+
+
 def test_a_vm_on_each_node(twolab):
     for index, node_name in enumerate(NODES, 1):
-        # vm1 (migrated by the next test) only prefers its node; vm2 is pinned to its
+        # vm1 (migrated by the next tests) only prefers its node; vm2 is pinned to its
         result = ok(run_module('vm', _on(twolab, node_name, 'vm%d' % index, pinned=index != 1)))
         assert result['changed'] is True
     for index, node_name in enumerate(NODES, 1):
         name = 'vm%d' % index
-        vmi = wait_for('%s Running' % name, lambda n=name: (get(twolab, API + 'virtualmachineinstances/' + n) or {})
-                       .get('status', {}).get('phase') == 'Running' and get(twolab, API + 'virtualmachineinstances/' + n),
-                       timeout=BOOT_TIMEOUT)
+        vmi = wait_for('%s Running' % name, lambda n=name: (_vmi(twolab, n) or {}).get('status', {}).get('phase') == 'Running'
+                       and _vmi(twolab, n), timeout=BOOT_TIMEOUT)
         assert vmi['status']['nodeName'] == node_name, vmi['status'].get('nodeName')
         wait_for('%s boot marker on %s' % (name, node_name), lambda n=name, node=node_name: guest.READY_MARKER in _console(twolab, n, node),
                  timeout=BOOT_TIMEOUT, interval=2)
         assert guest.READY_MARKER not in _console(twolab, name, [n for n in NODES if n != node_name][0])
+        now = _guest_now(twolab, name, node_name)
+        assert guest.TOKEN_MARKER + now['token'] in _pod_console(twolab, node_name, now['pod'])
         assert list(_qemu_on(twolab, name)) == [node_name], _qemu_on(twolab, name)
     print(json.dumps({'memory_two_guests': multinode.memory(lab._load_state(twolab['dir']))}))  # pylint: disable=protected-access
 
 
-def test_live_migration_moves_the_running_guest_to_the_other_node(twolab):
-    name, source, target = 'vm1', NODES[0], NODES[1]
-    vmi = get(twolab, API + 'virtualmachineinstances/' + name)
-    assert vmi and vmi['status']['nodeName'] == source, 'test_a_vm_on_each_node runs first'
+def _migrations(twolab, name):
+    return call(twolab, 'GET', API + 'virtualmachineinstancemigrations?labelSelector=kubevirt.io%%2Fvmi-name%%3D%s' % name)['items']
+
+
+def test_a_pinned_vm_cannot_move_and_the_module_says_so_at_once(twolab):
+    name, home, other = 'vm2', NODES[1], NODES[0]
+    uid = _vmi(twolab, name)['metadata']['uid']
+    assert _migrations(twolab, name) == []
+    started = time.monotonic()
+    refused = run_module('migration', _migration(twolab, name, target_node=other))
+    seconds = round(time.monotonic() - started, 1)
+    print(json.dumps({'pinned_refused': {'seconds': seconds, 'msg': refused.get('msg')}}))
+    assert refused['_rc'] != 0 and refused.get('failed'), refused
+    msg = refused['msg']
+    assert msg.startswith('target_node: node %s is excluded' % other), msg
+    assert 'nodeSelector kubernetes.io/hostname=%s' % home in msg and 'runs on node %s' % home in msg, msg
+    assert _migrations(twolab, name) == [], 'nothing was created'
+    # without target_node KubeVirt's target pod keeps the pin (and an anti-affinity to the source): Unschedulable
+    started = time.monotonic()
+    stuck = run_module('migration', _migration(twolab, name))
+    seconds = round(time.monotonic() - started, 1)
+    print(json.dumps({'pinned_unschedulable': {'seconds': seconds, 'msg': stuck.get('msg'), 'reason': stuck.get('reason')}}))
+    assert stuck['_rc'] != 0 and stuck.get('failed') and stuck['phase'] == 'Failed', stuck
+    assert 'Unschedulable' in stuck['msg'] and "didn't match Pod's node affinity/selector" in stuck['msg'], stuck['msg']
+    assert 'keeps running on node %s' % home in stuck['msg'], stuck['msg']
+    # the module ended it, not KubeVirt's unschedulable timeout (300 s from the target pod's creation): its own abort is
+    # noted, and the module run is shorter (85.9 s at load 26, where the refusal above, a few reads, took 72.9 s)
+    assert any('its target pod could not be scheduled' in note for note in stuck.get('notes') or []), stuck.get('notes')
+    assert seconds < 300, 'the module waited for KubeVirt\'s unschedulable timeout (300 s)'
+    # the migration is over (aborted by the module), no target pod is left, the VM did not move
+    wait_for('the migration of %s over' % name, lambda: all((m.get('status') or {}).get('phase') in ('Failed', 'Succeeded')
+                                                            or m['metadata'].get('deletionTimestamp') for m in _migrations(twolab, name)), timeout=60)
+    vmi = _vmi(twolab, name)
+    assert vmi['metadata']['uid'] == uid and vmi['status']['phase'] == 'Running' and vmi['status']['nodeName'] == home, vmi['status']
+
+
+def _evacuate_play(twolab, node_name):
+    path = os.path.join(twolab['dir'], 'evacuate-%s.yml' % node_name)
+    play = [{'hosts': 'localhost', 'gather_facts': False, 'tasks': [
+        {'name': 'Evacuate', 'ansible.builtin.include_role': {'name': 'converge.virt.evacuate'},
+         'vars': {'evacuate_backend': 'kubevirt', 'evacuate_node': node_name, 'evacuate_kubeconfig': twolab['kubeconfig'],
+                  'evacuate_namespace': NS, 'evacuate_wait_timeout': 600, 'evacuate_reason': 'two-node maintenance'}}]}]
+    with open(path, 'w', encoding='utf-8') as handle:
+        json.dump(play, handle)      # JSON is YAML
+    return path
+
+
+def _outcome(data):
+    """[(task, changed, failed, msg or the migration results' phase/msg)] of a run_playbook output."""
+    out = []
+    for play in data['plays']:
+        for task in play['tasks']:
+            result = task['hosts'].get('localhost') or {}
+            detail = result.get('msg')
+            if result.get('results'):
+                detail = [{k: r.get(k) for k in ('name', 'phase', 'reason', 'msg', 'node')} for r in result['results']]
+            out.append((task['task']['name'], result.get('changed'), result.get('failed'), detail))
+    return out
+
+
+def _task(data, suffix):
+    return [t['hosts']['localhost'] for play in data['plays'] for t in play['tasks'] if t['task']['name'].endswith(suffix)]
+
+
+def test_the_evacuate_role_drains_node1_and_the_guest_keeps_running(twolab):
+    name, drained, other = 'vm1', NODES[0], NODES[1]
+    vmi = _vmi(twolab, name)
+    assert vmi['status']['nodeName'] == drained, 'test_a_vm_on_each_node runs first'
     uid = vmi['metadata']['uid']
-    assert guest.READY_MARKER in _console(twolab, name, source)
+    before = _guest_now(twolab, name, drained)
+    path = _evacuate_play(twolab, drained)
+    started = time.monotonic()
+    rc, data = run_playbook(path)
+    seconds = round(time.monotonic() - started, 1)
+    outcome = _outcome(data)
+    print(json.dumps({'evacuate_seconds': seconds, 'rc': rc, 'tasks': outcome}))
+    assert rc == 0, outcome
+    report = _task(data, 'Report per VM what happened')[0]['ansible_facts']['evacuate_report']
+    assert [(r['namespace'], r['name'], r['phase'], r['failed']) for r in report] == [(NS, name, 'Succeeded', False)], report
+    vmi = _vmi(twolab, name)
+    assert vmi['metadata']['uid'] == uid and vmi['status']['nodeName'] == other and vmi['status']['phase'] == 'Running', vmi['status']
+    assert (vmi['status'].get('migrationState') or {}).get('completed') is True, vmi['status'].get('migrationState')
+    node = get(twolab, '/api/v1/nodes/' + drained)
+    assert node['spec'].get('unschedulable') is True, node['spec']
+    assert [(t['key'], t['effect']) for t in node['spec'].get('taints') or []] == [('converge.virt/draining', 'NoSchedule')], node['spec']
+    assert json.loads(node['metadata']['annotations']['converge.virt/drain'])['reason'] == 'two-node maintenance'
+    assert _vmi(twolab, 'vm2')['status']['nodeName'] == other     # the other node's VM is untouched
+    _kept_running(twolab, name, before, other)
+    wait_for('QEMU of %s only on %s' % (name, other), lambda: list(_qemu_on(twolab, name)) == [other], timeout=120)
+    # again: no change, no new migration
+    count = len(_migrations(twolab, name))
+    rc, data = run_playbook(path)
+    assert rc == 0, _outcome(data)
+    assert _task(data, 'Report per VM what happened')[0]['ansible_facts']['evacuate_report'] == []
+    assert not _task(data, 'Cordon and taint the node (nothing is placed or migrated onto it any more)')[0]['changed']
+    assert len(_migrations(twolab, name)) == count
+    # node1 back in service for the next tests
+    active = ok(run_module('host', dict(backend='kubevirt', kubeconfig=twolab['kubeconfig'], node=drained, state='active')))  # pylint: disable=use-dict-literal
+    assert active['changed'] and not active['host']['draining']
+
+
+def test_live_migration_moves_the_running_guest_to_the_other_node(twolab):
+    name, source, target = 'vm1', NODES[1], NODES[0]
+    vmi = _vmi(twolab, name)
+    assert vmi and vmi['status']['nodeName'] == source, 'the evacuate test runs first'
+    uid = vmi['metadata']['uid']
+    before = _guest_now(twolab, name, source)
     sent_before = multinode.veth_bytes(twolab['state'], source)[0]
     got_before = multinode.veth_bytes(twolab['state'], target)[1]
     started = time.monotonic()
-    result = run_module('migration', dict(backend='kubevirt', kubeconfig=twolab['kubeconfig'], namespace=NS, name=name,  # pylint: disable=use-dict-literal
-                                          target_node=target, state='finished', wait_timeout=600))
+    result = run_module('migration', _migration(twolab, name, target_node=target))
     seconds = round(time.monotonic() - started, 1)
     sent = multinode.veth_bytes(twolab['state'], source)[0] - sent_before
     got = multinode.veth_bytes(twolab['state'], target)[1] - got_before
@@ -168,7 +360,7 @@ def test_live_migration_moves_the_running_guest_to_the_other_node(twolab):
         k: result.get(k) for k in ('changed', 'phase', 'msg', 'node', 'source_node', 'target_node')}}))
     ok(result)
     assert result['changed'] is True
-    vmi = get(twolab, API + 'virtualmachineinstances/' + name)
+    vmi = _vmi(twolab, name)
     assert vmi['metadata']['uid'] == uid, 'the same VMI (not a restart)'
     assert vmi['status']['phase'] == 'Running' and vmi['status']['nodeName'] == target, vmi['status']
     state = vmi['status']['migrationState']
@@ -189,66 +381,124 @@ def test_live_migration_moves_the_running_guest_to_the_other_node(twolab):
     cpu = _cpu_seconds(pid)
     time.sleep(10)
     assert _cpu_seconds(pid) - cpu > 0.5, 'the guest on the target does not run'
-    # not booted again: the target's console (the target launcher's guest-console-log) never shows the boot marker
-    assert guest.READY_MARKER not in _console(twolab, name, target), _console(twolab, name, target)[-2000:]
+    # the guest itself: its counter goes on, its tmpfs token is read back, no boot on the target
+    _kept_running(twolab, name, before, target)
     # the transfer crossed the lab's bridge: at least the guest's tmpfs (2 MiB dirtied every 0.1 s) plus its kernel
     assert sent > 8 * 2 ** 20 and got > 8 * 2 ** 20, (sent, got)
     # the VM runs where it was asked to: the same task again is no change
-    again = ok(run_module('migration', dict(backend='kubevirt', kubeconfig=twolab['kubeconfig'], namespace=NS, name=name,  # pylint: disable=use-dict-literal
-                                            target_node=target, state='finished', wait_timeout=600)))
+    again = ok(run_module('migration', _migration(twolab, name, target_node=target)))
     assert again['changed'] is False, again
-    assert get(twolab, API + 'virtualmachineinstances/' + name)['status']['nodeName'] == target
+    assert _vmi(twolab, name)['status']['nodeName'] == target
     print(json.dumps({'memory_after_migration': multinode.memory(lab._load_state(twolab['dir']))}))  # pylint: disable=protected-access
-
-
-def _migrations(twolab, name):
-    return call(twolab, 'GET', API + 'virtualmachineinstancemigrations?labelSelector=kubevirt.io%%2Fvmi-name%%3D%s' % name)['items']
 
 
 def _state_if(twolab, name, condition):
     """The VMI's migrationState when ``condition(state)`` holds, else None."""
-    state = get(twolab, API + 'virtualmachineinstances/' + name)['status'].get('migrationState') or {}
+    state = _vmi(twolab, name)['status'].get('migrationState') or {}
     return state if condition(state) else None
 
 
-def test_an_aborted_migration_leaves_the_guest_on_the_source(twolab):
-    name, source, target = 'vm1', NODES[1], NODES[0]
-    vmi = get(twolab, API + 'virtualmachineinstances/' + name)
+def _received_per_second(twolab, node_name, seconds=5.0):
+    got, clock = multinode.veth_bytes(twolab['state'], node_name)[1], time.monotonic()
+    time.sleep(seconds)
+    return round((multinode.veth_bytes(twolab['state'], node_name)[1] - got) / (time.monotonic() - clock))
+
+
+def _flowing_into(twolab, node_name):
+    """Bytes per second ``node_name`` receives, once more than 50 kB/s flow in (measured over 5 s)."""
+    def flowing():
+        rate = _received_per_second(twolab, node_name)
+        return rate if rate > 50_000 else None
+    return wait_for('bytes flowing into %s' % node_name, flowing, timeout=120, interval=0)
+
+
+def _transfer_running(twolab, name, before):
+    """The migrationState of the migration created after ``before`` (names) once its transfer started."""
+    new = wait_for('the new migration', lambda: [m for m in _migrations(twolab, name) if m['metadata']['name'] not in before])[0]
+    return new, wait_for('the transfer running', lambda: _state_if(
+        twolab, name, lambda st: st.get('migrationUid') == new['metadata']['uid'] and st.get('startTimestamp')), timeout=300)
+
+
+def test_an_aborted_migration_held_slow_leaves_the_guest_on_the_source(twolab):
+    name, source, target = 'vm1', NODES[0], NODES[1]
+    vmi = _vmi(twolab, name)
     assert vmi and vmi['status']['nodeName'] == source, 'the migration test runs first'
     uid = vmi['metadata']['uid']
+    before_guest = _guest_now(twolab, name, source)
     before = {m['metadata']['name'] for m in _migrations(twolab, name)}
     call(twolab, 'POST', '/apis/migrations.kubevirt.io/v1alpha1/migrationpolicies', {
         'apiVersion': 'migrations.kubevirt.io/v1alpha1', 'kind': 'MigrationPolicy', 'metadata': {'name': 'slow'},
         'spec': {'bandwidthPerMigration': '1Mi', 'selectors': {'virtualMachineInstanceSelector': {'converge-test/slow': 'true'}}}})
     edit(twolab, API + 'virtualmachineinstances/' + name, lambda o: o['metadata'].setdefault('labels', {}).update({'converge-test/slow': 'true'}))
-    args = {'backend': 'kubevirt', 'kubeconfig': twolab['kubeconfig'], 'namespace': NS, 'name': name, 'target_node': target,
-            'wait_timeout': 600}
-    started = ok(run_module('migration', dict(args, state='started')))
-    print(json.dumps({'started': {k: started.get(k) for k in ('changed', 'phase', 'msg')}}))
-    assert started['changed'] is True
-    new = wait_for('the new migration', lambda: [m for m in _migrations(twolab, name) if m['metadata']['name'] not in before])[0]
-    state = wait_for('the transfer running under the policy', lambda: _state_if(
-        twolab, name, lambda st: st.get('migrationUid') == new['metadata']['uid'] and st.get('startTimestamp')), timeout=300)
-    assert state.get('migrationPolicyName') == 'slow', state
-    assert (state.get('migrationConfiguration') or {}).get('bandwidthPerMigration') == '1Mi', state
-    # what the source node sends meanwhile, printed, not asserted: with this policy (1 MiB/s) the source's veth still
-    # carried 5.2 MB/s over 10 s (run of 2026-11-29 05:22-05:31), so the limit does not hold the transfer slow here
-    sent_before, clock = multinode.veth_bytes(twolab['state'], source)[0], time.monotonic()
-    time.sleep(2)
-    print(json.dumps({'source_bytes_per_second_before_the_abort': round(
-        (multinode.veth_bytes(twolab['state'], source)[0] - sent_before) / (time.monotonic() - clock))}))
-    assert not _state_if(twolab, name, lambda st: st.get('completed')), 'the migration ended before the abort'
-    cancelled = ok(run_module('migration', dict(args, state='cancelled')))
-    print(json.dumps({'cancelled': {k: cancelled.get(k) for k in ('changed', 'phase', 'msg')}}))
-    assert cancelled['changed'] is True
-    assert call(twolab, 'GET', API + 'virtualmachineinstancemigrations/' + new['metadata']['name'], expect=(200, 404)) is not None
-    vmi = get(twolab, API + 'virtualmachineinstances/' + name)
+    multinode.shape(twolab['state'], target, HOLD_KBIT)
+    try:
+        args = _migration(twolab, name, target_node=target)
+        started = ok(run_module('migration', dict(args, state='started')))
+        print(json.dumps({'started': {k: started.get(k) for k in ('changed', 'phase', 'msg')}}))
+        assert started['changed'] is True
+        _new, state = _transfer_running(twolab, name, before)
+        assert state.get('migrationPolicyName') == 'slow', state
+        assert (state.get('migrationConfiguration') or {}).get('bandwidthPerMigration') == '1Mi', state
+        # held slow: bytes flow into the target, at no more than the token bucket's rate (8 Mbit/s = 1 MB/s, + 25 %)
+        rate = _flowing_into(twolab, target)
+        print(json.dumps({'target_bytes_per_second_held': rate}))
+        assert rate < HOLD_KBIT * 1000 / 8 * 1.25, rate
+        assert not _state_if(twolab, name, lambda st: st.get('completed')), 'the migration ended before the abort'
+        cancelled = ok(run_module('migration', dict(args, state='cancelled')))
+        print(json.dumps({'cancelled': {k: cancelled.get(k) for k in ('changed', 'phase', 'msg')}}))
+        assert cancelled['changed'] is True
+        vmi = _vmi(twolab, name)
+        assert vmi['metadata']['uid'] == uid and vmi['status']['phase'] == 'Running' and vmi['status']['nodeName'] == source, vmi['status']
+        state = wait_for('KubeVirt marking the migration ended', lambda: _state_if(twolab, name, lambda st: st.get('endTimestamp')), timeout=120)
+        print(json.dumps({'migrationState_after_abort': {k: state.get(k) for k in ('abortStatus', 'failed', 'completed', 'sourceNode', 'targetNode')}}))
+        assert not state.get('completed') and (state.get('failed') or state.get('abortStatus') == 'Succeeded'), state
+    finally:
+        multinode.unshape(twolab['state'], target)
+    wait_for('QEMU on the source only', lambda: list(_qemu_on(twolab, name)) == [source], timeout=120)
+    _kept_running(twolab, name, before_guest, source)
+    assert _vmi(twolab, name)['status']['nodeName'] == source
+
+
+def _set_progress_timeout(twolab, seconds):
+    """The lab's KubeVirt CR: migrations.progressTimeout (KubeVirt's default 150 s: a transfer without progress that long
+    is aborted by the source's virt-launcher)."""
+    edit(twolab, '/apis/kubevirt.io/v1/namespaces/kubevirt/kubevirts/kubevirt', lambda cr: cr['spec'].setdefault(
+        'configuration', {}).setdefault('migrations', {}).update(progressTimeout=seconds))
+
+
+def test_a_target_lost_mid_transfer_fails_and_the_guest_stays_on_the_source(twolab):
+    name, source, target = 'vm1', NODES[0], NODES[1]
+    vmi = _vmi(twolab, name)
+    assert vmi and vmi['status']['nodeName'] == source, 'the abort test runs first'
+    uid = vmi['metadata']['uid']
+    before_guest = _guest_now(twolab, name, source)
+    before = {m['metadata']['name'] for m in _migrations(twolab, name)}
+    _set_progress_timeout(twolab, 30)
+    multinode.shape(twolab['state'], target, HOLD_KBIT)
+    cut = False
+    try:
+        started = time.monotonic()
+        proc = start_module('migration', _migration(twolab, name, target_node=target))
+        _new, _state = _transfer_running(twolab, name, before)
+        rate = _flowing_into(twolab, target)
+        assert not _state_if(twolab, name, lambda st: st.get('completed')), 'the migration ended before the target was lost'
+        multinode.set_link(twolab['state'], target, False)
+        cut = True
+        cut_at = time.monotonic()
+        result = finish(proc, timeout=900)
+        seconds = round(time.monotonic() - started, 1)
+        print(json.dumps({'lost_target': {'rate_before_cut': rate, 'seconds_after_cut': round(time.monotonic() - cut_at, 1),
+                                          'seconds': seconds, 'result': {k: result.get(k) for k in ('phase', 'reason', 'msg', 'node')}}}))
+    finally:
+        if cut:
+            multinode.set_link(twolab['state'], target, True)
+        multinode.unshape(twolab['state'], target)
+        _set_progress_timeout(twolab, 150)
+    assert result['_rc'] != 0 and result.get('failed') and result['phase'] == 'Failed', result
+    assert result['reason'] and 'failed' in result['msg'] and 'keeps running on node %s' % source in result['msg'], result['msg']
+    vmi = _vmi(twolab, name)
     assert vmi['metadata']['uid'] == uid and vmi['status']['phase'] == 'Running' and vmi['status']['nodeName'] == source, vmi['status']
-    state = wait_for('KubeVirt marking the migration ended', lambda: _state_if(twolab, name, lambda st: st.get('endTimestamp')), timeout=120)
-    print(json.dumps({'migrationState_after_abort': {k: state.get(k) for k in ('abortStatus', 'failed', 'completed', 'sourceNode', 'targetNode')}}))
-    assert not state.get('completed') and (state.get('failed') or state.get('abortStatus') == 'Succeeded'), state
-    qemu = wait_for('QEMU on the source only', lambda: _qemu_on(twolab, name) if list(_qemu_on(twolab, name)) == [source] else None, timeout=120)
-    cpu = _cpu_seconds(qemu[source][0])
-    time.sleep(10)
-    assert _cpu_seconds(qemu[source][0]) - cpu > 0.5, 'the guest on the source does not run'
-    assert get(twolab, API + 'virtualmachineinstances/' + name)['status']['nodeName'] == source
+    state = vmi['status'].get('migrationState') or {}
+    assert state.get('failed') is True and not state.get('completed'), state
+    wait_for('QEMU on the source only', lambda: list(_qemu_on(twolab, name)) == [source], timeout=180)
+    _kept_running(twolab, name, before_guest, source)

@@ -372,10 +372,36 @@ def memory(state):
 def veth_bytes(state, name):
     """(bytes the node sent, bytes it received) on its veth, read at the lab's end (netlink: /sys/class/net shows the
     network namespace sysfs was mounted in, not necessarily this one)."""
-    veth = next(n["veth"] for n in state.get("nodes", []) if n["name"] == name)
+    veth = _veth(state, name)
     link = json.loads(node._run(["ip", "-j", "-s", "link", "show", "dev", veth], f"{name}: veth counters"))[0]
     stats = link.get("stats64") or link["stats"]
     return stats["rx"]["bytes"], stats["tx"]["bytes"]
+
+
+def _veth(state, name):
+    return next(n["veth"] for n in state.get("nodes", []) if n["name"] == name)
+
+
+def shape(state, name, rate_kbit):
+    """Hold what node ``name`` receives over the lab's bridge to ``rate_kbit`` kbit/s (a token bucket on its veth's
+    lab end: the node's ingress; the API server's traffic to the node's kubelet and virt-handler goes through nsforward
+    on the node's own loopback, not through it). A MigrationPolicy's bandwidthPerMigration did not slow a transfer here
+    (5.2 MB/s on the veth under a 1Mi policy, 2026-11-29): this does. :func:`unshape` takes it off."""
+    if not 8 <= int(rate_kbit) <= 10_000_000:
+        raise MultiNodeError(f"rate_kbit must be between 8 and 10000000, not {rate_kbit}")
+    node._run(["tc", "qdisc", "replace", "dev", _veth(state, name), "root", "tbf", "rate", f"{int(rate_kbit)}kbit",
+               "burst", "32kb", "latency", "400ms"], f"{name}: holding its ingress to {rate_kbit} kbit/s")
+
+
+def unshape(state, name):
+    """Take :func:`shape`'s limit off (nothing when there is none)."""
+    subprocess.run(["tc", "qdisc", "del", "dev", _veth(state, name), "root"], capture_output=True, check=False)
+
+
+def set_link(state, name, up):
+    """Cut (``up=False``) or restore node ``name``'s link to the lab's bridge (its veth's lab end): the node is lost to
+    the other nodes (its kubelet and virt-handler still reach the API server, through nsforward)."""
+    node._run(["ip", "link", "set", "dev", _veth(state, name), "up" if up else "down"], f"{name}: link {'up' if up else 'down'}")
 
 
 def main(argv=None):
