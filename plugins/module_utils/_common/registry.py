@@ -70,7 +70,7 @@ def refuse_other_backend(providers, resource, params):
 
 
 def load(loaders, resource, name):
-    """The resource module of backend ``name``: ``loaders[name]()`` (a function with the import statement); a clear error when missing."""
+    """The resource module of backend ``name``: ``loaders[name]()`` (a function that imports it, see _providers.loaders); a clear error when missing."""
     try:
         loader = loaders[name]
     except KeyError:
