@@ -38,7 +38,7 @@ import time
 
 from bench.fleet_hosts import _community_play, _count, _wipe
 from bench.common import (
-    ROOT, alternating, bench_env, lab_layout, load_average, median_of_odd, odd_repeat, report, results_name, timed_playbook)
+    ROOT, alternating, bench_env, comparison, lab_layout, load_average, median_of_odd, odd_repeat, report, results_name, timed_playbook)
 from tools.virtlab import hosts as virtlab_hosts
 from tools.virtlab import sshd as virtlab_sshd
 
@@ -192,6 +192,33 @@ def _rounded(entry):
     return dict((key, round(value, 3) if isinstance(value, float) else value) for key, value in entry.items())
 
 
+def comparisons(results):
+    """The lines of tools/bench_summary.py's table: the no-op against ``ansible -m ping`` over the same hosts (one task on
+    each host on both sides: the same form), and the first converge against community.libvirt's loops (different forms:
+    one task per host against one task per VM and action)."""
+    lines = []
+    rounds = results.get('rounds')
+    shape = '%d hosts x %d VMs (%s)' % (results['hosts'], results['vms_per_host'], results['state'])
+    if rounds:
+        ours, ping = rounds['converge.virt.vm fleet no-op'], rounds['ansible -m ping']
+        lines.append(comparison(
+            'no-op re-run, %s, vs ansible -m ping on the same hosts' % shape,
+            {'label': 'converge.virt.vm (vms: per host)', 'form': 'one task per host', 'seconds': ours['median_seconds'],
+             'cpu_seconds': ours['median_cpu_seconds']},
+            {'label': 'ansible -m ping', 'form': 'one task per host', 'seconds': ping['median_seconds'], 'cpu_seconds': ping['median_cpu_seconds']},
+            'ours/peer', note='CPU under the hosts\' sshd: ours %.2f s, ping %.2f s; target <= 1.5x' % (
+                ours['median_remote_cpu_seconds'], ping['median_remote_cpu_seconds'])))
+    if 'community_first_converge' in results:
+        ours, peer = results['first_converge'], results['community_first_converge']
+        lines.append(comparison(
+            'first converge from nothing, %s' % shape,
+            {'label': 'converge.virt.vm (vms: per host)', 'form': 'fleet', 'seconds': ours['seconds'], 'cpu_seconds': ours['cpu_seconds']},
+            {'label': 'community.libvirt.virt define+start loops', 'form': 'looped', 'seconds': peer['seconds'], 'cpu_seconds': peer['cpu_seconds']},
+            'peer/ours', stat='one run', note='DIFFERENT FORMS: one task per host vs one task per VM and action; all CPU (controller, '
+            'hosts\' sshd, libvirtd) peer/ours %.2f; target >= 3x' % results['first_converge_community_over_ours']['all_cpu_seconds']))
+    return lines
+
+
 def main(argv=None):  # pylint: disable=too-many-locals
     parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
     parser.add_argument('--hosts', type=int, default=8)
@@ -261,6 +288,8 @@ def main(argv=None):  # pylint: disable=too-many-locals
                 if first.get(key)}
             total = [sum(run[key] for key in ('cpu_seconds', 'remote_cpu_seconds', 'libvirtd_cpu_seconds')) for run in (peer, first)]
             results['first_converge_community_over_ours']['all_cpu_seconds'] = round(total[0] / total[1], 3)
+        results['comparisons'] = comparisons(results)
+        results['load_average_1min'] = [results['load_before']] + rounds['load_average_1min']  # for tools/bench_summary.py
     finally:
         results['load_after'] = load_average()
         virtlab_hosts.stop_hosts(state_dir)
