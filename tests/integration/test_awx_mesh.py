@@ -135,10 +135,12 @@ def converge_job(lab, tmp_path, node, name, target, **options):
                         **{'vm_' + key: value for key, value in options.items()}), PLAYBOOK)
 
 
-def converge(lab, tmp_path, node, name, target, **options):
+def converge(lab, tmp_path, node, name, target, run_options=(), **options):  # pylint: disable=too-many-arguments
+    """A converge job through the mesh (``run_options``: more podman run options for its container); (pdd, secrets,
+    the controller's status, receptor's)."""
     pdd, hidden = converge_job(lab, tmp_path, node, name, target, **options)
     processed, state = jobs.run(lab['dir'], node, pdd, playbook='site.yml', timeout=JOB_DEADLINE, lost_after=LOST_AFTER,
-                                **jobs.container_kwargs(mounts(lab, node)))
+                                **jobs.container_kwargs(mounts(lab, node), run_options))
     return pdd, hidden, processed, state
 
 
@@ -226,6 +228,10 @@ STOP = {'shutdown_timeout': 20, 'wait_timeout': 60}
 # a re-run waits out the lease of a killed run's task: from a job's container no other run's pid can be judged
 # (its own pid namespace, plugins/module_utils/_base/owner.py), so only the lease ends that task
 RERUN = {'shutdown_timeout': 20, 'wait_timeout': 60, 'lock_timeout': 200}
+# ... unless the node runs its jobs in its own pid namespace (AWX's DEFAULT_CONTAINER_RUN_OPTIONS with --pid=host): a
+# task's owner is then a pid of the node, and a re-run on that node proves it gone and recovers the task at once (no
+# lease wait).  node_lost runs so; canceled keeps podman's default (a pid namespace per job) and waits out the lease.
+PID_HOST = {'node_lost': ('--pid=host',)}
 
 
 def vm_record(uri, name):
@@ -318,13 +324,14 @@ def test_a_fault_mid_job_ends_the_job_clearly_and_a_rerun_converges(lab, tmp_pat
     node = 'exec1'
     name = f'awx-{fault.replace("_", "-")}'
     uri = site_uri(lab, node)
+    run_options = PID_HOST.get(fault, ())
     unit = ident = None
     try:
-        _pdd, _hidden, processed, _state = converge(lab, tmp_path, node, name, 'running')
+        _pdd, _hidden, processed, _state = converge(lab, tmp_path, node, name, 'running', run_options)
         assert processed['status'] == 'successful', processed
         pdd, hidden = converge_job(lab, tmp_path, node, name, 'stopped', **STOP)
         ident = os.path.basename(pdd)
-        unit = jobs.submit(lab['dir'], node, pdd, playbook='site.yml', **jobs.container_kwargs(mounts(lab, node)))
+        unit = jobs.submit(lab['dir'], node, pdd, playbook='site.yml', **jobs.container_kwargs(mounts(lab, node), run_options))
         # the controller reads the job's results from the start, as AWX does (the events arrive while it runs); a cut
         # link is ridden out for LINK_CUT_LOST_AFTER s, a node gone is lost after LOST_AFTER s without a route
         finishing = Background(jobs.finish, lab['dir'], unit, pdd, timeout=JOB_DEADLINE, node=node,
@@ -385,18 +392,30 @@ def test_a_fault_mid_job_ends_the_job_clearly_and_a_rerun_converges(lab, tmp_pat
         assert node_leaks(lab, hidden) == []
         assert job_containers(ident) == []
 
-        # the same job again: it converges the VM (after a killed run, once that run's task lease ran out)
-        pdd2, hidden2, processed2, state2 = converge(lab, tmp_path, node, name, 'stopped', **RERUN)
+        # the same job again: it converges the VM (after a killed run: at once when the run's owner is proved gone, in
+        # the node's pid namespace; else once that run's task lease ran out)
+        rerun_started = time.monotonic()
+        pdd2, hidden2, processed2, state2 = converge(lab, tmp_path, node, name, 'stopped', run_options, **RERUN)
+        rerun_took = time.monotonic() - rerun_started
         assert (processed2['status'], processed2['rc']) == ('successful', 0), (processed2, state2, converge_results(jobs.events(pdd2)))
         again = converge_results(jobs.events(pdd2))
         assert vm_record(uri, name)[0] == libvirt.VIR_DOMAIN_SHUTOFF and not vm_record(uri, name)[1].get('task_state')
+        print(f"{fault}: the re-run took {rerun_took:.1f} s; recovered {again[0].get('recovered') if again else None}, "
+              f"waited_for {again[0].get('waited_for') if again else None}")
         if fault == 'link_cut':
             assert [result.get('changed') for result in again] == [False], again
+        elif run_options:
+            # the dead run's owner (a pid of the node, no pid namespace of its own, gone) proved dead: recovered before
+            # any wait, for that reason, not by the lease
+            assert [result.get('changed') for result in again] == [True], again
+            recovered = again[0].get('recovered') or {}
+            assert recovered.get('recovered_task_id') == task_id and 'waited_for' not in again[0], again
+            assert recovered['reason'].startswith('the run that held it') and '/pidns-' not in recovered['reason'], recovered
         else:
             assert [result.get('changed') for result in again] == [True], again
-            assert again[0]['waited_for']['task_id'] == task_id, again
+            assert again[0]['waited_for']['task_id'] == task_id and again[0].get('recovered'), again
         # and the one after changes nothing
-        pdd3, hidden3, processed3, _state3 = converge(lab, tmp_path, node, name, 'stopped', **RERUN)
+        pdd3, hidden3, processed3, _state3 = converge(lab, tmp_path, node, name, 'stopped', run_options, **RERUN)
         assert processed3['status'] == 'successful', processed3
         assert [result.get('changed') for result in converge_results(jobs.events(pdd3))] == [False]
         for folder, secrets in ((pdd2, hidden2), (pdd3, hidden3)):
@@ -409,5 +428,5 @@ def test_a_fault_mid_job_ends_the_job_clearly_and_a_rerun_converges(lab, tmp_pat
             remove_job_containers(ident)
         if node not in mesh.reachable(lab['dir']):
             mesh.restore_link(lab['dir'], node) if fault == 'link_cut' else mesh.restart_node(lab['dir'], node)
-        _pdd, _hidden, processed, _state = converge(lab, tmp_path, node, name, 'absent', lock_timeout=200)
+        _pdd, _hidden, processed, _state = converge(lab, tmp_path, node, name, 'absent', run_options, lock_timeout=200)
         assert processed['status'] == 'successful', processed
