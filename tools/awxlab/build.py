@@ -17,6 +17,9 @@ and renamed into place only when complete, so an unchanged part is never rebuilt
                that lists the collection (its meta/execution-environment.yml gives requirements.txt and bindep.txt),
                pip reading only the wheelhouse; tagged ``localhost/converge-virt-ee:<hash>``. ``<part dir>/image.json``
                records the tag, its size and the build's seconds.
+``debase``, ``dewheelhouse``, ``de``   the decision environment (what ansible-rulebook runs the collection's event
+               sources in): the base with Debian's default-jre-headless, the wheelhouse with ansible-rulebook, and the
+               image ansible-builder makes of them, tagged ``localhost/converge-virt-de:<hash>``.
 
 Subprocesses get argument lists (no shell); heavy steps run under ``nice -n 10``.  Standard library only.
 """
