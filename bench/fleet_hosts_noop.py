@@ -31,6 +31,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -230,6 +231,8 @@ def main(argv=None):  # pylint: disable=too-many-locals
     parser.add_argument('--skip-community', action='store_true', help='leave out community.libvirt\'s define and start loops')
     parser.add_argument('--results-name')
     args = parser.parse_args(argv)
+    # started in the background by a shell, SIGINT arrives ignored: restore it, so that an interrupt stops the lab (finally)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     domain_type = virtlab_hosts.diskless_domain_type() if args.domain_type == 'auto' else args.domain_type
     bin_dir = os.path.join(os.path.abspath(args.venv), 'bin')
     env = bench_env(bin_dir)
