@@ -264,8 +264,8 @@ matrix-run:
 # in one lane, molecule then the matrix in another, side by side (tools/lanes.py). Both lanes mostly wait on guests,
 # daemons and ansible processes, and each tier starts its own private network namespace, so they cannot meet.
 # tools/lanes.py runs the set-up and the quick tiers first: `setup`, then the Go builds of `make kube` (only the lanes need
-# the Kubernetes stack; cold 6-50 min, cached 0.4 s) beside the guests, units, sanity, lint, typecheck, peers and the matrix
-# virtualenvs one after the other (in this order: the unit tests read the cloud-init .deb that `guest` downloads), and ends
+# the Kubernetes stack; cold 6-50 min, cached 0.4 s) and then the peers' unpacking beside the guests, units, sanity, lint,
+# typecheck and the matrix virtualenvs one after the other (in this order: the unit tests read the cloud-init .deb that `guest` downloads), and ends
 # with a summary of every tier's wall time, each lane's total and the slowest test files (build/lanes/summary.txt, from the
 # tiers' JUnit files). The real node's parts (`kube-node`: kubelet, virt-handler, virt-launcher, the node's images; cold
 # 10-20 min, cached 5 s) are built first in the shorter lane, which absorbs a cold build; the other lane asks again right
@@ -273,7 +273,7 @@ matrix-run:
 test:
 > @mkdir -p $(BUILD)/lanes
 > $(PYTHON) -m tools.lanes --make $(MAKE) --log-dir $(BUILD)/lanes --first "setup" \
-    --first "guest units sanity lint typecheck peers matrix-setup | kube" \
+    --first "guest units sanity lint typecheck matrix-setup | kube peers" \
     --junit '$(BUILD)/lanes/junit-*.xml' --junit '$(BUILD)/matrix/*/junit-*.xml' \
     "kube-node integration-run" "molecule-run matrix-run integration-kube-run kube-node real-node-run"
 > @echo "make test: all tiers passed"
