@@ -6,6 +6,7 @@ under ``<root>/ansible_collections/converge/virt`` (tests/integration/test_awx_m
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -37,7 +38,11 @@ def test_a_source_of_an_installed_collection_loads_by_its_path(tmp_path, source)
 
 @pytest.mark.parametrize('source', SOURCES)
 def test_outside_an_installed_layout_nothing_is_guessed(tmp_path, source):
-    # the checkout itself is no collections root: the source adds nothing to sys.path and fails as before, naming the module
-    path = os.path.join(ROOT, 'extensions', 'eda', 'plugins', 'event_source', source)
-    code, _out, err = load_by_path(path, str(tmp_path))
+    # a checkout is no collections root: the source adds nothing to sys.path and fails as before, naming the module. The
+    # source is copied into a tree of that shape (not the file under ROOT: ansible-test runs this file from its own copy,
+    # build/ansible-test/ansible_collections/converge/virt, which IS an installed layout)
+    folder = tmp_path / 'checkout' / 'extensions' / 'eda' / 'plugins' / 'event_source'
+    folder.mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, 'extensions', 'eda', 'plugins', 'event_source', source), str(folder))
+    code, _out, err = load_by_path(str(folder / source), str(tmp_path))
     assert code != 0 and "No module named 'ansible_collections'" in err, err[-2000:]
