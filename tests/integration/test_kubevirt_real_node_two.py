@@ -136,8 +136,10 @@ def test_two_nodes_ready_each_in_its_own_namespaces(twolab):
         addresses = {a['type']: a['address'] for a in body['status']['addresses']}
         assert addresses['InternalIP'] == description['ip'], addresses
         # the kubelet's heartbeat Lease is renewed by this node's kubelet
-        code, lease = client.request('GET', '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/' + description['name'])
-        assert code == 200 and lease['spec']['holderIdentity'] == description['name'], lease
+        # (written by the kubelet after its node registered: 404 right after the lab came up at load 70, run of 08:57)
+        lease = wait_for('the Lease of ' + description['name'], lambda n=description['name']: get(
+            twolab, '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/' + n), timeout=120)
+        assert lease['spec']['holderIdentity'] == description['name'], lease
         # the node's processes run in its own network namespace (not the lab's, not the other node's)
         net = os.readlink('/proc/%d/ns/net' % description['init_pid'])
         assert net != own_net
@@ -404,17 +406,23 @@ def _received_per_second(twolab, node_name, seconds=5.0):
     return round((multinode.veth_bytes(twolab['state'], node_name)[1] - got) / (time.monotonic() - clock))
 
 
-def _flowing_into(twolab, node_name):
-    """Bytes per second ``node_name`` receives, once more than 50 kB/s flow in (measured over 5 s)."""
+def _flowing_into(twolab, node_name, name='vm1'):
+    """Bytes per second ``node_name`` receives, once more than 50 kB/s flow in (measured over 5 s); the assertion names
+    the VMI's migrationState when they do not (run of 08:57: none flowed for 120 s under the 8 Mbit/s bucket)."""
     def flowing():
         rate = _received_per_second(twolab, node_name)
         return rate if rate > 50_000 else None
-    return wait_for('bytes flowing into %s' % node_name, flowing, timeout=120, interval=0)
+    try:
+        return wait_for('bytes flowing into %s' % node_name, flowing, timeout=120, interval=0)
+    except AssertionError as exc:
+        raise AssertionError('%s; migrationState: %s' % (exc, json.dumps(_vmi(twolab, name)['status'].get('migrationState')))) from exc
 
 
 def _transfer_running(twolab, name, before):
     """The migrationState of the migration created after ``before`` (names) once its transfer started."""
-    new = wait_for('the new migration', lambda: [m for m in _migrations(twolab, name) if m['metadata']['name'] not in before])[0]
+    # (a module started in the background first starts Ansible: more than 60 s at load 30)
+    new = wait_for('the new migration', lambda: [m for m in _migrations(twolab, name) if m['metadata']['name'] not in before],
+                   timeout=300)[0]
     return new, wait_for('the transfer running', lambda: _state_if(
         twolab, name, lambda st: st.get('migrationUid') == new['metadata']['uid'] and st.get('startTimestamp')), timeout=300)
 
