@@ -390,7 +390,7 @@ def shape(state, name, rate_kbit):
     if not 8 <= int(rate_kbit) <= 10_000_000:
         raise MultiNodeError(f"rate_kbit must be between 8 and 10000000, not {rate_kbit}")
     node._run(["tc", "qdisc", "replace", "dev", _veth(state, name), "root", "tbf", "rate", f"{int(rate_kbit)}kbit",
-               "burst", "32kb", "latency", "400ms"], f"{name}: holding its ingress to {rate_kbit} kbit/s")
+               "burst", "256kb", "latency", "400ms"], f"{name}: holding its ingress to {rate_kbit} kbit/s")
 
 
 def unshape(state, name):
