@@ -45,7 +45,8 @@ from tools.virtlab import sshd as virtlab_sshd
 
 # the remote protocol's procedure numbers (libvirt src/remote/remote_protocol.x) of the calls a vm task can make
 PROCEDURES = {
-    1: 'open', 2: 'close', 9: 'domainCreate', 11: 'domainDefineXML', 12: 'domainDestroy', 14: 'domainGetXMLDesc',
+    1: 'open', 2: 'close', 9: 'domainCreate', 15: 'domainGetAutostart', 16: 'domainGetInfo', 24: 'domainLookupByUUID',
+    11: 'domainDefineXML', 12: 'domainDestroy', 14: 'domainGetXMLDesc',
     23: 'domainLookupByName', 28: 'domainResume', 29: 'domainSetAutostart', 33: 'domainShutdown', 34: 'domainSuspend',
     35: 'domainUndefine', 59: 'getHostname', 60: 'supportsFeature', 66: 'authList', 140: 'listSecrets',
     142: 'secretDefineXML', 146: 'secretUndefine', 147: 'secretLookupByUsage', 143: 'secretGetXMLDesc', 150: 'domainIsActive',
@@ -160,7 +161,8 @@ def _count_requests(started, call):
                     clients.add(match.group(1))
                     calls[int(match.group(3))] += 1
         per_host[host.name] = {
-            'connections': len(clients), 'calls': sum(calls.values()),
+            # connections opened (REMOTE_PROC_OPEN); a freed client's address can be reused, so distinct clients undercount
+            'connections': calls[1], 'distinct_clients': len(clients), 'calls': sum(calls.values()),
             'writes': sum(n for proc, n in calls.items() if proc in WRITES),
             'by_procedure': dict(sorted(((PROCEDURES.get(proc, 'proc-%d' % proc), n) for proc, n in calls.items()), key=lambda kv: -kv[1])),
         }
