@@ -149,8 +149,8 @@ kube:
 # mmdebstrap, then kubelet, KubeVirt's virt-handler/virt-launcher (cgo), the launcher's tools, pause and container-disk
 # (gcc -static) and the node's images (pause, the test guest as a kernel-boot container, virt-launcher: a Debian root file
 # system by mmdebstrap from the machine's apt sources; the golden image as a containerDisk), cached like the other parts.
-# nftables: virt-handler runs `nft` (from the node's /usr/sbin) to set up a VM's pod network (masquerade). Not part of
-# `make kube`/`make test` yet.
+# nftables: virt-handler runs `nft` (from the node's /usr/sbin) to set up a VM's pod network (masquerade). make test
+# builds it first in lane 0 (cold 823 s measured on 2026-11-29, cached about 5 s).
 NODE_APT_PACKAGES := containerd runc containernetworking-plugins mmdebstrap iproute2 nftables
 .PHONY: kube-node
 kube-node: guest
