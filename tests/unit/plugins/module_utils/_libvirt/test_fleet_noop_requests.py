@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import io
-import json
 import uuid
 import xml.etree.ElementTree as ET
 
@@ -24,10 +22,10 @@ import pytest
 libvirt = pytest.importorskip('libvirt')
 
 # pylint: disable=wrong-import-position
-from ansible.module_utils import basic
 
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import taskstore
-from ansible_collections.converge.virt.plugins.modules import vm as vm_module
+# the vm module's result for args on test:///default, as the conformance file runs it
+from ansible_collections.converge.virt.tests.unit.plugins.module_utils._libvirt.test_conformance_test_driver import run
 
 URI = 'test:///default'
 VMS = 6
@@ -90,16 +88,6 @@ def counted_calls(monkeypatch):
     monkeypatch.setattr(taskstore.DomainMutex, '__enter__', enter)
     monkeypatch.setattr(taskstore.DomainMutex, '__exit__', lambda self, *exc: False)
     return counts
-
-
-def run(monkeypatch, **args):
-    """The vm module's result for ``args`` on test:///default."""
-    monkeypatch.setattr(basic, '_ANSIBLE_ARGS', json.dumps({'ANSIBLE_MODULE_ARGS': dict(args, uri=URI)}).encode())
-    monkeypatch.setattr(basic, '_ANSIBLE_PROFILE', 'legacy', raising=False)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
-        vm_module.main()
-    return json.loads(out.getvalue())
 
 
 def remote_calls(counts):
