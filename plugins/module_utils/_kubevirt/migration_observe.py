@@ -77,11 +77,15 @@ def failure_kind(vmim, vmi, uid=None):
 
 
 def failure_message(vmim):
-    """The message KubeVirt gave for a failed VMIM (Failed / MigrationAbortRequested condition), or None."""
+    """The message KubeVirt gave for a failed VMIM (Failed / MigrationAbortRequested condition, else the failureReason
+    virt-handler wrote into its migrationState, e.g. QEMU's own error on the source), or None."""
     for ctype in ('Failed', 'MigrationAbortRequested', 'PodScheduled'):
         cond = condition_of(vmim, ctype)
         if cond is not None and cond.get('message'):
             return '%s: %s' % (cond.get('reason') or ctype, cond['message'])
+    reason = (_get(vmim, 'status', 'migrationState') or {}).get('failureReason')
+    if reason:
+        return 'failureReason: %s' % reason
     return None
 
 

@@ -177,3 +177,16 @@ def test_a_drain_after_an_uncordon_behind_our_back_records_its_own_reason():
     # draining now: the same declaration again changes nothing and keeps the mark
     assert node_drain.set_drain(client, 'node01', 'kernel update', taint=False, by='me') is False
     assert node_drain.drain_mark(client.node) == mark
+
+
+def test_the_failure_message_names_kubevirts_failure_reason_when_no_condition_says_why():
+    # a migration failed on the source (QEMU's error, seen on two real nodes): no Failed condition message, only the
+    # failureReason virt-handler writes into migrationState - the module's message must carry it
+    vmim = {'metadata': {'uid': 'u1'}, 'status': {'phase': 'Failed', 'conditions': [], 'migrationState': {
+        'failed': True, 'failureReason': 'Live migration failed error encountered during MigrateToURI3 libvirt api call'}}}
+    assert migration_observe.failure_message(vmim) == (
+        'failureReason: Live migration failed error encountered during MigrateToURI3 libvirt api call')
+    # a condition's message still comes first; nothing to say gives None
+    vmim['status']['conditions'] = [{'type': 'Failed', 'status': 'True', 'reason': 'FailedMigration', 'message': 'target pod lost'}]
+    assert migration_observe.failure_message(vmim) == 'FailedMigration: target pod lost'
+    assert migration_observe.failure_message({'metadata': {'uid': 'u1'}, 'status': {'phase': 'Failed'}}) is None
