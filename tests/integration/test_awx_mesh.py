@@ -37,15 +37,11 @@ import pytest
 import yaml
 
 from tests.integration.test_awx_runner import CREDENTIAL_TYPE, credential_type, inject, leaks, planted, task_counts
+from tests.integration.awx_mesh_gate import require_mesh
 from tools.awxlab import build as awx_build
 from tools.virtlab import hosts as virtlab_hosts
 
-if os.environ.get('CONVERGE_VIRT_AWX_MESH') != '1':
-    pytest.skip('the AWX mesh test runs with `make test-awx` (CONVERGE_VIRT_AWX_MESH=1 after make awx), not in make test',
-                allow_module_level=True)
-if not awx_build.built():
-    pytest.fail('CONVERGE_VIRT_AWX_MESH=1 but the AWX execution environment and receptor are not built: make awx (a mesh run never passes by skipping)',
-                pytrace=False)
+require_mesh()
 
 from tools.awxlab import jobs, mesh  # noqa: E402 pylint: disable=wrong-import-position
 

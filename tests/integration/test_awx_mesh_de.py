@@ -23,17 +23,12 @@ import subprocess
 import time
 
 import libvirt
-import pytest
 import yaml
 
+from tests.integration.awx_mesh_gate import require_mesh
 from tools.awxlab import build as awx_build
 
-if os.environ.get('CONVERGE_VIRT_AWX_MESH') != '1':
-    pytest.skip('the AWX mesh tests run with `make test-awx` (CONVERGE_VIRT_AWX_MESH=1 after make awx), not in make test',
-                allow_module_level=True)
-if not awx_build.built() or not awx_build.de_built():
-    pytest.fail('CONVERGE_VIRT_AWX_MESH=1 but the AWX execution environment, receptor or the decision environment are not built: '
-                'make awx (a mesh run never passes by skipping)', pytrace=False)
+require_mesh(decision_environment=True)
 
 # pylint: disable=wrong-import-position
 from tests.integration.test_awx_mesh import converge, domain_state, lab, site_uri  # noqa: E402,F401 pylint: disable=unused-import

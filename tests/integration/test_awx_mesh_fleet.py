@@ -33,15 +33,10 @@ import libvirt
 import pytest
 import yaml
 
-from tools.awxlab import build as awx_build
+from tests.integration.awx_mesh_gate import require_mesh
 from tools.virtlab import hosts as virtlab_hosts
 
-if os.environ.get('CONVERGE_VIRT_AWX_MESH') != '1':
-    pytest.skip('the AWX mesh tests run with `make test-awx` (CONVERGE_VIRT_AWX_MESH=1 after make awx), not in make test',
-                allow_module_level=True)
-if not awx_build.built():
-    pytest.fail('CONVERGE_VIRT_AWX_MESH=1 but the AWX execution environment and receptor are not built: make awx (a mesh run never passes by skipping)',
-                pytrace=False)
+require_mesh()
 
 # pylint: disable=wrong-import-position
 from tests.integration.test_awx_mesh import JOB_DEADLINE, LOST_AFTER, job_dir, mounts, node_leaks, site_uri  # noqa: E402

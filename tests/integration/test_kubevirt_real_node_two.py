@@ -418,6 +418,14 @@ def _flowing_into(twolab, node_name, name='vm1'):
         raise AssertionError('%s; migrationState: %s' % (exc, json.dumps(_vmi(twolab, name)['status'].get('migrationState')))) from exc
 
 
+def _on_source(twolab, name, source, earlier):
+    """(the VMI's uid, the guest's last console state, the names of the VM's migrations so far) for a VM that must run
+    on ``source`` after the ``earlier`` test."""
+    vmi = _vmi(twolab, name)
+    assert vmi and vmi['status']['nodeName'] == source, 'the %s test runs first' % earlier
+    return vmi['metadata']['uid'], _guest_now(twolab, name, source), {m['metadata']['name'] for m in _migrations(twolab, name)}
+
+
 def _transfer_running(twolab, name, before):
     """The migrationState of the migration created after ``before`` (names) once its transfer started."""
     # (a module started in the background first starts Ansible: more than 60 s at load 30)
@@ -429,11 +437,7 @@ def _transfer_running(twolab, name, before):
 
 def test_an_aborted_migration_held_slow_leaves_the_guest_on_the_source(twolab):
     name, source, target = 'vm1', NODES[0], NODES[1]
-    vmi = _vmi(twolab, name)
-    assert vmi and vmi['status']['nodeName'] == source, 'the migration test runs first'
-    uid = vmi['metadata']['uid']
-    before_guest = _guest_now(twolab, name, source)
-    before = {m['metadata']['name'] for m in _migrations(twolab, name)}
+    uid, before_guest, before = _on_source(twolab, name, source, 'migration')
     call(twolab, 'POST', '/apis/migrations.kubevirt.io/v1alpha1/migrationpolicies', {
         'apiVersion': 'migrations.kubevirt.io/v1alpha1', 'kind': 'MigrationPolicy', 'metadata': {'name': 'slow'},
         'spec': {'bandwidthPerMigration': '1Mi', 'selectors': {'virtualMachineInstanceSelector': {'converge-test/slow': 'true'}}}})
@@ -476,11 +480,7 @@ def _set_progress_timeout(twolab, seconds):
 
 def test_a_target_lost_mid_transfer_fails_and_the_guest_stays_on_the_source(twolab):
     name, source, target = 'vm1', NODES[0], NODES[1]
-    vmi = _vmi(twolab, name)
-    assert vmi and vmi['status']['nodeName'] == source, 'the abort test runs first'
-    uid = vmi['metadata']['uid']
-    before_guest = _guest_now(twolab, name, source)
-    before = {m['metadata']['name'] for m in _migrations(twolab, name)}
+    uid, before_guest, before = _on_source(twolab, name, source, 'abort')
     _set_progress_timeout(twolab, 30)
     multinode.shape(twolab['state'], target, HOLD_KBIT)
     cut = False
