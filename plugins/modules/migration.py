@@ -265,8 +265,13 @@ phases:
   type: list
   elements: str
 reason:
-  description: Why the migration failed (for example C(aborted), C(the target could not be reached), C(the target died or vanished)
-    (it was reached, then failed), C(the target host is being drained)).
+  description:
+    - Why the migration failed (for example C(aborted), C(the target could not be reached), C(the target died or vanished)
+      (it was reached, then failed), C(the target host is being drained)).
+    - C(aborted) is an abort someone asked for (O(state=cancelled), O(wait_timeout), O(completion_timeout) with V(abort), the deleted migration object).
+      C(the transfer timed out) (KubeVirt only) is KubeVirt's own abort that nobody asked for, of a transfer that made no
+      progress for its migration C(progressTimeout) or did not complete within C(completionTimeoutPerGiB) seconds per GiB;
+      the message quotes KubeVirt's C(failureReason) and the guest keeps running on the source.
   returned: with O(name)
   type: str
 progress:

@@ -52,20 +52,50 @@ def _vmi_state_of(vmi, uid):
     return state if uid and state.get('migrationUid') == uid else {}
 
 
+# KubeVirt's virt-launcher (v1.8.0 live-migration-source.go processInflightMigration) aborts a transfer by itself when it
+# makes no progress for progressTimeout seconds ("Live migration stuck for N seconds and has been aborted") or is not
+# done within completionTimeoutPerGiB x the data size ("Live migration is not completed after N seconds and has been
+# aborted"): migrationState then has failed, abortStatus Succeeded and that failureReason, and no abortRequested.
+TIMEOUT_ABORT_MARKS = ('Live migration stuck for ', 'Live migration is not completed after ')
+
+
+def abort_was_requested(vmim, states):
+    """Someone asked for the abort: the VMIM is being deleted, carries KubeVirt's migrationAbortRequested condition
+    (virt-controller writes the type with a lower-case m; the emulation with a capital), or a migrationState says
+    abortRequested (virt-controller's markMigrationAbortInVmiStatus)."""
+    if _get(vmim, 'metadata', 'deletionTimestamp'):
+        return True
+    if any((cond.get('type') or '').lower() == 'migrationabortrequested' for cond in _get(vmim, 'status', 'conditions') or []):
+        return True
+    return any(state.get('abortRequested') for state in states)
+
+
+def timed_out_by_itself(states):
+    """KubeVirt's own time-out abort: an abortStatus with one of virt-launcher's time-out failureReasons."""
+    return any(state.get('abortStatus') and str(state.get('failureReason') or '').startswith(TIMEOUT_ABORT_MARKS) for state in states)
+
+
 def failure_kind(vmim, vmi, uid=None):
-    """Why a VMIM failed, as the phase machine's fields: 'aborted', 'vm', 'pending', 'target', 'source' (None when not failed)."""
+    """Why a VMIM failed, as the phase machine's fields: 'aborted', 'timeout', 'vm', 'pending', 'target', 'source' (None
+    when not failed). 'timeout' is KubeVirt's own abort of a stalled or too long transfer that nobody requested."""
     uid = uid or _get(vmim, 'metadata', 'uid')
     vstate = _vmi_state_of(vmi, uid)
     mstate = _get(vmim, 'status', 'migrationState') or {}
+    states = (mstate, vstate)
     if vmim is None:
         if vstate.get('completed') and not vstate.get('failed'):
             return None
+        if vstate.get('failed') and not vstate.get('abortRequested') and timed_out_by_itself((vstate,)):
+            return 'timeout'    # the object went (garbage-collected) after KubeVirt's own time-out abort
         return 'aborted'    # the migration object was deleted: KubeVirt's abort
     if kubevirt_phase(vmim) != migration.FAILED:
         return None
-    if _get(vmim, 'metadata', 'deletionTimestamp') or condition_of(vmim, 'MigrationAbortRequested') is not None \
-            or mstate.get('abortStatus') or vstate.get('abortStatus'):
+    if abort_was_requested(vmim, states):
         return 'aborted'
+    if timed_out_by_itself(states):
+        return 'timeout'
+    if mstate.get('abortStatus') or vstate.get('abortStatus'):
+        return 'aborted'    # the source's job was aborted by a client nobody here knows of (not a time-out)
     if vmi is None or _get(vmi, 'status', 'phase') in ('Succeeded', 'Failed') or _get(vmi, 'metadata', 'deletionTimestamp'):
         return 'vm'
     cond = condition_of(vmim, 'PodScheduled')
@@ -111,7 +141,8 @@ def observation(phase, vmim, vmi, uid=None, vmim_gone=False):
         transfer_completed=kphase == migration.SUCCEEDED,
         target_failed=kind == 'target',
         # a VMIM that ended Failed (or vanished unfinished) after an abort is the source's answer to it: the transfer is over
-        source_failed=kind == 'source' or (kind == 'aborted' and kphase == migration.FAILED),
+        source_failed=kind in ('source', 'timeout') or (kind == 'aborted' and kphase == migration.FAILED),
+        transfer_timed_out=kind == 'timeout',
         abort_requested=kind == 'aborted' or bool(_get(vmim, 'metadata', 'deletionTimestamp')),
         pending_seconds=1.0 if kind == 'pending' else 0.0,
         pending_timeout=0.0 if kind == 'pending' else 300.0,

@@ -61,6 +61,8 @@ SOURCE_FAILED = 'the source reported the migration failed'
 PENDING_TIMEOUT = 'the target stayed pending too long'
 UNSCHEDULABLE_TIMEOUT = 'the target stayed unschedulable too long'
 ABORTED = 'aborted'
+# the hypervisor's side gave up by itself, nobody asked (KubeVirt's progressTimeout / completionTimeoutPerGiB)
+TRANSFER_TIMED_OUT = 'the transfer timed out'
 DRAINING_TARGET = 'the target host is being drained'
 
 
@@ -78,6 +80,7 @@ class MigrationObservation(NamedTuple):
     transfer_started: bool = False      # the source's job is active
     transfer_completed: bool = False    # job completed and the guest runs on the target
     source_failed: bool = False
+    transfer_timed_out: bool = False    # the source aborted the transfer by its own timeout, not on request
     superseded: bool = False
     abort_requested: bool = False
     pending_seconds: float = 0.0        # how long the target has been pending (KubeVirt: the target pod's age)
@@ -100,7 +103,9 @@ def _failure(obs: MigrationObservation) -> Optional[str]:
     if obs.superseded:
         return SUPERSEDED
     if obs.source_failed:
-        return ABORTED if obs.abort_requested else SOURCE_FAILED
+        if obs.abort_requested:
+            return ABORTED
+        return TRANSFER_TIMED_OUT if obs.transfer_timed_out else SOURCE_FAILED
     if obs.abort_requested and not obs.transfer_started:
         # handed off but no transfer runs (any more): nothing is left to stop, the abort took effect
         return ABORTED

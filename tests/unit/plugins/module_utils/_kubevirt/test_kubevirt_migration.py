@@ -190,3 +190,76 @@ def test_the_failure_message_names_kubevirts_failure_reason_when_no_condition_sa
     vmim['status']['conditions'] = [{'type': 'Failed', 'status': 'True', 'reason': 'FailedMigration', 'message': 'target pod lost'}]
     assert migration_observe.failure_message(vmim) == 'FailedMigration: target pod lost'
     assert migration_observe.failure_message({'metadata': {'uid': 'u1'}, 'status': {'phase': 'Failed'}}) is None
+
+
+# -- KubeVirt's own time-out aborts (virt-launcher v1.8.0 live-migration-source.go processInflightMigration) ------------
+STUCK = 'Live migration stuck for 150 seconds and has been aborted'
+TOO_LONG = 'Live migration is not completed after 2400 seconds and has been aborted'
+
+
+def timed_out(reason, **extra):
+    """The migrationState virt-launcher leaves after its own abort: failed, abortStatus Succeeded, its failureReason."""
+    return dict({'startTimestamp': 't', 'endTimestamp': 't2', 'completed': True, 'failed': True, 'abortStatus': 'Succeeded',
+                 'failureReason': reason}, **extra)
+
+
+@pytest.mark.parametrize('text', [STUCK, TOO_LONG])
+def test_kubevirts_own_timeout_abort_is_not_a_users_abort(text):
+    obj = vmim('Failed', state=timed_out(text))
+    assert migration_observe.failure_kind(obj, vmi(state=timed_out(text))) == 'timeout'
+    assert migration_observe.migration_reason(obj, vmi(state=timed_out(text))) == migration.TRANSFER_TIMED_OUT
+    # the VMIM alone (the VMI's state already of another migration) or the VMI alone says it
+    assert migration_observe.migration_reason(obj, vmi(state={'startTimestamp': 't'}, uid='other')) == migration.TRANSFER_TIMED_OUT
+    assert migration_observe.migration_reason(vmim('Failed'), vmi(state=timed_out(text))) == migration.TRANSFER_TIMED_OUT
+    # migration_info: a failure (not an abort), KubeVirt's own words in the message
+    entry = migration_observe.migration_entry(obj, vmi(state=timed_out(text)))
+    assert (entry['reason'], entry['outcome'], entry['message']) == (migration.TRANSFER_TIMED_OUT, 'failed', 'failureReason: ' + text)
+
+
+@pytest.mark.parametrize('obj, state', [
+    (vmim('Failed', deleting=True, state=timed_out(STUCK)), timed_out(STUCK)),                      # we deleted it (our abort)
+    (vmim('Failed', conditions=[{'type': 'migrationAbortRequested', 'status': 'True'}], state=timed_out(STUCK)), timed_out(STUCK)),
+    (vmim('Failed', conditions=[{'type': 'MigrationAbortRequested', 'status': 'True'}], state=timed_out(STUCK)), timed_out(STUCK)),
+    (vmim('Failed', state=timed_out(STUCK)), timed_out(STUCK, abortRequested=True)),                 # virt-controller marked it
+    (vmim('Failed', state=timed_out('Live migration aborted ')), timed_out('Live migration aborted ')),  # a job abort, no time-out
+    (vmim('Failed', state=timed_out('Live migration failed virError(Code=1, Domain=10, Message=operation canceled by client)')),
+     timed_out('Live migration failed virError(Code=1, Domain=10, Message=operation canceled by client)')),
+])
+def test_a_requested_abort_or_an_abort_without_kubevirts_timeout_words_stays_aborted(obj, state):
+    assert migration_observe.migration_reason(obj, vmi(state=state)) == migration.ABORTED
+    assert migration_observe.migration_entry(obj, vmi(state=state))['outcome'] == 'aborted'
+
+
+def test_a_vanished_migration_after_kubevirts_timeout_abort():
+    # garbage-collected after it failed: the VMI's state still says why
+    gone = migration_observe.observation(migration.RUNNING, None, vmi(state=timed_out(STUCK)), uid=UID, vmim_gone=True)
+    assert migration.next_phase(gone) == (migration.FAILED, migration.TRANSFER_TIMED_OUT)
+    asked = migration_observe.observation(migration.RUNNING, None, vmi(state=timed_out(STUCK, abortRequested=True)), uid=UID, vmim_gone=True)
+    assert migration.next_phase(asked) == (migration.FAILED, migration.ABORTED)
+
+
+def test_a_followed_run_reads_the_timeout_word_and_keeps_the_vm_on_the_source():
+    # the module's own loop (_FollowKubevirt.look) on a VMIM KubeVirt failed by its progress time-out
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend  # pylint: disable=import-outside-toplevel
+
+    class Cluster:  # pylint: disable=too-few-public-methods
+        def __init__(self):
+            self.objs = {'virtualmachineinstancemigrations': vmim('Failed', state=timed_out(STUCK)),
+                         'virtualmachineinstances': vmi(state=timed_out(STUCK))}
+            self.objs['virtualmachineinstancemigrations']['metadata']['name'] = 'a-converge-x'
+            self.deleted = []
+
+        def get(self, api, namespace, plural, name, what=None):  # pylint: disable=unused-argument,too-many-arguments
+            return self.objs[plural]
+
+        def delete(self, api, namespace, plural, name):
+            self.deleted.append((plural, name))
+
+    cluster = Cluster()
+    run = migration_backend.KubevirtMigration(cluster, 'ns', 'vm', migration_options.KubevirtMigrationOptions())
+    run.vmim_name, run.phase = 'a-converge-x', migration.RUNNING
+    hooks = migration_backend._FollowKubevirt(run, UID, None, False)  # pylint: disable=protected-access
+    look = hooks.look()
+    assert (run.phase, run.reason, look.over) == (migration.FAILED, migration.TRANSFER_TIMED_OUT, True)
+    assert migration_observe.failure_message(hooks.vmim) == 'failureReason: ' + STUCK
+    assert cluster.deleted == [], 'a migration KubeVirt already ended is not aborted again'

@@ -50,17 +50,17 @@ def test_phase_words_and_their_order():
 
 def test_reasons_as_reported():
     assert (m.VM_GONE, m.TARGET_FAILED, m.SUPERSEDED, m.SOURCE_FAILED, m.PENDING_TIMEOUT, m.UNSCHEDULABLE_TIMEOUT, m.ABORTED,
-            m.DRAINING_TARGET) == (
+            m.DRAINING_TARGET, m.TRANSFER_TIMED_OUT) == (
         'the VM is gone or no longer running', 'the target died or vanished', 'another migration of this VM took over',
         'the source reported the migration failed', 'the target stayed pending too long', 'the target stayed unschedulable too long',
-        'aborted', 'the target host is being drained')
+        'aborted', 'the target host is being drained', 'the transfer timed out')
 
 
 def test_a_healthy_observation_by_default():
     assert Obs()._field_defaults == {
         'phase': '', 'vm_running': True, 'target_exists': False, 'target_ready': False, 'target_node_known': False,
         'target_address_known': False, 'target_failed': False, 'target_draining': False, 'transfer_started': False,
-        'transfer_completed': False, 'source_failed': False, 'superseded': False, 'abort_requested': False, 'pending_seconds': 0.0,
+        'transfer_completed': False, 'source_failed': False, 'transfer_timed_out': False, 'superseded': False, 'abort_requested': False, 'pending_seconds': 0.0,
         'pending_timeout': 900.0, 'target_unschedulable': False, 'unschedulable_timeout': 300.0}
 
 
@@ -101,6 +101,9 @@ FAILURES = {
     'target failed': (dict(target_failed=True), m.TARGET_FAILED, LIVE),
     'superseded': (dict(superseded=True), m.SUPERSEDED, LIVE),
     'source failed': (dict(source_failed=True), m.SOURCE_FAILED, LIVE),
+    'source timed out': (dict(source_failed=True, transfer_timed_out=True), m.TRANSFER_TIMED_OUT, LIVE),
+    # a time-out beside a request is the request's answer: the user asked, the word is theirs
+    'abort and time-out': (dict(abort_requested=True, transfer_started=True, source_failed=True, transfer_timed_out=True), m.ABORTED, LIVE),
     'draining': (dict(target_draining=True), m.DRAINING_TARGET, LIVE[:-1]),
     'abort before the hand-off': (dict(abort_requested=True, transfer_started=True), m.ABORTED, ['', 'Pending', 'Scheduling', 'Scheduled']),
     'abort with no transfer': (dict(abort_requested=True), m.ABORTED, LIVE),
@@ -291,7 +294,7 @@ def test_run_to_phase_step_limit():
 BOOLS = st.booleans()
 FLAGS = ['vm_running', 'target_exists', 'target_ready', 'target_node_known', 'target_address_known', 'target_failed',
          'target_draining', 'transfer_started', 'transfer_completed', 'source_failed', 'superseded', 'abort_requested',
-         'target_unschedulable']
+         'target_unschedulable', 'transfer_timed_out']
 observations = st.builds(lambda phase, flags, pending: Obs(phase=phase, pending_seconds=pending, **dict(zip(FLAGS, flags))),
                          st.sampled_from(m.PHASES), st.lists(BOOLS, min_size=len(FLAGS), max_size=len(FLAGS)),
                          st.sampled_from([0.0, 299.0, 300.0, 899.0, 900.0, 1e6]))
@@ -308,7 +311,9 @@ def test_next_phase_moves_forward_along_open_gates(obs):
     if new == 'Failed':
         # a failure always has a reason, and some flag, a timeout or an abort caused it
         assert reason in (m.VM_GONE, m.TARGET_FAILED, m.SUPERSEDED, m.SOURCE_FAILED, m.PENDING_TIMEOUT, m.UNSCHEDULABLE_TIMEOUT,
-                          m.ABORTED, m.DRAINING_TARGET)
+                          m.ABORTED, m.DRAINING_TARGET, m.TRANSFER_TIMED_OUT)
+        # a time-out is the source's own failure: never read without it
+        assert reason != m.TRANSFER_TIMED_OUT or (obs.source_failed and obs.transfer_timed_out)
         assert (not obs.vm_running or obs.target_failed or obs.superseded or obs.source_failed or obs.abort_requested
                 or obs.target_draining or obs.pending_seconds >= 300.0)
         return
