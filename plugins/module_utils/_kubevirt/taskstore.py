@@ -16,38 +16,20 @@ from __future__ import annotations
 from ansible_collections.converge.virt.plugins.module_utils._base.owner import expire_if_owner_gone
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import KUBEVIRT_API, Conflict, NotFound
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt import views as kubevirt_views
-from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord, TaskStore
+from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord, TaskStore, record_fields, record_from_fields
 
 CAS_RETRIES = 8
 
 
-def _num(value):
-    try:
-        return float(value) if value not in (None, '') else None
-    except (TypeError, ValueError):
-        return None
-
-
 def record_from_annotations(annotations, inferred_vm_state=None):
-    """A :class:`TaskRecord` from a VM's annotations (like the libvirt taskstore's record_from_metadata)."""
-    meta = dict((field, (annotations or {}).get(key)) for field, key in kubevirt_views.RECORD_ANNOTATIONS.items())
-    return TaskRecord(
-        vm_state=meta.get('vm_state') or inferred_vm_state or 'STOPPED', task_state=meta.get('task_state') or None,
-        task_id=meta.get('task_id') or None, action=meta.get('last_action') if meta.get('task_state') else None,
-        started_at=_num(meta.get('task_started_at')), lease_until=_num(meta.get('lease_until')),
-        previous_vm_state=meta.get('previous_vm_state') or None, owner=meta.get('owner') or None)
+    """A :class:`TaskRecord` from a VM's annotations (``inferred_vm_state``, else STOPPED, when none is recorded)."""
+    fields = dict((field, (annotations or {}).get(key)) for field, key in kubevirt_views.RECORD_ANNOTATIONS.items())
+    return record_from_fields(fields, inferred_vm_state or 'STOPPED')
 
 
 def annotations_from_record(record, last_action=None):
     """The annotations to write for ``record`` (None removes a key in a merge patch)."""
-    values = {
-        'vm_state': record.vm_state, 'task_state': record.task_state, 'task_id': record.task_id,
-        'last_action': record.action or last_action,
-        'task_started_at': repr(record.started_at) if record.started_at is not None else None,
-        'lease_until': repr(record.lease_until) if record.lease_until is not None else None,
-        'previous_vm_state': record.previous_vm_state, 'owner': record.owner,
-    }
-    return dict((kubevirt_views.RECORD_ANNOTATIONS[field], value) for field, value in values.items())
+    return dict((kubevirt_views.RECORD_ANNOTATIONS[field], value) for field, value in record_fields(record, last_action).items())
 
 
 def _record_part(annotations):

@@ -25,7 +25,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common import journ
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import metadata
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
-from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord, TaskStore
+from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord, TaskStore, record_fields, record_from_fields, stored_number
 from ansible_collections.converge.virt.plugins.module_utils._base.owner import expire_if_owner_gone, owner_gone
 
 STALE_MUTEX_SECONDS = 30.0
@@ -124,32 +124,16 @@ def audit(event, vm, task_id, action, **extra):
     journal.append(event, vm, task_id, action, kind='vm', **extra)
 
 
-def _num(value):
-    try:
-        return float(value) if value not in (None, '') else None
-    except ValueError:
-        return None
-
-
 def record_from_metadata(meta):
-    """A :class:`TaskRecord` from the metadata dict of :func:`metadata.read_converge_metadata`."""
-    return TaskRecord(
-        vm_state=meta.get('vm_state') or None, task_state=meta.get('task_state') or None, task_id=meta.get('task_id') or None,
-        action=meta.get('last_action') if meta.get('task_state') else None, started_at=_num(meta.get('task_started_at')),
-        lease_until=_num(meta.get('lease_until')), previous_vm_state=meta.get('previous_vm_state') or None, owner=meta.get('owner') or None)
+    """A :class:`TaskRecord` from the metadata dict of :func:`metadata.read_converge_metadata` (vm_state None when none is recorded)."""
+    return record_from_fields(meta)
 
 
 def metadata_from_record(record, generation, pending_restart=False, last_action=None, stop_grace_period=None):
     """The metadata dict to store for ``record`` (``stop_grace_period``: kept from the stored record, see
     :meth:`LibvirtTaskStore.set_stop_grace_period`)."""
-    return {
-        'vm_state': record.vm_state, 'task_state': record.task_state, 'task_id': record.task_id,
-        'task_started_at': repr(record.started_at) if record.started_at is not None else None,
-        'last_action': record.action or last_action, 'pending_restart': bool(pending_restart),
-        'lease_until': repr(record.lease_until) if record.lease_until is not None else None,
-        'previous_vm_state': record.previous_vm_state, 'owner': record.owner, 'generation': str(generation),
-        'stop_grace_period': stop_grace_period,
-    }
+    return dict(record_fields(record, last_action), pending_restart=bool(pending_restart), generation=str(generation),
+                stop_grace_period=stop_grace_period)
 
 
 def read_metadata(dom):
@@ -200,7 +184,7 @@ class LibvirtTaskStore(TaskStore):
         record = expire_if_owner_gone(record)
         if record.vm_state is None:
             record = TaskRecord(vm_state=self.inferred_vm_state or 'STOPPED', task_state=record.task_state, task_id=record.task_id)
-        return record, int(_num(meta.get('generation')) or 0)
+        return record, int(stored_number(meta.get('generation')) or 0)
 
     def compare_and_swap(self, expected_version, record):
         with DomainMutex(self.conn, self.dom.UUIDString(), self.owner, name=self.dom.name()):
@@ -217,7 +201,7 @@ class LibvirtTaskStore(TaskStore):
             if meta.get(key) == value:
                 return False
             meta[key] = value
-            meta['generation'] = str(int(_num(meta.get('generation')) or 0) + 1)
+            meta['generation'] = str(int(stored_number(meta.get('generation')) or 0) + 1)
             write_metadata(self.dom, meta)
             return True
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import abc
 import math
 import os
-from typing import Any, NamedTuple, Optional, Tuple, cast
+from typing import Any, Dict, Mapping, NamedTuple, Optional, Tuple, cast
 
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration, TaskConflict
 from ansible_collections.converge.virt.plugins.module_utils._phase import actions
@@ -123,6 +123,39 @@ class TaskRecord(NamedTuple):
         if run_gone:
             return 'the run that held it (%s) is gone' % self.owner
         return lease_stale_reason(self.lease_until, now)
+
+
+def record_fields(record: TaskRecord, last_action: Optional[str] = None) -> Dict[str, Optional[str]]:
+    """The text a backend stores for ``record`` (the libvirt metadata's fields, the KubeVirt annotations' values), None where
+    nothing is recorded. ``last_action``: kept as ``last_action`` when the record has no action (an idle record)."""
+    return {
+        'vm_state': record.vm_state, 'task_state': record.task_state, 'task_id': record.task_id,
+        'last_action': record.action or last_action,
+        'task_started_at': repr(record.started_at) if record.started_at is not None else None,
+        'lease_until': repr(record.lease_until) if record.lease_until is not None else None,
+        'previous_vm_state': record.previous_vm_state, 'owner': record.owner,
+    }
+
+
+def stored_number(value: Any) -> Optional[float]:
+    """A number as a backend stored it (text), or None when absent, empty or no number."""
+    try:
+        return float(value) if value not in (None, '') else None
+    except (TypeError, ValueError):
+        return None
+
+
+def record_from_fields(fields: Mapping[str, Any], vm_state: Optional[str] = None) -> TaskRecord:
+    """The :class:`TaskRecord` of stored ``fields`` (those of :func:`record_fields`; empty text counts as absent).
+
+    ``vm_state``: the state when none is stored (None keeps it None: the backend decides). The action counts only while a
+    task is recorded (an idle record's ``last_action`` is history).
+    """
+    return TaskRecord(
+        vm_state=cast(str, fields.get('vm_state') or vm_state), task_state=fields.get('task_state') or None,
+        task_id=fields.get('task_id') or None, action=fields.get('last_action') if fields.get('task_state') else None,
+        started_at=stored_number(fields.get('task_started_at')), lease_until=stored_number(fields.get('lease_until')),
+        previous_vm_state=fields.get('previous_vm_state') or None, owner=fields.get('owner') or None)
 
 
 class TaskStore(abc.ABC):
