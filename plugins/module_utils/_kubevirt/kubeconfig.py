@@ -25,6 +25,8 @@ import os
 import shutil
 import ssl
 import tempfile
+from dataclasses import dataclass, field
+from typing import Optional
 
 # what the fast path understands; any other key of the selected entries sends the configuration to the library
 CLUSTER_KEYS = frozenset(('server', 'certificate-authority', 'certificate-authority-data', 'insecure-skip-tls-verify', 'extensions'))
@@ -32,22 +34,23 @@ USER_KEYS = frozenset(('token', 'client-certificate', 'client-certificate-data',
                        'extensions'))
 
 
+@dataclass(eq=False)
 class FastConfig:
     """What a request needs: ``host``, ``verify_ssl``, ``ssl_ca_cert`` (a path) or ``ca_data`` (PEM text), client
     certificate and key (``cert_file``/``key_file`` paths or ``cert_data``/``key_data`` bytes), and the
-    ``authorization`` header value (bearer token or basic), like kubernetes' Configuration."""
+    ``authorization`` header value (bearer token or basic), like kubernetes' Configuration. The credentials (key,
+    token, header) are left out of its repr; ``eq=False``: a configuration is one object, compared by identity."""
 
-    def __init__(self, host):
-        self.host = host
-        self.verify_ssl = True
-        self.ssl_ca_cert = None
-        self.ca_data = None
-        self.cert_file = None
-        self.key_file = None
-        self.cert_data = None
-        self.key_data = None
-        self.authorization = None
-        self.token = None
+    host: str
+    verify_ssl: bool = True
+    ssl_ca_cert: Optional[str] = None
+    ca_data: Optional[str] = None
+    cert_file: Optional[str] = None
+    key_file: Optional[str] = None
+    cert_data: Optional[bytes] = None
+    key_data: Optional[bytes] = field(default=None, repr=False)
+    authorization: Optional[str] = field(default=None, repr=False)
+    token: Optional[str] = field(default=None, repr=False)
 
 
 def _named(entries, name):
@@ -133,14 +136,14 @@ def load(kubeconfig=None, context=None, environ=None):
             cfg.ca_data = ca.decode('ascii', 'replace')
         elif cluster.get('certificate-authority'):
             cfg.ssl_ca_cert = _path(base, cluster['certificate-authority'])
-        for field, data_field, attr in (('client-certificate', 'client-certificate-data', 'cert'), ('client-key', 'client-key-data', 'key')):
+        for file_field, data_field, attr in (('client-certificate', 'client-certificate-data', 'cert'), ('client-key', 'client-key-data', 'key')):
             if user.get(data_field):
                 raw = _b64(user[data_field])
                 if raw is None:
                     return None
                 setattr(cfg, attr + '_data', raw)
-            elif user.get(field):
-                setattr(cfg, attr + '_file', _path(base, user[field]))
+            elif user.get(file_field):
+                setattr(cfg, attr + '_file', _path(base, user[file_field]))
     if 'insecure-skip-tls-verify' in cluster:
         if not isinstance(cluster['insecure-skip-tls-verify'], bool):
             return None

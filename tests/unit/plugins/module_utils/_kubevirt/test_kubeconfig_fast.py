@@ -97,6 +97,20 @@ def test_insecure_skip_verify_basic_auth_and_plain_http(tmp_path):
     assert ours.host == theirs.host and ours.ssl_ca_cert is None and ours.authorization == library_authorization(theirs)
 
 
+def test_a_configuration_shows_where_it_connects_but_no_credential(tmp_path):
+    key = b'-----BEGIN PRIVATE KEY-----\nkey-material-77\n-----END PRIVATE KEY-----\n'
+    path = write_config(tmp_path, {'server': 'https://127.0.0.1:6443', 'insecure-skip-tls-verify': True},
+                        {'token': 'tok-secret-5', 'client-certificate': 'c.pem', 'client-key-data': base64.b64encode(key).decode()})
+    basic = write_config(tmp_path, {'server': 'https://127.0.0.1:6443'}, {'username': 'ada', 'password': 'pw-secret-9'}, name='basic.json')
+    token, password = fast.load(path), fast.load(basic)
+    assert token.key_data == key and token.authorization == 'Bearer tok-secret-5' and password.authorization.startswith('Basic ')
+    for cfg, secrets in ((token, ('tok-secret-5', 'key-material-77')), (password, ('pw-secret-9', password.authorization[6:]))):
+        shown = repr(cfg)
+        assert "host='https://127.0.0.1:6443'" in shown and 'verify_ssl=' in shown
+        assert not [secret for secret in secrets if secret in shown], shown
+    assert "cert_file='%s'" % (tmp_path / 'c.pem') in repr(token)
+
+
 def test_a_chosen_context_and_a_context_without_user(tmp_path):
     extra = [{'name': 'other', 'context': {'cluster': 'c2', 'user': 'u2'}}, {'name': 'anon', 'context': {'cluster': 'c2'}}]
     path = write_config(tmp_path, {'server': 'https://127.0.0.1:6443'}, {'token': 't'}, extra_contexts=extra)
