@@ -461,13 +461,9 @@ vm:
       type: str
       returned: always
     state_reason: {description: "libvirt's reason for the current state: booted, destroyed, shutdown, ...", type: str, returned: when exists on libvirt}
-    printable_status:
-      description:
-        - "KubeVirt's own status.printableStatus, next to RV(vm.status) (ours)."
-        - virt-controller writes it a moment after the instance changes; a wait that reached the declared state gives it up to 10 seconds
-          to say the same word, then reports it as observed (the settled disagreements are listed in the states guide).
-      type: str
-      returned: on kubevirt
+    printable_status: {type: str, returned: on kubevirt, description: ["KubeVirt's own status.printableStatus, next to RV(vm.status) (ours).",
+        "virt-controller writes it a moment after the instance changes; a wait that reached the declared state gives it up to 10 seconds
+        to say the same word, then reports it as observed (the settled disagreements are listed in the states guide)."]}
     run_strategy: {description: The VirtualMachine's run strategy., type: str, returned: on kubevirt}
     vmi_uid: {description: UID of the VirtualMachineInstance (changes with every restart)., type: str, returned: on kubevirt}
     namespace: {description: Namespace of the VM., type: str, returned: on kubevirt}
