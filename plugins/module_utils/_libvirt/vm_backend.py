@@ -22,7 +22,7 @@ from ansible_collections.converge.virt.plugins.module_utils._common.wait import 
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import (
     cloud_init, departures, domain_build, domain_diff, domain_merge, domain_spec, metadata)
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import daemon_gone, is_no_domain, libvirt
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, metadata_from_record
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, metadata_from_record, read_metadata
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
@@ -328,17 +328,17 @@ class LibvirtVm(driver.VmBackend):
                         describe=lambda st: libvirt_views.libvirt_vm_view(st[0], st[1]))
 
     def _boot(self, dom, options):
-        # a new boot: how an earlier stop powered the guest off no longer says anything
-        LibvirtTaskStore(self.conn, dom, self.owner).set_stop_grace_period(None)
+        # the record read once (this run holds the task: no other run writes it): the mutex only for a field to clear
+        meta = read_metadata(dom)
+        if meta.get('stop_grace_period') is not None:
+            # a new boot: how an earlier stop powered the guest off no longer says anything
+            LibvirtTaskStore(self.conn, dom, self.owner).set_stop_grace_period(None)
         dom.create()
         if options.wait:
             self._wait_state(dom, lambda st: st in RUNNING_STATES, 'running', options.wait_timeout)
-        self._clear_pending_restart(dom)
-
-    def _clear_pending_restart(self, dom):
-        obs = self.observe()
-        if obs.get('pending_restart'):
-            self.store(obs).set_pending_restart(False)
+        # the guest runs the stored definition now (on a guest off again the flag is masked, as observe() does)
+        if meta.get('pending_restart') and dom.state()[0] not in SHUTOFF_STATES:
+            LibvirtTaskStore(self.conn, dom, self.owner).set_pending_restart(False)
 
     def _do_start(self, dom, spec, obs, options):
         del spec, obs
