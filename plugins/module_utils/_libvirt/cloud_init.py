@@ -20,20 +20,15 @@ import xml.etree.ElementTree as ET
 from ansible_collections.converge.virt.plugins.module_utils._common import nocloud
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import ConvergeError, InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import libvirt
-from ansible_collections.converge.virt.plugins.module_utils._libvirt.xml_util import parse_xml, sub_element, to_string
+# the seed as a domain XML names it is read by every run, without this module's code (domain_read); a declaration
+# carries its Seed under domain_spec.SEED_KEY
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_read import seed_in_domain, seed_volume_name  # pylint: disable=unused-import
+from ansible_collections.converge.virt.plugins.module_utils._libvirt.xml_util import sub_element, to_string
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks
 
-SEED_SUFFIX = '-cidata.iso'
-# where the module's declaration carries the Seed (normalize_spec ignores keys it does not know)
-SPEC_KEY = 'cloud_init'
 # the cdrom's target: fixed, so that adding a disk never moves the seed (and never counts as a change)
 SEED_DEV = 'sdz'
 DEFAULT_POOL = 'default'
-
-
-def seed_volume_name(name):
-    """The seed volume of VM ``name``."""
-    return name + SEED_SUFFIX
 
 
 class Seed:
@@ -192,18 +187,6 @@ def write_seed_under_task(vm, obs, seed, task_id, lease_seconds, pending_restart
             pass
         raise
     tasks.finish_task(store, task_id, name=vm.name, vm_state=record.vm_state)
-
-
-def seed_in_domain(xml, name):
-    """``(pool, volume)`` of the VM's seed cdrom in its domain XML, or None (user volumes never match)."""
-    root = parse_xml(xml)
-    for disk in root.findall('devices/disk'):
-        source = disk.find('source')
-        if disk.get('device') != 'cdrom' or disk.get('type') != 'volume' or source is None:
-            continue
-        if source.get('volume') == seed_volume_name(name) and source.get('pool'):
-            return source.get('pool'), source.get('volume')
-    return None
 
 
 def delete_seed(conn, pool_name, volume):

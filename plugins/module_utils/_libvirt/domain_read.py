@@ -16,6 +16,10 @@ from ansible_collections.converge.virt.plugins.module_utils._common.units import
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.domain_spec import DEFAULTS
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.xml_util import parse_xml
 
+# the volume of a VM's cloud-init seed (written by .cloud_init): named here, where every run reads the domain XML, so that
+# a run without cloud_init never loads the seed's code
+SEED_SUFFIX = '-cidata.iso'
+
 
 def _findtext(elem, path, default=''):
     if elem is None:
@@ -144,3 +148,20 @@ def model_from_xml(root):
 def domain_model(xml):
     """Return the comparable fields of a domain XML as a dict (memory in KiB; disks/interfaces as lists of dicts)."""
     return model_from_xml(parse_xml(xml))
+
+
+def seed_volume_name(name):
+    """The seed volume of VM ``name``."""
+    return name + SEED_SUFFIX
+
+
+def seed_in_domain(xml, name):
+    """``(pool, volume)`` of the VM's seed cdrom in its domain XML, or None (user volumes never match)."""
+    root = parse_xml(xml)
+    for disk in root.findall('devices/disk'):
+        source = disk.find('source')
+        if disk.get('device') != 'cdrom' or disk.get('type') != 'volume' or source is None:
+            continue
+        if source.get('volume') == seed_volume_name(name) and source.get('pool'):
+            return source.get('pool'), source.get('volume')
+    return None

@@ -20,6 +20,10 @@ from ansible_collections.converge.virt.plugins.module_utils._libvirt.xml_util im
 SPEC_KEYS = ('name', 'uuid', 'title', 'description', 'vcpus', 'memory', 'machine', 'arch', 'domain_type', 'firmware', 'boot',
              'disks', 'interfaces', 'serial', 'graphics', 'on_poweroff', 'on_reboot', 'on_crash', 'autostart', 'xml', 'guest_agent')
 
+# where a declaration carries its cloud-init seed (a .cloud_init.Seed, set by vm_converge): not in SPEC_KEYS, so
+# normalize_spec ignores it
+SEED_KEY = 'cloud_init'
+
 DEFAULTS = {
     'arch': 'x86_64', 'domain_type': 'kvm', 'vcpus': 1, 'memory': 1024 * KIB,  # memory in KiB (1 GiB)
     'firmware': 'bios', 'serial': 'pty', 'graphics': 'none', 'guest_agent': False,

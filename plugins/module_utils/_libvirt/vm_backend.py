@@ -19,13 +19,10 @@ from ansible_collections.converge.virt.plugins.module_utils._base.errors import 
 from ansible_collections.converge.virt.plugins.module_utils._common import driver, journal
 from ansible_collections.converge.virt.plugins.module_utils._common.driver import VmOptions  # pylint: disable=unused-import  # the module's options
 from ansible_collections.converge.virt.plugins.module_utils._common.wait import wait_for
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import (
-    cloud_init, departures, domain_build, domain_diff, domain_merge, domain_spec, metadata)
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import departures, domain_diff, domain_read, domain_spec, metadata, views as libvirt_views
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.connection import daemon_gone, is_no_domain, libvirt
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.taskstore import LibvirtTaskStore, metadata_from_record, read_metadata
 from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import views as libvirt_views
-from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 from ansible_collections.converge.virt.plugins.module_utils._base.owner import owner_gone, owner_id
 
 # dom.state() words for "running" checks
@@ -187,7 +184,7 @@ class LibvirtVm(driver.VmBackend):
             if getattr(options, 'if_moved', None) == 'skip':
                 return False, self._moved_result(spec, departed)
             raise DataSafetyRefusal(departures.refusal(self.name, departed), moved_to=departed.get('target'), departure=dict(departed))
-        seed = spec.get(cloud_init.SPEC_KEY) if isinstance(spec, dict) else None
+        seed = spec.get(domain_spec.SEED_KEY) if isinstance(spec, dict) else None
         if seed is None:
             return _converge_without_seed(self, decl, spec, options, check_mode, task_id, snapshot)
         return _converge_with_seed(self, decl, spec, seed, options, check_mode, task_id, snapshot)
@@ -269,9 +266,10 @@ class LibvirtVm(driver.VmBackend):
 
     def create(self, spec, obs, options, task_id):
         """Define the domain with a SPAWNING record in its metadata, then finish the record STOPPED."""
-        record = TaskRecord(vm_state='DELETED', task_state='SPAWNING', task_id=task_id, action='create', started_at=time.time(),
-                            lease_until=time.time() + options.lease_seconds, owner=self.owner)
+        record = tasks.TaskRecord(vm_state='DELETED', task_state='SPAWNING', task_id=task_id, action='create', started_at=time.time(),
+                                  lease_until=time.time() + options.lease_seconds, owner=self.owner)
         try:
+            from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_build  # pylint: disable=import-outside-toplevel
             xml = domain_build.build_domain_xml(spec, metadata=metadata_from_record(record, 1))
         except ValueError as exc:
             raise InvalidDeclaration(str(exc).split(':', 1)[0], str(exc).split(':', 1)[-1].strip())
@@ -297,6 +295,7 @@ class LibvirtVm(driver.VmBackend):
             try:
                 # re-read: the definition now carries our task record, which a
                 # redefine from the earlier observation would overwrite
+                from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_merge  # pylint: disable=import-outside-toplevel
                 new_xml = domain_merge.merge_into_inactive(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), spec)
             except ValueError as exc:
                 raise InvalidDeclaration(str(exc).split(':', 1)[0], str(exc).split(':', 1)[-1].strip())
@@ -467,6 +466,7 @@ def converge_vm(vm, decl, spec, options, check_mode, task_id=None, bulk=None):  
 
 
 def _converge_with_seed(vm, decl, spec, seed, options, check_mode, task_id, bulk):  # pylint: disable=too-many-arguments
+    from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init  # pylint: disable=import-outside-toplevel  # declared: loaded
     seen = {}
 
     def bring_seed(obs):
@@ -518,7 +518,7 @@ def _converge_without_seed(vm, decl, spec, options, check_mode, task_id, bulk): 
 
     def find_seed(obs):
         xml = obs.get('inactive_xml') if obs.get('exists') else None
-        where = cloud_init.seed_in_domain(xml, vm.name) if xml else None
+        where = domain_read.seed_in_domain(xml, vm.name) if xml else None
         if where is not None and _seed_dropped(spec, where):
             seen['where'] = where
         return False, obs
@@ -528,9 +528,10 @@ def _converge_without_seed(vm, decl, spec, options, check_mode, task_id, bulk): 
         return changed, result
     removed = True
     if not check_mode:
+        from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init  # pylint: disable=import-outside-toplevel
         try:
             dom = vm.lookup()
-            still = dom is not None and cloud_init.seed_in_domain(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), vm.name) is not None
+            still = dom is not None and domain_read.seed_in_domain(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), vm.name) is not None
             removed = False if still else cloud_init.delete_seed(vm.conn, where[0], where[1])
         except libvirt.libvirtError as exc:
             raise vm.connection.error(exc, 'cannot remove the cloud-init seed %s of VM %r (cloud_init is no longer declared)' % (where[1], vm.name))
@@ -541,7 +542,7 @@ def _converge_without_seed(vm, decl, spec, options, check_mode, task_id, bulk): 
 def _converge_absent(vm, decl, spec, options, check_mode, task_id, bulk):  # pylint: disable=too-many-arguments
     try:
         dom = vm.lookup()
-        where = cloud_init.seed_in_domain(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), vm.name) if dom is not None else None
+        where = domain_read.seed_in_domain(dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE), vm.name) if dom is not None else None
     except libvirt.libvirtError as exc:
         raise vm.connection.error(exc, 'cannot read VM %r' % vm.name)
     changed, result = driver.converge_vm(vm, decl, spec, options, check_mode, task_id, bulk)
@@ -549,6 +550,7 @@ def _converge_absent(vm, decl, spec, options, check_mode, task_id, bulk):  # pyl
         return changed, result
     removed = True
     if not check_mode and not result['vm'].get('exists'):
+        from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init  # pylint: disable=import-outside-toplevel
         try:
             removed = cloud_init.delete_seed(vm.conn, where[0], where[1])
         except libvirt.libvirtError as exc:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from ansible_collections.converge.virt.plugins.module_utils._base.errors import InvalidDeclaration
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_args import spec_of
 from ansible_collections.converge.virt.plugins.module_utils._common.vm_run import options_from
-from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init as libvirt_cloud_init, domain_read, domain_spec
+from ansible_collections.converge.virt.plugins.module_utils._libvirt import domain_read, domain_spec
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import readiness as libvirt_readiness
 from ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend import LibvirtVm, bulk_snapshot
 from ansible_collections.converge.virt.plugins.module_utils._phase.vm_plan import VmDeclaration
@@ -45,11 +45,13 @@ def declaration(params, task=None):  # pylint: disable=unused-argument
     if not name:
         raise InvalidDeclaration('name', 'is required (or give xml or vms)')
     if params.get('cloud_init') is not None:
+        # only when declared: a run without cloud_init never loads the seed's code
+        from ansible_collections.converge.virt.plugins.module_utils._libvirt import cloud_init as libvirt_cloud_init  # pylint: disable=import-outside-toplevel
         if params.get('xml'):
             raise InvalidDeclaration('cloud_init', 'cannot be combined with xml (write the seed cdrom into the XML, or use the simple options)')
         seed = libvirt_cloud_init.Seed(name, params['cloud_init'], spec.get('disks'))
         spec = libvirt_cloud_init.with_seed_disk(spec, seed)
-        spec[libvirt_cloud_init.SPEC_KEY] = seed
+        spec[domain_spec.SEED_KEY] = seed
     decl = VmDeclaration(state=params['state'], autostart=params.get('autostart'), restart_on_change=params.get('restart_on_change', False))
     return decl, spec, name
 

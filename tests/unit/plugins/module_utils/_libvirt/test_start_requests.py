@@ -8,10 +8,15 @@ domain of its fleet). A start takes the mutex twice (take and finish its task) a
 one field of the record: a mutex taken to clear a field that is not there, or an observation to read the pending
 restart, comes back as calls over :data:`START_CALLS` and fails here. A start still clears the fields an earlier stop
 and update left (the stop's grace period, the pending restart). A no-op reads, writes nothing and stays within
-:data:`NOOP_CALLS`.
+:data:`NOOP_CALLS`, and its module process never loads the code of what it does not do (:data:`NOT_FOR_A_NO_OP`).
 """
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -35,6 +40,23 @@ SINGLE_READS = READS | frozenset((
     'virConnect.lookupByName', 'virConnect.secretLookupByUsage', 'virDomain.state', 'virDomain.isPersistent',
     'virDomain.hasManagedSaveImage', 'virDomain.autostart',
 ))
+
+# what a no-op without cloud_init never imports: the seed's code (cloud-init files, the NoCloud image) and the XML
+# builders of create and update
+NOT_FOR_A_NO_OP = tuple('ansible_collections.converge.virt.plugins.module_utils.' + name for name in (
+    '_libvirt.cloud_init', '_common.nocloud', '_common.cloud_config', '_libvirt.domain_build', '_libvirt.domain_merge'))
+# the vm module's main() in a new process, as AnsiballZ runs it: its result on stdout, the collection's loaded modules on stderr
+NO_OP_PROCESS = """
+import json, sys
+from ansible.module_utils import basic
+basic._ANSIBLE_ARGS = json.dumps({'ANSIBLE_MODULE_ARGS': {'uri': 'test:///default', 'name': 'test', 'state': 'running'}}).encode()
+basic._ANSIBLE_PROFILE = 'legacy'
+from ansible_collections.converge.virt.plugins.modules import vm
+try:
+    vm.main()
+finally:
+    sys.stderr.write(json.dumps(sorted(name for name in sys.modules if name.startswith('ansible_collections.converge.'))))
+"""
 
 
 def record(conn, name):
@@ -74,3 +96,13 @@ def test_a_start_clears_the_grace_period_and_the_pending_restart_an_earlier_run_
         assert calls['task mutex'] == 4, calls
     finally:
         conn.close()
+
+
+def test_a_no_op_process_loads_no_seed_code_and_no_xml_builder():
+    """The driver's running ``test`` domain declared running: a no-op, in a process of its own."""
+    proc = subprocess.run([sys.executable, '-c', NO_OP_PROCESS], env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+                          capture_output=True, text=True, timeout=120, check=False)
+    result, loaded = json.loads(proc.stdout), json.loads(proc.stderr)
+    assert result.get('failed') is None and result['changed'] is False and result['vm']['power_state'] == 'RUNNING', result
+    assert 'ansible_collections.converge.virt.plugins.module_utils._libvirt.vm_backend' in loaded, loaded
+    assert not set(NOT_FOR_A_NO_OP) & set(loaded), sorted(set(NOT_FOR_A_NO_OP) & set(loaded))
