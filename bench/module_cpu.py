@@ -13,6 +13,11 @@ milliseconds of each kind: the per-task cost that the module adds, which load di
 * ``vm_cold``: with CONVERGE_VIRT_BYTECODE_CACHE=0, i.e. what every run costs when the cache is never filled
   (PYTHONDONTWRITEBYTECODE set and no earlier run without it).
 
+``--collections DIR`` (repeatable) adds ``vm_tree<N>`` (warm): the same vm payload built from another tree of the
+collection (e.g. ``git archive`` of an older commit under ``DIR/ansible_collections/converge/virt``), for a
+before/after in the same interleaved runs (each with a bytecode cache of its own). ``BENCH_RESULTS_DIR`` writes the
+JSON there instead (a trial on a loaded machine).
+
 Printed as JSON with the payload sizes and the 1-minute load average; written to bench/results/module_cpu.json.
 
     python -m tools.virtlab netns -- build/bench-venv/bin/python -m bench.module_cpu --runs 30
@@ -29,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench.common import ROOT, bench_env, lab_layout, load_average, playbook, timed_playbook
+from bench.common import ROOT, bench_env, lab_layout, load_average, playbook, results_dir, timed_playbook
 from tools.virtlab import domains, hosts
 
 
@@ -46,6 +51,8 @@ def main(argv=None):
     parser.add_argument('--runs', type=int, default=30)
     parser.add_argument('--venv', default=os.path.join(ROOT, 'build', 'bench-venv'))
     parser.add_argument('--state-dir', default=os.path.join(ROOT, 'build', 'bench-module-cpu-lab'))
+    parser.add_argument('--collections', action='append', default=[],
+                        help='another collections path whose vm payload runs as vm_tree<N> (before/after; repeatable)')
     args = parser.parse_args(argv)
     bin_dir = os.path.join(args.venv, 'bin')
     python = os.path.join(bin_dir, 'python')
@@ -63,9 +70,12 @@ def main(argv=None):
         env.pop('PYTHONDONTWRITEBYTECODE', None)
         payloads = {}
         floor_env = dict(env, ANSIBLE_LIBRARY=os.path.join(ROOT, 'bench', 'library'))
-        for kind, task, kind_env in (('ping', {'ansible.builtin.ping': {}}, env),
-                                     ('vm', {'converge.virt.vm': {'uri': uri, 'name': 'bmc-noop', 'state': 'stopped'}}, env),
-                                     ('libvirt_floor', {'libvirt_noop_floor': {'uri': uri, 'name': 'bmc-noop'}}, floor_env)):
+        vm_task = {'converge.virt.vm': {'uri': uri, 'name': 'bmc-noop', 'state': 'stopped'}}
+        builds = [('ping', {'ansible.builtin.ping': {}}, env), ('vm', vm_task, env),
+                  ('libvirt_floor', {'libvirt_noop_floor': {'uri': uri, 'name': 'bmc-noop'}}, floor_env)]
+        trees = dict(('vm_tree%d' % (index + 1), os.path.abspath(path)) for index, path in enumerate(args.collections))
+        builds += [(kind, vm_task, dict(env, ANSIBLE_COLLECTIONS_PATH=path)) for kind, path in trees.items()]
+        for kind, task, kind_env in builds:
             where = os.path.join(keep, kind)
             timed_playbook(bin_dir, playbook([task]), dict(kind_env, ANSIBLE_KEEP_REMOTE_FILES='1', ANSIBLE_REMOTE_TMP=where),
                            ['-i', 'localhost,', '-c', 'local'])
@@ -75,6 +85,9 @@ def main(argv=None):
             payloads[kind] = found[0]
         kinds = [('ping', payloads['ping'], env), ('libvirt_floor', payloads['libvirt_floor'], env), ('vm_warm', payloads['vm'], env),
                  ('vm_cold', payloads['vm'], dict(env, CONVERGE_VIRT_BYTECODE_CACHE='0'))]
+        # each tree its own bytecode cache: the cache keeps one entry per module, so two trees sharing it would compile
+        # every module that differs between them again on every run
+        kinds += [(kind, payloads[kind], dict(env, XDG_CACHE_HOME=tempfile.mkdtemp(dir=keep))) for kind in trees]
         for _kind, payload, kind_env in kinds:  # fills the bytecode cache (vm_warm) and the page cache: not measured
             cpu_ms(python, payload, kind_env)
         load_before = load_average()
@@ -83,14 +96,14 @@ def main(argv=None):
             for kind, payload, kind_env in kinds:
                 series[kind].append(round(cpu_ms(python, payload, kind_env), 1))
         medians = dict((kind, round(statistics.median(values), 1)) for kind, values in series.items())
-        result = {'runs': args.runs, 'load': [load_before, load_average()],
+        result = {'runs': args.runs, 'load': [load_before, load_average()], 'trees': trees,
                   'payload_bytes': dict((kind, os.path.getsize(path)) for kind, path in payloads.items()),
                   'median_cpu_ms': medians,
                   'extra_over_ping_ms': dict((kind, round(value - medians['ping'], 1)) for kind, value in medians.items()),
                   'cpu_ms': series}
         print(json.dumps(dict((k, v) for k, v in result.items() if k != 'cpu_ms'), indent=1))
-        os.makedirs(os.path.join(ROOT, 'bench', 'results'), exist_ok=True)
-        with open(os.path.join(ROOT, 'bench', 'results', 'module_cpu.json'), 'w', encoding='utf-8') as handle:
+        os.makedirs(results_dir(), exist_ok=True)
+        with open(os.path.join(results_dir(), 'module_cpu.json'), 'w', encoding='utf-8') as handle:
             json.dump(result, handle, indent=1)
     finally:
         hosts.stop_hosts(args.state_dir)
