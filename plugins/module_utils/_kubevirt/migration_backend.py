@@ -59,6 +59,7 @@ class _FollowKubevirt(migrate.FollowHooks):
         self.task_id = task_id
         self.attached = attached
         self.vmim = None
+        self.vmi = None             # the instance as last read (its migrationState may say why before the VMIM's copy does)
         self.api_errors_since = None
         self.pod_read_at = None
         self.pod_reads = True       # False once the token may not list pods (noted once)
@@ -95,7 +96,7 @@ class _FollowKubevirt(migrate.FollowHooks):
                 raise
             time.sleep(1.0)
             return None
-        self.vmim = vmim
+        self.vmim, self.vmi = vmim, vmi
         if vmim is not None:
             run.kphase = kubevirt_phase(vmim) or None
         seen = observation(run.phase, vmim, vmi, uid=self.uid, vmim_gone=vmim is None)
@@ -382,7 +383,7 @@ class KubevirtMigration(migrate.MigrationRun):  # pylint: disable=too-many-insta
         self.notes.extend(outcome.notes)
         vmim = hooks.vmim
         if self.phase == migration.FAILED:
-            self.message = hooks.unschedulable or (failure_message(vmim) if vmim is not None else None)
+            self.message = hooks.unschedulable or failure_message(vmim, hooks.vmi, uid)
         succeeded = self.phase == migration.SUCCEEDED
         self._close_task(task_id, succeeded)
         obs = self._observe()

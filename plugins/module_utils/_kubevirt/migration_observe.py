@@ -106,14 +106,17 @@ def failure_kind(vmim, vmi, uid=None):
     return 'target'
 
 
-def failure_message(vmim):
+def failure_message(vmim, vmi=None, uid=None):
     """The message KubeVirt gave for a failed VMIM (Failed / MigrationAbortRequested condition, else the failureReason
-    virt-handler wrote into its migrationState, e.g. QEMU's own error on the source), or None."""
+    virt-handler wrote into its migrationState, e.g. QEMU's own error on the source), or None. The VMIM's copy of the
+    migrationState is written by virt-controller after the VMIM is final (it may lag its phase), so the VMI's state of
+    the same migration (``uid``) is read too."""
     for ctype in ('Failed', 'MigrationAbortRequested', 'PodScheduled'):
         cond = condition_of(vmim, ctype)
         if cond is not None and cond.get('message'):
             return '%s: %s' % (cond.get('reason') or ctype, cond['message'])
-    reason = (_get(vmim, 'status', 'migrationState') or {}).get('failureReason')
+    reason = (_get(vmim, 'status', 'migrationState') or {}).get('failureReason') \
+        or _vmi_state_of(vmi, uid or _get(vmim, 'metadata', 'uid')).get('failureReason')
     if reason:
         return 'failureReason: %s' % reason
     return None
@@ -200,7 +203,7 @@ def migration_entry(vmim, vmi):
         outcome = 'succeeded' if kphase == migration.SUCCEEDED else ('aborted' if reason == migration.ABORTED else 'failed')
     transitions = _get(vmim, 'status', 'phaseTransitionTimestamps') or []
     return {'id': vmim['metadata']['name'], 'uid': vmim['metadata'].get('uid'), 'phase': kphase or migration.PENDING,
-            'phases': phases_of(vmim), 'reason': reason, 'outcome': outcome, 'message': failure_message(vmim) if kphase == migration.FAILED else None,
+            'phases': phases_of(vmim), 'reason': reason, 'outcome': outcome, 'message': failure_message(vmim, vmi) if kphase == migration.FAILED else None,
             'source': prog.get('source_node'), 'target': prog.get('target_node'), 'mode': prog.get('mode'),
             'created_at': _get(vmim, 'metadata', 'creationTimestamp'), 'started_at': prog.get('started_at'),
             'finished_at': prog.get('ended_at') or (transitions[-1].get('phaseTransitionTimestamp') if final and transitions else None),

@@ -263,3 +263,35 @@ def test_a_followed_run_reads_the_timeout_word_and_keeps_the_vm_on_the_source():
     assert (run.phase, run.reason, look.over) == (migration.FAILED, migration.TRANSFER_TIMED_OUT, True)
     assert migration_observe.failure_message(hooks.vmim) == 'failureReason: ' + STUCK
     assert cluster.deleted == [], 'a migration KubeVirt already ended is not aborted again'
+
+
+def test_the_failure_message_falls_back_to_the_vmis_state_of_the_same_migration():
+    # two real nodes (2026-11-29 11:09): the VMIM went Failed before virt-controller copied the migrationState into it,
+    # so the module's message carried no reason although the VMI's state said 'client socket is closed'
+    lost = "Live migration failed virError(Code=1, Domain=7, Message='internal error: client socket is closed')"
+    bare = vmim('Failed', state={'startTimestamp': 't'})
+    assert migration_observe.failure_message(bare, vmi(state={'failed': True, 'failureReason': lost})) == 'failureReason: ' + lost
+    assert migration_observe.failure_message(bare, vmi(state={'failed': True, 'failureReason': lost}, uid='other')) is None
+    assert migration_observe.failure_message(None, vmi(state={'failureReason': lost}), uid=UID) == 'failureReason: ' + lost
+    # the VMIM's own words come first
+    own = vmim('Failed', state={'failureReason': 'from the VMIM'})
+    assert migration_observe.failure_message(own, vmi(state={'failureReason': lost})) == 'failureReason: from the VMIM'
+    entry = migration_observe.migration_entry(bare, vmi(state={'startTimestamp': 't', 'failed': True, 'failureReason': lost}))
+    assert (entry['reason'], entry['message']) == (migration.SOURCE_FAILED, 'failureReason: ' + lost)
+
+
+def test_a_followed_run_keeps_the_instance_it_read_for_the_message():
+    from ansible_collections.converge.virt.plugins.module_utils._kubevirt import migration_backend  # pylint: disable=import-outside-toplevel
+    lost = 'Live migration failed: client socket is closed'
+
+    class Cluster:  # pylint: disable=too-few-public-methods
+        def get(self, api, namespace, plural, name, what=None):  # pylint: disable=unused-argument,too-many-arguments
+            return {'virtualmachineinstancemigrations': vmim('Failed', state={'startTimestamp': 't'}),
+                    'virtualmachineinstances': vmi(state={'startTimestamp': 't', 'failed': True, 'failureReason': lost})}[plural]
+
+    run = migration_backend.KubevirtMigration(Cluster(), 'ns', 'vm', migration_options.KubevirtMigrationOptions())
+    run.vmim_name, run.phase = 'm', migration.RUNNING
+    hooks = migration_backend._FollowKubevirt(run, UID, None, False)  # pylint: disable=protected-access
+    hooks.look()
+    assert (run.phase, run.reason) == (migration.FAILED, migration.SOURCE_FAILED)
+    assert migration_observe.failure_message(hooks.vmim, hooks.vmi, UID) == 'failureReason: ' + lost
