@@ -31,8 +31,10 @@ left the VMs:
    completionTimeoutPerGiB is raised to 1200 for it (its default, 150 s per GB of guest memory rounded up, would abort a
    256Mi guest's transfer by itself 150 s after its start, before ours).
 7. A target lost mid-transfer: node2's link to the bridge is cut while the held-slow transfer runs: the migration
-   ends Failed through the module (KubeVirt's progress timeout, set to 30 s in the lab's KubeVirt CR: the source sees
-   no progress), with a message naming the failure, and the guest keeps running on the source.
+   ends Failed through the module, with a message naming the failure, and the guest keeps running on the source (in the
+   runs of 2026-11-29 11:06 and 11:14 the source's libvirt lost its connection to the target 30 s after the cut,
+   'client socket is closed'; KubeVirt's progress timeout, set to 30 s in the lab's KubeVirt CR, would abort a transfer
+   without progress that long).
 """
 
 # pylint: disable=missing-function-docstring,redefined-outer-name
