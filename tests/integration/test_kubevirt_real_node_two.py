@@ -480,6 +480,8 @@ def test_an_aborted_migration_held_slow_leaves_the_guest_on_the_source(twolab):
                                             seconds=round(time.monotonic() - asked, 1))}))
         _report_migration(twolab, name, new)
         assert cancelled['changed'] is True
+        # the module waited for KubeVirt's answer (a cancel that deleted nothing returned phase Running: mutation run of 11:19)
+        assert (cancelled['phase'], cancelled['reason']) == ('Failed', 'aborted'), cancelled
         vmi = _vmi(twolab, name)
         assert vmi['metadata']['uid'] == uid and vmi['status']['phase'] == 'Running' and vmi['status']['nodeName'] == source, vmi['status']
         state = wait_for('KubeVirt marking the migration ended', lambda: _state_if(twolab, name, lambda st: st.get('endTimestamp')), timeout=120)
