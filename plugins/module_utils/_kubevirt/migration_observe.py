@@ -103,7 +103,20 @@ def failure_kind(vmim, vmi, uid=None):
         return 'pending'
     if vstate.get('startTimestamp') or mstate.get('startTimestamp'):
         return 'source'
+    if never_scheduled(vmim):
+        return 'pending'
     return 'target'
+
+
+def never_scheduled(vmim):
+    """KubeVirt's record of the VMIM (phaseTransitionTimestamps) went from Pending/Scheduling straight to Failed: its
+    target pod vanished before it was ever scheduled. KubeVirt v1.8.0's virt-controller deletes a target pod that stays
+    pending past its pending timeouts (``handlePendingPodTimeout``: the unschedulable one - the annotation
+    pending_timeout sets - or the catch-all one) and then fails the migration with no condition saying why (seen on two
+    real nodes, 2026-11-29: phases Pending, Scheduling, Failed); a record without phases says nothing."""
+    phases = phases_of(vmim)
+    return bool(phases) and not any(phase in phases for phase in (
+        migration.SCHEDULED, migration.PREPARING_TARGET, migration.TARGET_READY, migration.RUNNING))
 
 
 def failure_message(vmim, vmi=None, uid=None):

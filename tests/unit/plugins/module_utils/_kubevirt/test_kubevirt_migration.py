@@ -16,9 +16,12 @@ from ansible_collections.converge.virt.plugins.module_utils._phase import migrat
 UID = 'mig-uid'
 
 
-def vmim(phase, deleting=False, conditions=(), state=None):
+def vmim(phase, deleting=False, conditions=(), state=None, phases=()):
     obj = {'metadata': {'name': 'm', 'uid': UID}, 'spec': {'vmiName': 'vm'},
            'status': {'phase': phase, 'conditions': list(conditions), 'migrationState': state or {}}}
+    if phases:
+        obj['status']['phaseTransitionTimestamps'] = [{'phase': p, 'phaseTransitionTimestamp': '2026-11-29T13:57:0%dZ' % i}
+                                                      for i, p in enumerate(phases)]
     if deleting:
         obj['metadata']['deletionTimestamp'] = '2026-01-01T00:00:00Z'
     return obj
@@ -50,6 +53,17 @@ def test_every_kubevirt_phase_maps_to_the_same_phase(kphase):
     (vmim('Failed', state={'abortStatus': 'Succeeded'}), vmi(), migration.ABORTED),
     (vmim('Failed'), vmi(state={'startTimestamp': 't', 'failed': True}), migration.SOURCE_FAILED),
     (vmim('Failed'), vmi(phase='Failed'), migration.VM_GONE),
+    # KubeVirt deleted the target pod that stayed pending (its pending timeouts) and failed the migration, no condition
+    # saying why: its record went from Scheduling straight to Failed (real virt-controller v1.8.0 on two nodes)
+    (vmim('Failed', phases=('Pending', 'Scheduling', 'Failed')), vmi(), migration.PENDING_TIMEOUT),
+    (vmim('Failed', phases=('Pending', 'Failed')), vmi(), migration.PENDING_TIMEOUT),
+    # a target that was scheduled and then died is the target's failure, and one whose transfer started the source's
+    (vmim('Failed', phases=('Pending', 'Scheduling', 'Scheduled', 'Failed')), vmi(), migration.TARGET_FAILED),
+    (vmim('Failed', phases=('Pending', 'Scheduling', 'Scheduled', 'PreparingTarget', 'Failed')), vmi(), migration.TARGET_FAILED),
+    (vmim('Failed', phases=('Pending', 'Scheduling', 'Scheduled', 'PreparingTarget', 'TargetReady', 'Running', 'Failed')),
+     vmi(state={'startTimestamp': 't', 'failed': True}), migration.SOURCE_FAILED),
+    # an abort asked for while the target was pending stays an abort
+    (vmim('Failed', deleting=True, phases=('Pending', 'Scheduling', 'Failed')), vmi(), migration.ABORTED),
     (vmim('Failed'), None, migration.VM_GONE),
     (vmim('Succeeded'), vmi(), None),
 ])
