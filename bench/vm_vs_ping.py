@@ -19,7 +19,10 @@ Two control kinds run alongside (``--no-controls`` leaves them out): ``libvirt_f
 the least a libvirt no-op check does through libvirt-python (bench/library/libvirt_noop_floor.py: import libvirt and
 ElementTree, connect, look the domain up, read state and XML) - its ratio to ping is what libvirt-python alone costs a
 task, and ``vm_over_libvirt_floor`` / ``vm_minus_libvirt_floor_ms_per_task`` what the collection adds on top; and
-``community_libvirt``, community.libvirt.virt (state shutdown) on the same stopped VM.
+``community_libvirt``, community.libvirt.virt (state shutdown) on the same stopped VM. ``vm_direct`` (issue 39) is the
+vm playbook with ``converge_virt_direct_execution: true`` on its tasks (docs/direct-execution.md): the module runs in
+ansible's worker process, no AnsiballZ payload and no module process (its payload size is recorded as 0 after a check
+that the run left none); ``--no-direct`` leaves it out.
 
     python -m bench.vm_vs_ping --tasks 20 --repeat 3
 """
@@ -37,6 +40,7 @@ import tempfile
 from bench.common import ROOT, bench_env, comparison, lab_layout, load_average, odd_repeat, playbook, results_dir, timed_playbook
 from tools.virtlab import domains, hosts
 
+DIRECT_VARIABLE = 'converge_virt_direct_execution'
 # the play recap of a run in which every task was ok and none changed or failed
 NOOP_RECAP = re.compile(r'ok=\d+\s+changed=0\s+unreachable=0\s+failed=0')
 
@@ -53,6 +57,8 @@ def main(argv=None):
     parser.add_argument('--no-controls', dest='controls', action='store_false',
                         help='leave out the two control kinds: libvirt_floor (ping + the least a libvirt no-op check does, '
                              'bench/library/libvirt_noop_floor.py) and community_libvirt (community.libvirt.virt state=shutdown)')
+    parser.add_argument('--no-direct', dest='direct', action='store_false',
+                        help='leave out vm_direct (the vm playbook with converge_virt_direct_execution: true)')
     args = parser.parse_args(argv)
     bin_dir = os.path.join(args.venv, 'bin')
     lab = hosts.start_hosts(1, args.state_dir, **lab_layout('127.0.0.46', 'bvp-', 16861, 49860))
@@ -69,6 +75,8 @@ def main(argv=None):
             env.pop('PYTHONDONTWRITEBYTECODE', None)
         vm = {'converge.virt.vm': {'uri': uri, 'name': 'bvp-noop', 'state': 'stopped'}}
         kinds = [('ping', {'ansible.builtin.ping': {}}, env), ('vm', vm, env)]
+        if args.direct:
+            kinds.append(('vm_direct', dict(vm, vars={DIRECT_VARIABLE: True}), env))
         if args.controls:
             # the least a libvirt no-op check costs (bench/library/libvirt_noop_floor.py), and the peer module on the same VM
             floor_env = dict(env, ANSIBLE_LIBRARY=os.path.join(ROOT, 'bench', 'library'))
@@ -92,7 +100,8 @@ def main(argv=None):
                 cpu[kind].append(round(cpu_seconds, 3))
         result = {'tasks': args.tasks, 'rounds': args.repeat, 'load': [load_before, load_average()],
                   'pythondontwritebytecode': bool(env.get('PYTHONDONTWRITEBYTECODE')),
-                  'payload_bytes': dict((kind, payload_size(bin_dir, task, kind_env, cli)) for kind, task, kind_env in kinds),
+                  'payload_bytes': dict((kind, payload_size(bin_dir, task, kind_env, cli, expected=0 if kind == 'vm_direct' else 1))
+                                        for kind, task, kind_env in kinds),
                   'wall': wall, 'cpu': cpu}
         for name, series in (('wall', wall), ('cpu', cpu)):
             medians = dict((kind, statistics.median(values)) for kind, values in series.items())
@@ -112,6 +121,15 @@ def main(argv=None):
                 {'label': 'community.libvirt.virt', 'form': 'looped', 'seconds': medians['community_libvirt'], 'cpu_seconds': cpu_medians['community_libvirt']},
                 'ours/peer', {'label': '%d ping tasks' % args.tasks, 'seconds': medians['ping']}, note='target <= 0.90 (issue 39)',
                 stat='median of %d' % args.repeat)]
+            if 'vm_direct' in medians:
+                result['comparisons'].append(comparison(
+                    'libvirt no-op, %d-task playbooks, converge_virt_direct_execution' % args.tasks,
+                    {'label': 'converge.virt.vm (direct execution)', 'form': 'looped', 'seconds': medians['vm_direct'],
+                     'cpu_seconds': cpu_medians['vm_direct']},
+                    {'label': 'community.libvirt.virt', 'form': 'looped', 'seconds': medians['community_libvirt'],
+                     'cpu_seconds': cpu_medians['community_libvirt']},
+                    'ours/peer', {'label': '%d ping tasks' % args.tasks, 'seconds': medians['ping']}, note='target <= 0.90 (issue 39)',
+                    stat='median of %d' % args.repeat))
             result['load_average_1min'] = result['load']
         print(json.dumps(result, indent=1))
         os.makedirs(results_dir(), exist_ok=True)
@@ -122,15 +140,18 @@ def main(argv=None):
     return 0
 
 
-def payload_size(bin_dir, task, env, cli):
-    """The size in bytes of the AnsiballZ file one run of ``task`` sends to the host (kept with ANSIBLE_KEEP_REMOTE_FILES)."""
+def payload_size(bin_dir, task, env, cli, expected=1):
+    """The size in bytes of the AnsiballZ file one run of ``task`` sends to the host (kept with ANSIBLE_KEEP_REMOTE_FILES).
+
+    ``expected`` 0 (direct execution): the run must leave no payload; the size is 0.
+    """
     keep = tempfile.mkdtemp(prefix='bench-payload-')
     try:
         timed_playbook(bin_dir, playbook([task]), dict(env, ANSIBLE_KEEP_REMOTE_FILES='1', ANSIBLE_REMOTE_TMP=keep), cli)
         found = glob.glob(os.path.join(keep, '*', 'AnsiballZ_*.py'))
-        if len(found) != 1:
-            raise RuntimeError('expected one AnsiballZ payload in %s, found %s' % (keep, found))
-        return os.path.getsize(found[0])
+        if len(found) != expected:
+            raise RuntimeError('expected %d AnsiballZ payload(s) in %s, found %s' % (expected, keep, found))
+        return os.path.getsize(found[0]) if found else 0
     finally:
         shutil.rmtree(keep, ignore_errors=True)
 
