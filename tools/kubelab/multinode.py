@@ -40,6 +40,7 @@ import ipaddress
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -80,7 +81,8 @@ def _addresses(network, index):
 
 
 def start_node(client, directory, state, ports, name, index, found):  # pylint: disable=too-many-locals,too-many-arguments,too-many-statements
-    """Start node ``name`` (number ``index``) of the lab in ``directory``; its description goes to state["nodes"]."""
+    """Start node ``name`` (number ``index``) of the lab in ``directory`` up to its kubelet; its description goes to
+    state["nodes"]. Returns (the description, what :func:`_wait_all` waits for: the kubelet until the node is Ready)."""
     node_dir = os.path.join(directory, "nodes", name)
     os.makedirs(node_dir, mode=0o700, exist_ok=True)
     for sub, _target in node.BINDS:
@@ -166,9 +168,34 @@ def start_node(client, directory, state, ports, name, index, found):  # pylint: 
     kubelet = lab._start(directory, f"kubelet-{name}", _node_argv(init_pid, [
         binaries["kubelet"], f"--config={os.path.join(node_dir, 'kubelet.yaml')}", f"--kubeconfig={kubeconfig}",
         f"--hostname-override={name}", f"--node-ip={ip}", "--v=2"]), state)
-    lab._wait(f"kubelet-{name}", kubelet, state["processes"][-1]["log"], lambda: _node_ready(client, name), timeout=180)
+    waiting = (f"kubelet-{name}", kubelet, state["processes"][-1]["log"], lambda: _node_ready(client, name))
     lab._save(directory, state)
-    return description
+    return description, waiting
+
+
+def _wait_all(waiting, timeout):
+    """Wait until every ``(role, process, log, ready)`` of ``waiting`` is ready (lab._wait's errors), polling them in
+    turn: the nodes' kubelets (or virt-handlers) come up side by side instead of one after the other."""
+    deadline = time.monotonic() + timeout
+    pending = list(waiting)
+    while pending:
+        left = max(0.0, deadline - time.monotonic())
+        pending = [one for one in pending if not _ready_now(one, left)]
+        if pending:
+            time.sleep(0.3)
+
+
+def _ready_now(one, left):
+    """Whether ``one`` (role, process, log, ready) is ready now; MultiNodeError (naming the role, with its log's tail) when
+    the process exited or ``left`` ran out."""
+    role, proc, log, ready = one
+    if proc.poll() is not None:
+        raise MultiNodeError(f"{role} exited with status {proc.returncode} while starting; last lines of {log}:\n{lab._log_tail(log)}")
+    if ready():
+        return True
+    if left <= 0:
+        raise MultiNodeError(f"{role} did not become ready in time; last lines of {log}:\n{lab._log_tail(log)}")
+    return False
 
 
 def _name_by_config_digest(init_pid, name):
@@ -211,7 +238,8 @@ def _node_ready(client, name):
 
 
 def start_handler(client, directory, state, ports, description, account, token):  # pylint: disable=too-many-locals,too-many-arguments
-    """KubeVirt's virt-handler on one node (as node.start_handler does for the single node)."""
+    """KubeVirt's virt-handler on one node (as node.start_handler does for the single node); returns what
+    :func:`_wait_all` waits for (the node schedulable for KubeVirt: its label and device plugins)."""
     name, init_pid, ip, node_dir = description["name"], description["init_pid"], description["ip"], description["dir"]
     binaries = build.locate(("virt-handler", "virt-launcher-tools"))
     namespace = lab.VIRT_API_NAMESPACE
@@ -246,7 +274,7 @@ def start_handler(client, directory, state, ports, description, account, token):
         code, body = client.request("GET", f"/api/v1/nodes/{name}")
         return code == 200 and body["metadata"].get("labels", {}).get("kubevirt.io/schedulable") == "true" and \
             all(body["status"].get("allocatable", {}).get(dev, "0") not in ("0", "") for dev in ("devices.kubevirt.io/kvm", "devices.kubevirt.io/tun"))
-    lab._wait(f"virt-handler-{name}", handler, state["processes"][-1]["log"], schedulable, timeout=180)
+    return (f"virt-handler-{name}", handler, state["processes"][-1]["log"], schedulable)
 
 
 def up(directory, node_count=2):
@@ -272,7 +300,14 @@ def up(directory, node_count=2):
         lab._save(directory, state)
         client.apply("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-node-lease"}})
         names = node_names(node_count)
-        descriptions = [start_node(client, directory, state, ports, name, index, found) for index, name in enumerate(names, 1)]
+        # each node is started up to its kubelet, one after the other (the lab's state is written by one thread), then
+        # the kubelets are waited for together; likewise the virt-handlers below
+        started_nodes = [start_node(client, directory, state, ports, name, index, found) for index, name in enumerate(names, 1)]
+        descriptions = [description for description, _waiting in started_nodes]
+        _wait_all([waiting for _description, waiting in started_nodes], timeout=180)
+        for description in descriptions:
+            description["ready_after_seconds"] = round(time.monotonic() - started, 1)
+        lab._save(directory, state)
         # every node reaches every other node's pods through that node
         for one in descriptions:
             for other in descriptions:
@@ -282,9 +317,11 @@ def up(directory, node_count=2):
         binaries = build.locate(("kubevirt",))
         node._emulation_config(client, lab.VIRT_API_NAMESPACE, found["virt-launcher"].name)
         account, token = node._handler_rbac(lab, client, binaries["kubevirt-manifests"])
+        handlers = []
         for description in descriptions:
-            start_handler(client, directory, state, ports, description, account, token)
+            handlers.append(start_handler(client, directory, state, ports, description, account, token))
             lab._save(directory, state)
+        _wait_all(handlers, timeout=180)
     except BaseException:
         down(directory)
         raise
@@ -293,12 +330,28 @@ def up(directory, node_count=2):
     return info
 
 
+stop_seconds = {}      # the last down(): seconds each recorded process took to stop (a measurement, not an interface)
+
+
 def down(directory, timeout=20):
     """``lab.down`` (every recorded process), then the lab bridge, each node's cgroup tree and routes; returns what was
     left behind (empty when everything was removed)."""
     directory = os.path.abspath(directory)
     state = lab._load_state(directory) or {}
+    stop_seconds.clear()
+    current = lab.boot_id()
+    inits = {f"node-{description['name']}" for description in state.get("nodes", [])}
+    for record in reversed(state.get("processes", [])):
+        started = time.monotonic()
+        # a node's PID 1 (unshare --kill-child) outlived SIGTERM until lab._stop's SIGKILL 20 s later, each node (run of
+        # 2026-11-29 13:46: 20.1 s and 20.05 s of a 48.3 s down); its SIGKILL ends the node's PID namespace, so what the
+        # node still runs (shims, launchers, QEMU) ends with it - its kubelet, containerd and virt-handler were already
+        # asked to stop (SIGTERM) before it, newest first
+        if lab._stop(record, current, timeout, sig=signal.SIGKILL if record["role"] in inits else signal.SIGTERM):
+            stop_seconds[record["role"]] = round(time.monotonic() - started, 2)
+    started = time.monotonic()
     lab.down(directory, timeout)
+    stop_seconds["lab.down"] = round(time.monotonic() - started, 2)
     left = []
     for description in state.get("nodes", []):
         subprocess.run(["ip", "route", "del", description["pod_network"]], capture_output=True, check=False)
