@@ -41,6 +41,7 @@ HOSTPATH_SOURCE = os.path.join(SOURCES, "csi-driver-host-path")
 REGISTRAR_SOURCE = os.path.join(SOURCES, "registrar")
 # the commit of github.com/kubernetes-csi/csi-driver-host-path whose files are committed (its README says which)
 HOSTPATH_COMMIT = "1f2b2e64d01e8dd93e1f2e8fa6efcda7280208f2"
+HOSTPATH_RELEASE = "v1.18.0-8-g1f2b2e64"      # `git describe --long --tags` of that commit
 PROVISIONER = ("github.com/kubernetes-csi/external-provisioner/v5", "v5.3.0")
 SNAPSHOTTER = ("github.com/kubernetes-csi/external-snapshotter/v8", "v8.7.0")
 SNAPSHOT_CLIENT = ("github.com/kubernetes-csi/external-snapshotter/client/v8", "v8.7.0")
@@ -62,8 +63,11 @@ class CsiPart:  # pylint: disable=too-few-public-methods
     packages to build in it, the files it leaves."""
 
     # pylint: disable-next=too-many-arguments,too-many-positional-arguments
-    def __init__(self, name, version, packages, outputs, *, local=None, module=None, replaces=(), after=None):
+    def __init__(self, name, version, packages, outputs, *, local=None, module=None, replaces=(), after=None, release=None):
         self.name, self.version, self.packages, self.outputs = name, version, list(packages), list(outputs)
+        # what the upstream Makefiles (release-tools/build.make) stamp into main.version: `git describe` of the commit.
+        # The hostpath driver answers GetPluginInfo with "Driver is missing version" without it (every sidecar exits)
+        self.release = release
         self.local = local              # a committed directory with go.mod/go.sum
         self.module = module            # (path, version) of a module of the proxy
         self.replaces = list(replaces)  # go mod edit -replace arguments applied to the copy
@@ -71,7 +75,7 @@ class CsiPart:  # pylint: disable=too-few-public-methods
 
     def source_hash(self, go_release):
         """Hash of the inputs: the Go version, the module pin and replaces, or every file of the committed tree."""
-        digest = hashlib.sha256(go_release.encode() + b"\0" + repr((self.module, self.replaces, self.packages)).encode() + b"\0")
+        digest = hashlib.sha256(go_release.encode() + b"\0" + repr((self.module, self.replaces, self.packages, self.release)).encode() + b"\0")
         if self.local:
             for root, dirs, files in os.walk(self.local):
                 dirs.sort()
@@ -113,11 +117,12 @@ def _snapshot_crds(tmpdir, _env):
 def parts():
     """Every part of the CSI stack."""
     return [
-        CsiPart("hostpath", HOSTPATH_COMMIT[:12], ["./cmd/hostpathplugin"], ["hostpathplugin"], local=HOSTPATH_SOURCE),
+        CsiPart("hostpath", HOSTPATH_COMMIT[:12], ["./cmd/hostpathplugin"], ["hostpathplugin"], local=HOSTPATH_SOURCE,
+                release=HOSTPATH_RELEASE),
         CsiPart("registrar", "v1", ["."], ["kubelab-csi-registrar"], local=REGISTRAR_SOURCE),
-        CsiPart("provisioner", PROVISIONER[1], ["./cmd/csi-provisioner"], ["csi-provisioner"], module=PROVISIONER),
+        CsiPart("provisioner", PROVISIONER[1], ["./cmd/csi-provisioner"], ["csi-provisioner"], module=PROVISIONER, release=PROVISIONER[1]),
         CsiPart("snapshotter", SNAPSHOTTER[1], ["./cmd/snapshot-controller", "./cmd/csi-snapshotter"],
-                ["snapshot-controller", "csi-snapshotter", "crds.yaml"], module=SNAPSHOTTER,
+                ["snapshot-controller", "csi-snapshotter", "crds.yaml"], module=SNAPSHOTTER, release=SNAPSHOTTER[1],
                 replaces=[f"{SNAPSHOT_CLIENT[0]}={SNAPSHOT_CLIENT[0]}@{SNAPSHOT_CLIENT[1]}"], after=_snapshot_crds),
     ]
 
@@ -152,7 +157,8 @@ def _build_part(part, go, version, root, log):
         log(f"csi {part.name} {part.version}: building ({' '.join(part.packages)}) ...")
         # a main package in "." would be named after its module path: name its output
         output = os.path.join(tmpdir, part.outputs[0]) if part.packages == ["."] else tmpdir + os.sep
-        proc = subprocess.run(["nice", "-n", "10", go, "build", "-trimpath", "-o", output, "-ldflags", "-s -w"] + part.packages,
+        ldflags = "-s -w" + (f" -X main.version={part.release}" if part.release else "")
+        proc = subprocess.run(["nice", "-n", "10", go, "build", "-trimpath", "-o", output, "-ldflags", ldflags] + part.packages,
                               cwd=source, env=build.go_env(), capture_output=True, text=True, check=False)
         elapsed = time.monotonic() - started
         if proc.returncode != 0:
@@ -161,7 +167,7 @@ def _build_part(part, go, version, root, log):
             part.after(tmpdir, build.go_env())
         with open(os.path.join(tmpdir, "build.json"), "w", encoding="utf-8") as handle:
             json.dump({"part": part.name, "version": part.version, "go": version, "packages": part.packages,
-                       "module": part.module, "replaces": part.replaces, "seconds": round(elapsed, 1)}, handle, indent=2)
+                       "module": part.module, "replaces": part.replaces, "release": part.release, "seconds": round(elapsed, 1)}, handle, indent=2)
         os.chmod(tmpdir, 0o755)
         if os.path.isdir(target):
             shutil.rmtree(target)
@@ -264,12 +270,12 @@ def start(directory, timeout=120):  # pylint: disable=too-many-locals
     plugin_dir = os.path.join(directory, "node", "kubelet", "plugins", "csi-hostpath")   # PLUGIN_DIR inside the node
     os.makedirs(plugin_dir, mode=0o750, exist_ok=True)
     os.makedirs(state_dir(directory), mode=0o750, exist_ok=True)
-    pids = {}
+    procs = {}
 
     def run(role, argv, ready, in_node=True):
         proc = lab._start(directory, role, node.nodeexec_argv(init_pid, argv) if in_node else argv, state)  # pylint: disable=protected-access
         lab._wait(role, proc, state["processes"][-1]["log"], ready, timeout=timeout)  # pylint: disable=protected-access
-        pids[role] = proc.pid
+        procs[role] = (proc, state["processes"][-1]["log"])
 
     run("csi-hostpath", [binaries["hostpathplugin"], f"--drivername={DRIVER}", f"--endpoint=unix://{SOCKET}",
                          f"--nodeid={node.NODE_NAME}", f"--statedir={state_dir(directory)}", "--enable-attach=false", "--v=4"],
@@ -283,13 +289,14 @@ def start(directory, timeout=120):  # pylint: disable=too-many-locals
     run("csi-snapshotter", [binaries["csi-snapshotter"]] + sidecar + ["--extra-create-metadata", "--timeout=60s"], lambda: True)
     run("snapshot-controller", [binaries["snapshot-controller"], f"--kubeconfig={kubeconfig}", "--leader-election=false", "--v=4"],
         lambda: True, in_node=False)
-    # a sidecar that cannot reach the driver or the API server exits within seconds: give them that time, then check
-    time.sleep(3)
-    for record in lab._load_state(directory)["processes"]:  # pylint: disable=protected-access
-        if record["role"] in ROLES and not lab._is_ours(record, lab.boot_id()):  # pylint: disable=protected-access
-            raise CsiError(f"{record['role']} exited while starting; last lines of {record['log']}:\n"
-                           f"{lab._log_tail(record['log'])}")  # pylint: disable=protected-access
-    return {"pids": pids, "seconds": round(time.monotonic() - started, 1)}
+    # a sidecar that cannot reach the driver or the API server exits within seconds (e.g. "Error getting CSI driver
+    # name"): give them that time, then check
+    time.sleep(5)
+    for role, (proc, log_path) in procs.items():
+        if proc.poll() is not None:
+            raise CsiError(f"{role} exited with status {proc.returncode} while starting; last lines of {log_path}:\n"
+                           f"{lab._log_tail(log_path)}")  # pylint: disable=protected-access
+    return {"pids": {role: proc.pid for role, (proc, _log) in procs.items()}, "seconds": round(time.monotonic() - started, 1)}
 
 
 def main(argv=None):
