@@ -18,7 +18,9 @@ the controller side, stop and restart handling) is left to the real virt-control
 - virt-handler's REST endpoint for virt-api (pause/unpause: tests/kubeapi/handler.py ``HandlerEmulation``).
 
 Besides, as no storage exists here, it plays a dynamic provisioner: a Pending claim gets a PersistentVolume of its
-size and is bound to it (what a CSI provisioner and the PV binder would do).
+size and is bound to it (what a CSI provisioner and the PV binder would do) - except a claim whose StorageClass names a
+CSIDriver installed in the cluster (tools/kubelab/csi.py, the real node's CSI stack): that driver's external-provisioner
+binds it.
 
 It imports nothing from plugins/.  SIGTERM/SIGINT stop it.
 """
@@ -30,6 +32,7 @@ import signal
 import sys
 import threading
 import time
+import urllib.parse
 
 from .handler import HandlerEmulation
 from .kubevirt import cond_get
@@ -107,6 +110,8 @@ class NodeAgent:
                 continue
             if spec.get('storageClassName') == UNBOUND_CLASS:
                 continue    # a class no provisioner serves: the claim stays Pending, as on a cluster
+            if self._csi_class(spec.get('storageClassName')):
+                continue    # a real CSI driver's class: its external-provisioner binds the claim
             name = 'pv-%s' % meta['uid']
             if self.store.peek(self.t_pv, '', name) is None:
                 self.store.create(self.t_pv, '', {
@@ -124,6 +129,19 @@ class NodeAgent:
                 pvc['status'] = {'phase': 'Bound', 'accessModes': pvc['spec'].get('accessModes') or ['ReadWriteOnce'],
                                  'capacity': {'storage': pvc['spec']['resources']['requests']['storage']}}
             self.store.mutate(self.t_pvc, meta['namespace'], meta['name'], bind)
+
+    def _csi_class(self, name):
+        """Whether the StorageClass ``name`` names a CSIDriver installed in the cluster as its provisioner."""
+        if not name:
+            return False
+        try:
+            klass = self.store.request('GET', '/apis/storage.k8s.io/v1/storageclasses/' + urllib.parse.quote(name, safe=''))
+            self.store.request('GET', '/apis/storage.k8s.io/v1/csidrivers/' + urllib.parse.quote(klass.get('provisioner') or '-', safe=''))
+        except ApiError as exc:
+            if exc.code == 404:
+                return False
+            raise
+        return True
 
     def _change(self, vmi, pods):
         """A function that moves ``vmi`` on, or None when virt-handler would write nothing now."""
