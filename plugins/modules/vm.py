@@ -463,7 +463,8 @@ vm:
     state_reason: {description: "libvirt's reason for the current state: booted, destroyed, shutdown, ...", type: str, returned: when exists on libvirt}
     printable_status: {type: str, returned: on kubevirt, description: ["KubeVirt's own status.printableStatus, next to RV(vm.status) (ours).",
         "virt-controller writes it a moment after the instance changes; a wait that reached the declared state gives it up to 10 seconds
-        to say the same word, then reports it as observed (the settled disagreements are listed in the states guide)."]}
+        to say the same word, then reports it as observed. A settled disagreement (listed in the states guide: KubeVirt's own rule
+        gives its word for the same facts) is not waited for."]}
     run_strategy: {description: The VirtualMachine's run strategy., type: str, returned: on kubevirt}
     vmi_uid: {description: UID of the VirtualMachineInstance (changes with every restart)., type: str, returned: on kubevirt}
     namespace: {description: Namespace of the VM., type: str, returned: on kubevirt}

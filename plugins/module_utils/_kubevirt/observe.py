@@ -56,7 +56,7 @@ def build(name, namespace, vm, vmi, datavolumes, pvcs):
         'ready': bool(_get(vm, 'status', 'ready')), 'vcpus': _get(domain, 'cpu', 'cores'),
         'memory': _get(domain, 'resources', 'requests', 'memory') or _get(domain, 'memory', 'guest'),
         'lease_until': meta.get('lease_until'), 'task_owner': meta.get('owner'), 'last_action': meta.get('last_action'),
-        'message': condition_message(vm, vmi), 'vm': vm, 'vmi': vmi,
+        'message': condition_message(vm, vmi), 'vm': vm, 'vmi': vmi, 'datavolumes': datavolumes, 'pvcs': pvcs,
     }
     result.update(view)
     return result

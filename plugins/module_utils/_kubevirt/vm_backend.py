@@ -32,7 +32,7 @@ from ansible_collections.converge.virt.plugins.module_utils._kubevirt import clo
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.client import ApiUnavailable, CDI_API, Conflict, KUBEVIRT_API, NotFound
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.taskstore import KubevirtTaskStore, annotations_from_record
 from ansible_collections.converge.virt.plugins.module_utils._kubevirt.vm_manifest import declared_differences, manifest_for_create, merged_for_patch
-from ansible_collections.converge.virt.plugins.module_utils._phase import tasks, views
+from ansible_collections.converge.virt.plugins.module_utils._phase import deviations, tasks, views
 from ansible_collections.converge.virt.plugins.module_utils._phase.tasks import TaskRecord
 
 
@@ -40,7 +40,8 @@ STOPPED_STATUSES = ('Stopped',)
 # KubeVirt's own word (the VM's status.printableStatus) is written by virt-controller after it sees the instance
 # change: once our word shows the declared state, a wait gives it this long (at most) to say the same, so that a
 # result never reads Running beside KubeVirt's Starting. The settled disagreements of docs/states-virt-controller.md
-# (deviations.py) never catch up: they cost this grace and are reported as observed.
+# (_phase/deviations.py settled_disagreement: KubeVirt's own rule gives its word for the same facts) never catch up: they
+# are not waited for, and are reported as observed.
 CONTROLLER_CATCH_UP = 10.0
 
 
@@ -285,7 +286,7 @@ class KubevirtVm(driver.VmBackend):
         """``obs`` (our word in ``targets``), or a later observation where KubeVirt's printable status says the same
         word too, waited for ``CONTROLLER_CATCH_UP`` seconds at most (never past ``remaining``); ``obs`` when it does not."""
         def agree(o):
-            return o.get('printable_status') in (None, o.get('status'))
+            return o.get('printable_status') in (None, o.get('status')) or settled_disagreement(o) is not None
         if agree(obs):
             return obs
         try:
@@ -407,6 +408,15 @@ class KubevirtVm(driver.VmBackend):
 
 
 # ---------------------------------------------------------------- converge
+def settled_disagreement(obs):
+    """The key of the deviation (``_phase/deviations.py``) that explains KubeVirt's printable status beside ours in ``obs`` for
+    good, or None (they agree, or KubeVirt may still catch up)."""
+    if obs.get('vm') is None or obs.get('printable_status') in (None, obs.get('status')):
+        return None
+    inp = kubevirt_views.kubevirt_status_input(obs['vm'], obs.get('vmi'), obs.get('datavolumes'), obs.get('pvcs'))
+    return deviations.settled_disagreement(obs.get('status'), obs.get('printable_status'), inp)
+
+
 def settle_targets(state):
     """Status words a declared state means once reached (None: nothing to wait for)."""
     return {'running': ('Running',), 'restarted': ('Running',), 'paused': ('Paused',), 'stopped': STOPPED_STATUSES}.get(state)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from ansible_collections.converge.virt.plugins.module_utils._phase import status
+
 Deviation = namedtuple('Deviation', ['key', 'area', 'upstream', 'ours', 'reason'])
 
 DEVIATIONS = (
@@ -108,6 +110,35 @@ DEVIATIONS = (
         'unmounting is idempotent on a node; detaching a disk from a guest is not, and an unconfirmed attachment may '
         'belong to somebody else (phase model, section 8, rule 5).'),
 )
+
+
+def _rerun_set_to_start_upstream(inp):
+    """KubeVirt v1.8.0's isSetToStart for a RerunOnFailure VM without an instance: set to start whatever its requests."""
+    if inp.run_strategy == 'RerunOnFailure' and inp.instance is None and not inp.start_requested:
+        return inp._replace(start_requested=True)
+    return None
+
+
+# The printable-status deviations whose disagreement with KubeVirt is settled (KubeVirt keeps its word, it never catches
+# up with ours): the deviation's key -> the upstream rule, as the StatusInput KubeVirt's rule sees for the same facts
+# (None when the rule does not differ for them).
+SETTLED_STATUS_RULES = (('rerun-set-to-start', _rerun_set_to_start_upstream),)
+
+
+def settled_disagreement(ours, theirs, inp):
+    """The key of the printable-status deviation that explains KubeVirt's word ``theirs`` beside our ``ours`` for the
+    :class:`status.StatusInput` ``inp``, or None.
+
+    Only when ours is what our rules give for ``inp`` and KubeVirt's upstream rule gives exactly ``theirs`` for the same
+    facts: any other disagreement may be KubeVirt not having caught up yet.
+    """
+    if ours == theirs or theirs is None or status.printable_status(inp) != ours:
+        return None
+    for key, upstream in SETTLED_STATUS_RULES:
+        seen_upstream = upstream(inp)
+        if seen_upstream is not None and status.printable_status(seen_upstream) == theirs:
+            return key
+    return None
 
 
 def by_key(key: str) -> Deviation:
