@@ -211,7 +211,7 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
             why = mark.get('reason') or 'no reason given'
             return self._refused_attempt(src_dom, 'target %s is being drained (%s); no VM is placed on it' % (redact_uri(self.target_uri), why))
         self._observe(dest_connected=True, dest_checked=True)
-        return self._run(src_dom)
+        return self._run(src_dom, view)
 
     def _refused_attempt(self, src_dom, msg, error=None):
         """An attempt that failed before this run took the task: nothing in the world changed (``changed: false``).
@@ -297,9 +297,11 @@ class Migration(migrate.MigrationRun):  # pylint: disable=too-many-instance-attr
             return dict(view, task_state=None, task_id=None, effective_vm_state=cleared.vm_state)
         return vm_view(src_dom)
 
-    def _run(self, src_dom):
+    def _run(self, src_dom, view=None):
+        """Take the task and migrate. ``view``: the source's state words this run has just read (not read again: the take
+        is a compare-and-swap on the record all the same); None: read them."""
         task_id = tasks.new_task_id()
-        view = vm_view(src_dom)
+        view = vm_view(src_dom) if view is None else view
         lease = task_lease_seconds(self.opts)
         store = LibvirtTaskStore(self.source.conn, src_dom, self.owner, inferred_vm_state=view['effective_vm_state'])
         record = tasks.take_task(store, self.opts.action, task_id, time.time(), lease_seconds=lease, owner=self.owner, name=self.name)
