@@ -403,23 +403,42 @@ def node_of(pid, state, parents=None):
 def memory(state):
     """{node name: {"rss_kib", "pss_kib", "processes"}} over every process of each node (node_of: its PID 1, containerd,
     kubelet, virt-handler, the nodeexec processes that started them, shims, pod containers, launchers, QEMU, its API
-    server forwarder); and "total". RSS counts shared pages once per process; PSS divides them among the processes sharing them."""
+    server forwarder); "total" (the nodes'); and "lab": the lab's own recorded processes and their children (etcd,
+    kube-apiserver, kube-controller-manager, kube-scheduler, kwok, virt-api, virt-controller). RSS counts shared pages once
+    per process; PSS divides them among the processes sharing them."""
     parents = _parents()
     result = {n["name"]: {"rss_kib": 0, "pss_kib": 0, "processes": 0} for n in state.get("nodes", [])}
+    control = {"rss_kib": 0, "pss_kib": 0, "processes": 0}
+    recorded = {p["pid"] for p in state.get("processes", [])}
     for pid in parents:
         name = node_of(pid, state, parents)
-        if name not in result:
+        if name is None and _descends(pid, recorded, parents):
+            name = "lab"
+        if name not in result and name != "lab":
             continue
         try:
             with open(f"/proc/{pid}/smaps_rollup", encoding="utf-8") as handle:
                 fields = dict(line.split(":", 1) for line in handle if ":" in line and not line.startswith(" "))
         except (OSError, ValueError):
             continue
-        result[name]["rss_kib"] += int(fields.get("Rss", "0 kB").split()[0])
-        result[name]["pss_kib"] += int(fields.get("Pss", "0 kB").split()[0])
-        result[name]["processes"] += 1
+        into = control if name == "lab" else result[name]
+        into["rss_kib"] += int(fields.get("Rss", "0 kB").split()[0])
+        into["pss_kib"] += int(fields.get("Pss", "0 kB").split()[0])
+        into["processes"] += 1
     result["total"] = {key: sum(v[key] for v in result.values()) for key in ("rss_kib", "pss_kib", "processes")}
+    result["lab"] = control
     return result
+
+
+def _descends(pid, recorded, parents):
+    """Whether ``pid`` is one of the ``recorded`` processes or a descendant of one."""
+    seen = set()
+    while pid and pid not in seen:
+        if pid in recorded:
+            return True
+        seen.add(pid)
+        pid = parents.get(pid)
+    return False
 
 
 def veth_bytes(state, name):
