@@ -179,8 +179,8 @@ test-awx: awx layout
 # longest files of tests/integration are named first for the same reason (pytest collects each file once); the two halves of
 # the interruption campaign come first of all, so that xdist's initial round-robin gives one to each worker.
 # The KubeVirt files of tests/integration, the KubeVirt chaos campaign and tests/kubeapi_tests (KUBE_LANE) run apart, in integration-kube-run: make test
-# puts them in the second lane, after molecule and the matrix, which ended 20 minutes before the integration tier (their
-# own Kubernetes stack, network namespace and addresses; tests/reliability stays whole, it writes docs/reliability.md).
+# puts them in the second lane, after the matrix (their own Kubernetes stack, network namespace and addresses;
+# tests/reliability stays whole, it writes docs/reliability.md).
 KUBE_LANE := tests/integration/test_kubevirt_real_controller.py $(filter-out tests/integration/test_kubevirt_real_controller.py \
     $(wildcard tests/integration/test_kubevirt_real_node*.py),$(wildcard tests/integration/test_kubevirt_*.py)) $(wildcard tests/integration/test_kubelab*.py) \
     tests/integration/test_evacuate_role_kubevirt.py tests/integration/test_forged_records_kubevirt.py tests/integration/test_reconcile_kubevirt.py \
@@ -188,18 +188,31 @@ KUBE_LANE := tests/integration/test_kubevirt_real_controller.py $(filter-out tes
     tests/kubeapi_tests
 # the real node's files (KubeVirt's own virt-handler and virt-launcher booting TCG guests under a real kubelet and
 # containerd; issue 34, docs/kubelab.md): REAL_NODE_LANE runs in make test, in the second lane after the KubeVirt files
-# (real-node-run: one pytest process, one real-node lab at a time); test-real-node runs every real-node file
+# (real-node-run: one pytest process, one real-node lab at a time; the last file is the two-node lab of issue 37, a live
+# migration between two real nodes); test-real-node runs every real-node file
 # (REAL_NODE_FILES: also the Debian golden image booted under cloud-init, a TCG boot too long for make test).
 # Outside these targets the files skip (CONVERGE_VIRT_REAL_NODE unset), naming them.
 REAL_NODE_FILES := $(wildcard tests/integration/test_kubevirt_real_node*.py)
 REAL_NODE_LANE := tests/integration/test_kubevirt_real_node.py tests/integration/test_kubevirt_real_node_vm.py \
-    tests/integration/test_kubevirt_real_node_faults.py
+    tests/integration/test_kubevirt_real_node_faults.py tests/integration/test_kubevirt_real_node_two.py
 .PHONY: test-real-node real-node-run
 test-real-node: venv layout guest kube kube-node
 > $(LAB_ENV) CONVERGE_VIRT_REAL_NODE=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=10 $(REAL_NODE_FILES)
 real-node-run:
 > $(LAB_ENV) CONVERGE_VIRT_REAL_NODE=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=10 \
     $(call JUNIT,real-node) $(REAL_NODE_LANE)
+
+# the real node's CSI stack (issue 37 item 4; docs/kubelab.md "Storage and snapshots"): the upstream csi-driver-host-path
+# (source committed unmodified under tools/kubelab/csi/: the Go module proxy does not serve it), our registrar, and
+# external-provisioner, external-snapshotter's snapshot-controller and csi-snapshotter from their Go modules, cached in
+# the kube cache keyed by their inputs. Opt-in (cold about 9 min on 2 loaded cores; cached under a second): not part of
+# make test; test-real-node-csi runs the snapshot/restore file against it.
+.PHONY: kube-csi test-real-node-csi
+kube-csi: kube-node
+> $(PYTHON) -m tools.kubelab.csi build
+test-real-node-csi: venv layout guest kube kube-node kube-csi
+> $(LAB_ENV) CONVERGE_VIRT_REAL_NODE=1 CONVERGE_VIRT_CSI=1 $(NETNS) $(VPY) -m pytest -q -p no:cacheprovider -rfE --durations=10 \
+    tests/integration/test_kubevirt_real_node_snapshot.py
 
 integration: venv layout guest kube peers
 > @$(MAKE) --no-print-directory integration-run integration-kube-run
@@ -261,7 +274,8 @@ matrix-run:
 > $(LAB_ENV) $(VPY) -m tools.matrix $(MATRIX_VERSIONS)
 
 # The *-run targets are the tiers without their set-up (which `make test` does first, once): the integration tier
-# in one lane, molecule then the matrix in another, side by side (tools/lanes.py). Both lanes mostly wait on guests,
+# and molecule in one lane, the matrix and the KubeVirt tiers in another, side by side (tools/lanes.py; molecule moved to
+# the first lane on 2026-11-29 to make room for the two-node file in the second). Both lanes mostly wait on guests,
 # daemons and ansible processes, and each tier starts its own private network namespace, so they cannot meet.
 # tools/lanes.py runs the set-up and the quick tiers first: `setup`, then the Go builds of `make kube` (only the lanes need
 # the Kubernetes stack; cold 6-50 min, cached 0.4 s) and then the peers' unpacking beside the guests, units, sanity, lint,
@@ -275,7 +289,7 @@ test:
 > $(PYTHON) -m tools.lanes --make $(MAKE) --log-dir $(BUILD)/lanes --first "setup" \
     --first "guest units sanity lint typecheck matrix-setup | kube peers" \
     --junit '$(BUILD)/lanes/junit-*.xml' --junit '$(BUILD)/matrix/*/junit-*.xml' \
-    "kube-node integration-run" "molecule-run matrix-run integration-kube-run kube-node real-node-run"
+    "kube-node molecule-run integration-run" "matrix-run integration-kube-run kube-node real-node-run"
 > @echo "make test: all tiers passed"
 
 demo: setup guest
