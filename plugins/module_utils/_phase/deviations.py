@@ -112,7 +112,7 @@ DEVIATIONS = (
 )
 
 
-def _rerun_set_to_start_upstream(inp):
+def _rerun_set_to_start_upstream(inp: status.StatusInput) -> 'status.StatusInput | None':
     """KubeVirt v1.8.0's isSetToStart for a RerunOnFailure VM without an instance: set to start whatever its requests."""
     if inp.run_strategy == 'RerunOnFailure' and inp.instance is None and not inp.start_requested:
         return inp._replace(start_requested=True)
@@ -125,7 +125,7 @@ def _rerun_set_to_start_upstream(inp):
 SETTLED_STATUS_RULES = (('rerun-set-to-start', _rerun_set_to_start_upstream),)
 
 
-def settled_disagreement(ours, theirs, inp):
+def settled_disagreement(ours: 'str | None', theirs: 'str | None', inp: status.StatusInput) -> 'str | None':
     """The key of the printable-status deviation that explains KubeVirt's word ``theirs`` beside our ``ours`` for the
     :class:`status.StatusInput` ``inp``, or None.
 
