@@ -55,14 +55,19 @@ def domain(monkeypatch):
     conn.close()
 
 
-def run(monkeypatch, **args):
-    """The vm module's result for ``args`` (on test:///default)."""
-    monkeypatch.setattr(basic, '_ANSIBLE_ARGS', json.dumps({'ANSIBLE_MODULE_ARGS': dict(args, uri=URI)}).encode())
+def run_module_main(monkeypatch, module, args):
+    """The result ``module.main()`` prints for the module arguments ``args`` (it ends in exit_json or fail_json)."""
+    monkeypatch.setattr(basic, '_ANSIBLE_ARGS', json.dumps({'ANSIBLE_MODULE_ARGS': args}).encode())
     monkeypatch.setattr(basic, '_ANSIBLE_PROFILE', 'legacy', raising=False)
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
-        vm_module.main()
+        module.main()
     return json.loads(out.getvalue())
+
+
+def run(monkeypatch, **args):
+    """The vm module's result for ``args`` (on test:///default)."""
+    return run_module_main(monkeypatch, vm_module, dict(args, uri=URI))
 
 
 def steps(result):

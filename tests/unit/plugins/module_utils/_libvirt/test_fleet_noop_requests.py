@@ -65,14 +65,11 @@ def fleet_of_domains():
     conn.close()
 
 
-@pytest.fixture(name='calls')
-def counted_calls(monkeypatch):
-    """Every call of a public method of virConnect, virDomain and virSecret, and every task mutex taken: name -> count."""
-    counts = collections.Counter()
-
+def count_public_calls(monkeypatch, add):
+    """Wrap every public method of virConnect, virDomain and virSecret so that each call first calls ``add('Class.method')``."""
     def counted(key, method):
         def call(*args, **kwargs):
-            counts[key] += 1
+            add(key)
             return method(*args, **kwargs)
         return call
 
@@ -80,6 +77,16 @@ def counted_calls(monkeypatch):
         for attr, method in list(vars(cls).items()):
             if not attr.startswith('_') and callable(method):
                 monkeypatch.setattr(cls, attr, counted('%s.%s' % (cls.__name__, attr), method))
+
+
+@pytest.fixture(name='calls')
+def counted_calls(monkeypatch):
+    """Every call of a public method of virConnect, virDomain and virSecret, and every task mutex taken: name -> count."""
+    counts = collections.Counter()
+
+    def add(key):
+        counts[key] += 1
+    count_public_calls(monkeypatch, add)
 
     def enter(mutex):
         counts['task mutex'] += 1

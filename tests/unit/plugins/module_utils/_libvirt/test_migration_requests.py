@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import io
-import json
 import sys
 import threading
 import uuid
@@ -37,6 +35,8 @@ from ansible.module_utils import basic
 
 from ansible_collections.converge.virt.plugins.module_utils._libvirt import connection, migration_history, taskstore
 from ansible_collections.converge.virt.plugins.modules import migration as migration_module
+from ansible_collections.converge.virt.tests.unit.plugins.module_utils._libvirt.test_conformance_test_driver import run_module_main
+from ansible_collections.converge.virt.tests.unit.plugins.module_utils._libvirt.test_fleet_noop_requests import count_public_calls
 
 SOURCE = 'test:///default'
 # calls of one migration around the transfer that reach a daemon (the task mutex and the follow loop's polls apart: a mutex
@@ -122,17 +122,7 @@ def calls(monkeypatch, target):
     test driver keeps no secrets)."""
     counter = Counter()
     _uri, shared = target
-
-    def counted(key, method):
-        def call(*args, **kwargs):
-            counter.add(key)
-            return method(*args, **kwargs)
-        return call
-
-    for cls in (libvirt.virConnect, libvirt.virDomain, libvirt.virSecret):
-        for attr, method in list(vars(cls).items()):
-            if not attr.startswith('_') and callable(method):
-                monkeypatch.setattr(cls, attr, counted('%s.%s' % (cls.__name__, attr), method))
+    count_public_calls(monkeypatch, counter.add)
 
     opened = connection.libvirt.open
 
@@ -166,12 +156,7 @@ def calls(monkeypatch, target):
 
 def run(monkeypatch, **args):
     """The migration module's result for ``args``."""
-    monkeypatch.setattr(basic, '_ANSIBLE_ARGS', json.dumps({'ANSIBLE_MODULE_ARGS': dict(args, uri=SOURCE)}).encode())
-    monkeypatch.setattr(basic, '_ANSIBLE_PROFILE', 'legacy', raising=False)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
-        migration_module.main()
-    return json.loads(out.getvalue())
+    return run_module_main(monkeypatch, migration_module, dict(args, uri=SOURCE))
 
 
 def test_a_migration_makes_its_calls_once(monkeypatch, target, vm, calls):
